@@ -1,0 +1,23 @@
+"""Errors raised by the record codecs; each maps onto one Kafka error code at the broker."""
+
+from __future__ import annotations
+
+
+class RecordsError(ValueError):
+    """Base class: the bytes are not a valid Kafka v2 record batch."""
+
+
+class CorruptBatchError(RecordsError):
+    """Truncated, inconsistent or CRC-failing batch (Kafka CORRUPT_MESSAGE, code 2)."""
+
+
+class UnsupportedMagicError(CorruptBatchError):
+    """Magic other than 2 (Kafka UNSUPPORTED_FOR_MESSAGE_FORMAT, code 43)."""
+
+
+class InvalidRecordError(RecordsError):
+    """A well-formed batch whose records break a rule (Kafka INVALID_RECORD, code 87)."""
+
+
+class UnsupportedCompressionError(RecordsError):
+    """Codec bits name no known codec (Kafka UNSUPPORTED_COMPRESSION_TYPE, code 76)."""
