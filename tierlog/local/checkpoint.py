@@ -1,0 +1,81 @@
+"""Kafka's text checkpoint files, written atomically (temp file, fsync, rename).
+
+Format (``CheckpointFile`` in Kafka), one file per log dir for offsets::
+
+    0                      version
+    2                      entry count
+    orders 0 1042          one entry per line, space separated
+    clicks 3 77
+
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``replication-offset-checkpoint`` use "topic partition offset" entries; a partition's
+``leader-epoch-checkpoint`` uses "epoch startOffset" entries.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+VERSION = 0
+
+
+class CorruptCheckpointError(Exception):
+    """The file is not in checkpoint format; the message names the file and line."""
+
+
+def write_checkpoint(path: Path, entries: Iterable[Sequence[object]]) -> None:
+    rows = [" ".join(str(field) for field in entry) for entry in entries]
+    text = "\n".join([str(VERSION), str(len(rows)), *rows]) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    # The rename itself must reach the disk before the checkpoint counts as written.
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
+    """Entries of ``fields`` space-separated strings; [] when the file does not exist.
+
+    Raises:
+        CorruptCheckpointError: wrong version, count or entry shape.
+    """
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    if len(lines) < 2 or lines[0].strip() != str(VERSION):
+        raise CorruptCheckpointError(f"{path}: unsupported or missing version line")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CorruptCheckpointError(f"{path}: bad entry count {lines[1]!r}") from None
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if len(entries) != count:
+        raise CorruptCheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
+    for n, entry in enumerate(entries, start=3):
+        if len(entry) != fields:
+            raise CorruptCheckpointError(f"{path}:{n}: expected {fields} fields: {entry}")
+    return entries
+
+
+def read_offsets(path: Path) -> dict[tuple[str, int], int]:
+    """A "topic partition offset" checkpoint as ``{(topic, partition): offset}``."""
+    try:
+        return {(t, int(p)): int(o) for t, p, o in read_checkpoint(path, 3)}
+    except ValueError as exc:
+        raise CorruptCheckpointError(f"{path}: {exc}") from None
+
+
+def write_offsets(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    write_checkpoint(path, ((t, p, o) for (t, p), o in sorted(offsets.items())))

@@ -1,0 +1,142 @@
+"""Per-log configuration with Kafka's topic-level key names and defaults.
+
+Defaults follow Kafka 4.x (``LogConfig`` / ``TopicConfig``): 1 GiB segments, a 7-day roll and
+retention, 4 KiB index interval, 10 MiB preallocated indexes, no forced flush (Kafka relies
+on replication and the OS; ``flush.*`` exist for single-node durability), 1 MiB + 12 bytes
+max batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, one_of
+
+NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for flush.* and segment.ms
+DAY_MS = 24 * 60 * 60 * 1000
+
+TOPIC_CONFIG = ConfigDef(
+    [
+        ConfigKey("segment.bytes", "int", 1 << 30, "roll a segment at this size", at_least(14)),
+        ConfigKey("segment.ms", "long", 7 * DAY_MS, "roll a segment after this age", at_least(1)),
+        ConfigKey(
+            "segment.index.bytes",
+            "int",
+            10 << 20,
+            "preallocated size of each offset/time index",
+            at_least(8),
+        ),
+        ConfigKey(
+            "index.interval.bytes",
+            "int",
+            4096,
+            "bytes of log between two offset-index entries",
+            at_least(0),
+        ),
+        ConfigKey(
+            "flush.messages",
+            "long",
+            NEVER,
+            "fsync after this many messages since the last flush",
+            at_least(1),
+        ),
+        ConfigKey("flush.ms", "long", NEVER, "fsync when the last flush is this old", at_least(0)),
+        ConfigKey(
+            "retention.ms",
+            "long",
+            7 * DAY_MS,
+            "delete segments older than this; -1 keeps forever",
+            at_least(-1),
+        ),
+        ConfigKey(
+            "retention.bytes",
+            "long",
+            -1,
+            "delete oldest segments while the log is larger; -1 no limit",
+            at_least(-1),
+        ),
+        ConfigKey("max.message.bytes", "int", 1048588, "largest accepted batch", at_least(0)),
+        ConfigKey(
+            "message.timestamp.type",
+            "string",
+            "CreateTime",
+            "CreateTime keeps producer timestamps, LogAppendTime stamps on append",
+            one_of("CreateTime", "LogAppendTime"),
+        ),
+        ConfigKey(
+            "file.delete.delay.ms",
+            "long",
+            60_000,
+            "keep a deleted segment's files this long for in-flight reads",
+            at_least(0),
+        ),
+        ConfigKey(
+            "cleanup.policy",
+            "list",
+            ["delete"],
+            "delete, compact, or both",
+            one_of("delete", "compact"),
+        ),
+    ]
+)
+
+
+def _default(name: str) -> Any:
+    return TOPIC_CONFIG.keys[name].default
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Typed view of one log's configuration; attribute names are the Kafka keys with
+    ``.`` replaced by ``_``."""
+
+    segment_bytes: int = _default("segment.bytes")
+    segment_ms: int = _default("segment.ms")
+    segment_index_bytes: int = _default("segment.index.bytes")
+    index_interval_bytes: int = _default("index.interval.bytes")
+    flush_messages: int = _default("flush.messages")
+    flush_ms: int = _default("flush.ms")
+    retention_ms: int = _default("retention.ms")
+    retention_bytes: int = _default("retention.bytes")
+    max_message_bytes: int = _default("max.message.bytes")
+    message_timestamp_type: str = _default("message.timestamp.type")
+    file_delete_delay_ms: int = _default("file.delete.delay.ms")
+    cleanup_policy: tuple[str, ...] = tuple(_default("cleanup.policy"))
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any], *, allow_unknown: bool = False) -> LogConfig:
+        """Build from Kafka-named keys (strings or typed values); unset keys take defaults.
+
+        Raises:
+            ConfigError: unknown key or invalid value, naming the key.
+        """
+        values = TOPIC_CONFIG.parse(props, allow_unknown=allow_unknown)
+        values["cleanup.policy"] = tuple(values["cleanup.policy"])
+        return cls(**{name.replace(".", "_"): value for name, value in values.items()})
+
+    def to_props(self) -> dict[str, str]:
+        """Kafka-named string values, as DescribeConfigs reports and files store them."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            text = ",".join(value) if isinstance(value, tuple) else str(value)
+            out[f.name.replace("_", ".")] = text
+        return out
+
+    def with_overrides(self, props: Mapping[str, Any]) -> LogConfig:
+        merged: dict[str, Any] = dict(self.to_props())
+        merged.update(props)
+        return LogConfig.from_props(merged)
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+
+__all__ = ["NEVER", "TOPIC_CONFIG", "ConfigError", "LogConfig"]

@@ -1,0 +1,29 @@
+"""Errors of the local tier; the broker maps each onto one Kafka error code."""
+
+from __future__ import annotations
+
+
+class LogError(Exception):
+    """Base class for local-tier failures."""
+
+
+class OffsetOutOfRangeError(LogError):
+    """Requested offset is below the log start or above the log end (code 1)."""
+
+    def __init__(self, offset: int, log_start: int, log_end: int) -> None:
+        super().__init__(f"offset {offset} is outside the log range [{log_start}, {log_end}]")
+        self.offset = offset
+        self.log_start = log_start
+        self.log_end = log_end
+
+
+class RecordTooLargeError(LogError):
+    """A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE, code 10)."""
+
+
+class RecordBatchTooLargeError(LogError):
+    """A batch is larger than a whole segment (RECORD_LIST_TOO_LARGE, code 18)."""
+
+
+class LogClosedError(LogError):
+    """The log was closed or deleted while in use (KAFKA_STORAGE_ERROR, code 56)."""

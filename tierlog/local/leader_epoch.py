@@ -1,0 +1,105 @@
+"""The leader epoch cache of one partition and its ``leader-epoch-checkpoint`` file.
+
+Each entry says "epoch E started at offset O" (KIP-101). A follower asks the leader for the
+end offset of its latest epoch (OffsetForLeaderEpoch) and truncates to it, so logs never
+diverge after a leader change. The file uses Kafka's checkpoint format
+(``tierlog.local.checkpoint``) with "epoch startOffset" entries.
+
+Not thread-safe; owned by one ``Log``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from tierlog.local.checkpoint import CorruptCheckpointError, read_checkpoint, write_checkpoint
+
+FILE_NAME = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / FILE_NAME
+        try:
+            rows = read_checkpoint(self.path, 2)
+            self.entries = [EpochEntry(int(e), int(o)) for e, o in rows]
+        except (CorruptCheckpointError, ValueError):
+            # The cache is rebuilt from batch headers by the log when it cannot be read.
+            self.entries = []
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; returns True if it is new.
+
+        Entries with a lower epoch never follow a higher one; a new epoch whose start
+        offset is not after an older entry's replaces it (KIP-279 rules).
+        """
+        if epoch < 0 or (self.entries and epoch <= self.latest_epoch):
+            return False
+        while self.entries and self.entries[-1].start_offset >= start_offset:
+            self.entries.pop()
+        self.entries.append(EpochEntry(epoch, start_offset))
+        self.flush()
+        return True
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` for OffsetForLeaderEpoch, as Kafka's
+        ``LeaderEpochFileCache.endOffsetFor``:
+
+        * the latest epoch ends at the log end;
+        * an older epoch ends where the first later known epoch starts, reported with the
+          largest known epoch <= ``epoch``;
+        * an epoch older than every entry (its data deleted) ends where the first entry
+          starts, reported with ``epoch`` itself;
+        * ``(-1, -1)`` for an undefined epoch, one newer than the latest, or no entries.
+
+        The two edge cases used to answer (-1, -1) and (latest, log end): a Kafka consumer
+        validating its position (KIP-320) then saw an undefined answer after retention and
+        reset its offset.
+        """
+        if epoch == UNDEFINED_EPOCH or not self.entries:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if epoch == self.latest_epoch:
+            return epoch, log_end_offset
+        floor: EpochEntry | None = None
+        for entry in self.entries:
+            if entry.epoch > epoch:
+                # ``entry`` is the first epoch after the requested one.
+                return (epoch if floor is None else floor.epoch), entry.start_offset
+            floor = entry
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs starting at or after ``end_offset`` (log truncated to it)."""
+        before = len(self.entries)
+        self.entries = [e for e in self.entries if e.start_offset < end_offset]
+        if len(self.entries) != before:
+            self.flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Log start moved to ``start_offset``: the epoch in force there now starts there."""
+        kept = [e for e in self.entries if e.start_offset >= start_offset]
+        older = [e for e in self.entries if e.start_offset < start_offset]
+        if older and (not kept or kept[0].start_offset > start_offset):
+            kept.insert(0, EpochEntry(older[-1].epoch, start_offset))
+        if kept != self.entries:
+            self.entries = kept
+            self.flush()
+
+    def flush(self) -> None:
+        write_checkpoint(self.path, self.entries)
+
+    def clear(self) -> None:
+        self.entries = []
+        self.flush()

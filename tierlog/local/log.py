@@ -1,0 +1,693 @@
+"""The local log of one partition: an ordered list of segments with one active at the end.
+
+Owns the partition directory's files (segments, indexes, ``leader-epoch-checkpoint``) and the
+rules that span segments: offset assignment, rolling, the flush policy, retention, truncation
+and recovery after an unclean stop. The broker never decodes records here: appends read only
+batch headers and write the producer's bytes with baseOffset/partitionLeaderEpoch rewritten.
+
+Single-threaded by contract, like Kafka's ``LocalLog``: the broker calls it from its event
+loop and the ``LogManager``'s scheduled tasks run on that same loop. Whoever adds threads
+takes a lock around the whole ``Log``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tierlog.local.config import LogConfig
+from tierlog.local.errors import (
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from tierlog.local.index import CorruptIndexError
+from tierlog.local.leader_epoch import LeaderEpochCache
+from tierlog.local.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    BatchEntry,
+    FileSlice,
+    LogSegment,
+)
+from tierlog.local.time_index import NO_TIMESTAMP
+from tierlog.records.errors import InvalidRecordError, RecordsError
+from tierlog.records.header import (
+    MAGIC_OFFSET,
+    NO_SEQUENCE,
+    BatchHeader,
+    iter_batches,
+    rewrite_prefix,
+    set_log_append_time,
+)
+from tierlog.util.clock import Clock, SystemClock
+from tierlog.util.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    """What an append did: the offsets it assigned and the timestamps it saw."""
+
+    first_offset: int = -1
+    last_offset: int = -1
+    max_timestamp: int = NO_TIMESTAMP
+    offset_of_max_timestamp: int = -1
+    log_append_time: int = NO_TIMESTAMP
+    record_count: int = 0
+    size: int = 0
+    batches: list[BatchHeader] = field(default_factory=list)
+
+
+class Log:
+    """One partition's local log.
+
+    Args:
+        directory: ``<log.dir>/<topic>-<partition>``; created if missing.
+        config: the topic's ``LogConfig``.
+        clock: wall and monotonic time (tests pass a ``ManualClock``).
+        scheduler: runs the delayed unlink of deleted segments; None deletes at once.
+        recovery_point: offset up to which the log is known flushed (checkpointed).
+        log_start_offset: checkpointed log start; raised to the first segment's base.
+        had_clean_shutdown: True skips recovery; False re-checks every batch from the
+            segment holding ``recovery_point`` to the end.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        scheduler: Scheduler | None = None,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+    ) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config = config or LogConfig()
+        self.clock = clock or SystemClock()
+        self.scheduler = scheduler
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.high_watermark = 0
+        self.unflushed_messages = 0
+        self.last_flush_ms = self.clock.monotonic_ms()
+        self.closed = False
+        self.leader_epoch_cache = LeaderEpochCache(self.directory)
+        self.recovered_bytes_truncated = 0
+        self._load(had_clean_shutdown)
+
+    # -- properties ----------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active_segment.next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(seg.size for seg in self.segments)
+
+    @property
+    def name(self) -> str:
+        return self.directory.name
+
+    # -- loading and recovery ------------------------------------------------------------
+
+    def _load(self, had_clean_shutdown: bool) -> None:
+        bases = self._clean_directory()
+        first_recovered = len(bases)
+        if not had_clean_shutdown and bases:
+            first_recovered = max(0, bisect.bisect_right(bases, self.recovery_point) - 1)
+        for n, base in enumerate(bases):
+            segment = self._open_segment(base)
+            # The segment notes missing/unreadable indexes as it opens them (checking
+            # for the files here, after the open has created them, never saw one missing).
+            if n >= first_recovered or segment.indexes_missing:
+                truncated = segment.recover()
+                if segment.indexes_missing:
+                    log.info("%s: rebuilt missing indexes", segment.path)
+                if truncated:
+                    self._drop_after_corruption(segment, truncated)
+                    self._append_segment(segment)
+                    break
+            else:
+                try:
+                    segment.load()
+                except (CorruptIndexError, RecordsError) as exc:
+                    log.warning("%s: %s; rebuilding its indexes", segment.path, exc)
+                    truncated = segment.recover()
+                    if truncated:
+                        self._drop_after_corruption(segment, truncated)
+                        self._append_segment(segment)
+                        break
+            self._append_segment(segment)
+        if not self.segments:
+            start = max(self.log_start_offset, 0)
+            self._append_segment(self._open_segment(start))
+        for segment in self.segments[:-1]:
+            segment.close_for_append()
+        self.active_segment.make_active()
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+        if not had_clean_shutdown:
+            # Recovered bytes may sit only in the page cache; make them durable once.
+            for segment in self.segments[first_recovered:]:
+                segment.flush()
+        self.recovery_point = self.log_end_offset
+        self.high_watermark = min(
+            max(self.high_watermark, self.log_start_offset), self.log_end_offset
+        )
+        self._rebuild_epoch_cache_if_empty()
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _clean_directory(self) -> list[int]:
+        """Remove leftovers of interrupted work; return the base offsets of the segments."""
+        bases = []
+        for entry in os.scandir(self.directory):
+            name = entry.name
+            if name.endswith((DELETED_SUFFIX, ".tmp")):
+                os.unlink(entry.path)
+            elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
+                bases.append(int(name[: -len(LOG_SUFFIX)]))
+        for entry in os.scandir(self.directory):
+            stem, dot, suffix = entry.name.partition(".")
+            if (
+                dot
+                and "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                and stem.isdigit()
+                and (int(stem) not in bases)
+            ):
+                os.unlink(entry.path)  # an index without its log is useless (Kafka does this)
+        return sorted(bases)
+
+    def _drop_after_corruption(self, segment: LogSegment, truncated: int) -> None:
+        log.warning(
+            "%s: truncated %d corrupt bytes at offset %d; deleting later segments",
+            segment.path,
+            truncated,
+            segment.next_offset,
+        )
+        self.recovered_bytes_truncated += truncated
+        for entry in sorted(os.scandir(self.directory), key=lambda e: e.name):
+            if entry.name.endswith(LOG_SUFFIX) and entry.name[: -len(LOG_SUFFIX)].isdigit():
+                base = int(entry.name[: -len(LOG_SUFFIX)])
+                if base > segment.base_offset:
+                    later = self._open_segment(base)
+                    log.warning("%s: deleted, it follows a corrupt segment", later.path)
+                    later.delete()
+
+    def _rebuild_epoch_cache_if_empty(self) -> None:
+        """A missing or unreadable checkpoint is rebuilt from batch headers (KIP-101)."""
+        if self.leader_epoch_cache.entries or self.log_end_offset == self.log_start_offset:
+            return
+        for segment in self.segments:
+            for _, header in segment.batches():
+                if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                    self.leader_epoch_cache.assign(
+                        header.partition_leader_epoch, header.base_offset
+                    )
+
+    def _open_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            created_ms=self.clock.milliseconds(),
+        )
+
+    def _append_segment(self, segment: LogSegment) -> None:
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    # -- appending -----------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0) -> AppendInfo:
+        """Append a producer's batches, assigning offsets from the log end.
+
+        Validates every batch (length, magic, CRC-32C, size, Kafka's client rules) before
+        writing anything, so a bad request leaves the log untouched.
+
+        Raises:
+            CorruptBatchError: malformed or CRC-failing batch.
+            InvalidRecordError: count/offset mismatch or a control batch from a client.
+            RecordTooLargeError / RecordBatchTooLargeError: size limits.
+        """
+        self._check_open()
+        info = self._validate(records, client=True)
+        if not info.batches:
+            return info
+        if self.config.message_timestamp_type == "LogAppendTime":
+            records = self._stamp_log_append_time(records, info)
+        next_offset = self.log_end_offset
+        buffers: list[bytes | memoryview] = []
+        entries: list[BatchEntry] = []
+        view = memoryview(records)
+        position = 0
+        info.first_offset = next_offset
+        for header in info.batches:
+            # Only baseOffset and partitionLeaderEpoch change; both precede the CRC'd range,
+            # so the producer's bytes after them are written as they came (no copy).
+            buffers.append(rewrite_prefix(view[position:], next_offset, leader_epoch))
+            buffers.append(view[position + MAGIC_OFFSET + 1 : position + header.size])
+            last = next_offset + header.last_offset_delta
+            entries.append(BatchEntry(position, header.size, last, header.max_timestamp))
+            if header.max_timestamp > info.max_timestamp:
+                info.max_timestamp, info.offset_of_max_timestamp = header.max_timestamp, last
+            position += header.size
+            next_offset = last + 1
+        info.last_offset = next_offset - 1
+        self._write(buffers, entries, info)
+        self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
+        return info
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches whose offsets the leader assigned (replication, compaction).
+
+        Raises:
+            InvalidRecordError: offsets that do not continue from the log end.
+        """
+        self._check_open()
+        info = self._validate(records, client=False)
+        if not info.batches:
+            return info
+        first = info.batches[0]
+        if first.base_offset < self.log_end_offset:
+            raise InvalidRecordError(
+                f"{self.name}: replicated batch at {first.base_offset} is below the log end "
+                f"{self.log_end_offset}"
+            )
+        entries: list[BatchEntry] = []
+        position = 0
+        previous_next = first.base_offset
+        for header in info.batches:
+            if header.base_offset < previous_next:
+                raise InvalidRecordError(f"{self.name}: replicated offsets go backwards")
+            entries.append(
+                BatchEntry(position, header.size, header.last_offset, header.max_timestamp)
+            )
+            if header.max_timestamp > info.max_timestamp:
+                info.max_timestamp = header.max_timestamp
+                info.offset_of_max_timestamp = header.last_offset
+            position += header.size
+            previous_next = header.next_offset
+        info.first_offset = first.base_offset
+        info.last_offset = info.batches[-1].last_offset
+        self._write([memoryview(records)], entries, info)
+        for header in info.batches:
+            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        return info
+
+    def _validate(self, records: bytes | bytearray | memoryview, client: bool) -> AppendInfo:
+        info = AppendInfo()
+        max_bytes = self.config.max_message_bytes
+        for _, header in iter_batches(records):
+            if header.size > max_bytes:
+                raise RecordTooLargeError(
+                    f"{self.name}: batch of {header.size} bytes exceeds max.message.bytes "
+                    f"{max_bytes}"
+                )
+            if header.size > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"{self.name}: batch of {header.size} bytes exceeds segment.bytes "
+                    f"{self.config.segment_bytes}"
+                )
+            if client:
+                self._check_client_batch(header)
+            info.batches.append(header)
+            info.record_count += header.record_count
+            info.size += header.size
+        # One append goes into one segment, so all of it must fit (Kafka checks the whole
+        # request against segment.bytes, RECORD_LIST_TOO_LARGE).
+        if info.size > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.name}: {info.size} bytes in one append exceed segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
+        return info
+
+    def _check_client_batch(self, header: BatchHeader) -> None:
+        # Kafka's LogValidator.validateBatch rules for batches from clients.
+        if header.record_count <= 0:
+            raise InvalidRecordError(f"invalid record count {header.record_count}")
+        if header.record_count != header.last_offset_delta + 1:
+            raise InvalidRecordError(
+                f"inconsistent batch: lastOffsetDelta {header.last_offset_delta} with "
+                f"{header.record_count} records"
+            )
+        if header.is_control:
+            raise InvalidRecordError("clients are not allowed to write control records")
+        if header.producer_id >= 0 and header.base_sequence == NO_SEQUENCE:
+            raise InvalidRecordError(f"invalid sequence number {header.base_sequence}")
+
+    def _stamp_log_append_time(
+        self, records: bytes | bytearray | memoryview, info: AppendInfo
+    ) -> bytearray:
+        now = self.clock.milliseconds()
+        stamped = bytearray(records)
+        position = 0
+        for n, header in enumerate(info.batches):
+            set_log_append_time(stamped, position, now)
+            info.batches[n] = header._replace(
+                max_timestamp=now, attributes=header.attributes | 0x08
+            )
+            position += header.size
+        info.log_append_time = now
+        return stamped
+
+    def _write(
+        self, buffers: list[bytes | memoryview], entries: list[BatchEntry], info: AppendInfo
+    ) -> None:
+        now = self.clock.milliseconds()
+        segment = self.active_segment
+        if segment.should_roll(
+            info.size,
+            info.max_timestamp,
+            info.last_offset,
+            now,
+            self.config.segment_bytes,
+            self.config.segment_ms,
+        ):
+            segment = self.roll(info.first_offset)
+        segment.append(buffers, entries)
+        self.unflushed_messages += info.record_count
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    # -- segments ------------------------------------------------------------------------
+
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Close the active segment and start a new one at the log end (or ``base_offset``,
+        for a follower whose next batch starts past a gap). Returns the new segment."""
+        base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
+        old = self.active_segment
+        if old.size == 0:
+            # Kafka never leaves an empty segment behind: reuse it if the base still fits.
+            if old.base_offset == base:
+                return old
+            self._remove_segments([old], delete_async=False)
+        else:
+            old.close_for_append()
+        segment = self._open_segment(base)
+        segment.make_active()
+        self._append_segment(segment)
+        self._fsync_directory()
+        # Kafka flushes the rolled segment right away, so the recovery point moves past it
+        # and recovery after a crash never rescans closed segments.
+        if self.scheduler is not None:
+            self.scheduler.schedule(f"flush {self.name}", lambda: self._flush_if_open(base), 0, 0)
+        else:
+            self.flush(base)
+        return segment
+
+    def _flush_if_open(self, up_to: int) -> None:
+        if not self.closed:
+            self.flush(up_to)
+
+    def _segment_for(self, offset: int) -> int:
+        """Index in ``segments`` of the segment that would hold ``offset``."""
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def _remove_segments(self, doomed: list[LogSegment], delete_async: bool = True) -> None:
+        for segment in doomed:
+            n = self.segments.index(segment)
+            del self.segments[n]
+            del self._bases[n]
+            if delete_async and self.scheduler is not None and self.config.file_delete_delay_ms:
+                # Readers may still hold the fd (a fetch in flight); unlink later (Kafka's
+                # file.delete.delay.ms).
+                segment.rename_for_delete()
+                self.scheduler.schedule(
+                    f"delete {segment.path.name}",
+                    segment.delete,
+                    self.config.file_delete_delay_ms,
+                    0,
+                )
+            else:
+                segment.delete()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice | None:
+        """Batches from ``offset`` (the batch holding it first) below ``max_offset`` (e.g.
+        the high watermark), at most ``max_bytes`` unless the first batch alone is larger.
+
+        Returns None when there is nothing to read yet (``offset`` at the bound).
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` below the log start or above the log end.
+        """
+        self._check_open()
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, end)
+        bound = end if max_offset is None else min(max_offset, end)
+        if offset >= bound:
+            return None
+        for n in range(self._segment_for(offset), len(self.segments)):
+            segment = self.segments[n]
+            if segment.base_offset >= bound:
+                return None
+            max_position = None
+            if bound < segment.next_offset:
+                max_position = segment.position_of(bound)
+            found = segment.read(
+                max(offset, segment.base_offset), max_bytes, max_position, min_one_batch
+            )
+            if found is not None:
+                return found
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: ``(offset, timestamp)`` of the first record with a timestamp >=
+        ``timestamp``; handles EARLIEST (-2), LATEST (-1) and MAX_TIMESTAMP (-3).
+        Returns None when no record is that late."""
+        self._check_open()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, NO_TIMESTAMP
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, NO_TIMESTAMP
+        if timestamp == MAX_TIMESTAMP:
+            best = max(self.segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp == NO_TIMESTAMP:
+                return None
+            # Kafka (KIP-734, UnifiedLog.fetchOffsetByTimestamp) answers with the record
+            # holding the max timestamp, not the last offset of its batch.
+            exact = self._search_segment(best, best.max_timestamp)
+            if exact is not None:
+                return exact
+            return best.offset_of_max_timestamp, best.max_timestamp
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            found = self._search_segment(segment, timestamp)
+            if found is not None:
+                return found
+        return None
+
+    def _search_segment(self, segment: LogSegment, timestamp: int) -> tuple[int, int] | None:
+        # Imported here: decoding is off the hot path (only ListOffsets by time needs it).
+        from tierlog.records.reader import iter_records
+
+        _, indexed_offset = segment.time_index.lookup(timestamp)
+        start = max(indexed_offset, self.log_start_offset)
+        found = segment.find_batch(start)
+        if found is None:
+            return None
+        for position, header in segment.batches(found[0]):
+            if header.max_timestamp < timestamp or header.is_control:
+                continue
+            batch = os.pread(segment.fd, header.size, position)
+            for record in iter_records(batch):
+                # Filter by the log start only: ``start`` comes from the time index, which
+                # holds the *last* offset of the batch that reached a timestamp, so the
+                # answer can be an earlier record of that same batch.
+                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def batches(self, start_offset: int = 0) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """Every batch header from ``start_offset`` on, with its segment and position."""
+        for segment in self.segments[self._segment_for(start_offset) :]:
+            found = segment.find_batch(start_offset)
+            if found is not None:
+                for position, header in segment.batches(found[0]):
+                    yield segment, position, header
+
+    # -- flush, truncation, retention ----------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery_point, up_to); advance the
+        recovery point. ``up_to`` defaults to the log end."""
+        self._check_open()
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        for segment in self.segments[self._segment_for(self.recovery_point) :]:
+            if segment.base_offset >= target or target <= self.recovery_point:
+                break
+            segment.flush()
+        self.recovery_point = max(self.recovery_point, target)
+        if target >= self.log_end_offset:
+            self.unflushed_messages = 0
+        self.last_flush_ms = self.clock.monotonic_ms()
+
+    def flush_if_due(self) -> bool:
+        """The time half of the flush policy (flush.ms); the scheduler calls it."""
+        if self.unflushed_messages and (
+            self.clock.monotonic_ms() - self.last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+            return True
+        return False
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log so it ends at ``offset`` (or at the start of the batch holding it):
+        a follower removing what diverged from its new leader."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        doomed = [s for s in self.segments if s.base_offset > offset]
+        self._remove_segments(doomed, delete_async=False)
+        active = self.active_segment
+        active.truncate_to(offset)
+        active.make_active()
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and restart the log empty at ``offset``."""
+        self._check_open()
+        self._remove_segments(list(self.segments), delete_async=False)
+        segment = self._open_segment(offset)
+        segment.make_active()
+        self._append_segment(segment)
+        self.leader_epoch_cache.clear()
+        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self.unflushed_messages = 0
+
+    def advance_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords: records below ``offset`` become unreadable now; segments wholly
+        below go at the next retention pass. Returns the new log start offset."""
+        self._check_open()
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.log_end_offset)
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+        return self.log_start_offset
+
+    def delete_old_segments(self, may_delete: Callable[[LogSegment], bool] | None = None) -> int:
+        """One retention pass: segments wholly below the log start offset, then (for
+        cleanup.policy=delete) past retention.ms by their max timestamp, then beyond
+        retention.bytes, oldest first. The active segment is never deleted.
+
+        ``may_delete`` lets the remote tier keep segments whose upload is not committed.
+        Returns the number of segments deleted.
+        """
+        self._check_open()
+        now = self.clock.milliseconds()
+        config = self.config
+        total = self.size
+        doomed: list[LogSegment] = []
+        for n, segment in enumerate(self.segments[:-1]):
+            next_base = self.segments[n + 1].base_offset
+            below_start = next_base <= self.log_start_offset
+            too_old = (
+                config.delete
+                and config.retention_ms >= 0
+                and (now - segment.largest_timestamp > config.retention_ms)
+            )
+            too_big = (
+                config.delete
+                and config.retention_bytes >= 0
+                and (total - segment.size >= config.retention_bytes)
+            )
+            if not (below_start or too_old or too_big):
+                break
+            if may_delete is not None and not may_delete(segment):
+                break
+            doomed.append(segment)
+            total -= segment.size
+        if doomed:
+            new_start = self.segments[len(doomed)].base_offset
+            self._remove_segments(doomed)
+            self.log_start_offset = max(self.log_start_offset, new_start)
+            self.high_watermark = max(self.high_watermark, self.log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            log.info(
+                "%s: retention deleted %d segments; log start now %d",
+                self.name,
+                len(doomed),
+                self.log_start_offset,
+            )
+        return len(doomed)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def _fsync_directory(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LogClosedError(f"log {self.name} is closed")
+
+    def close(self) -> None:
+        """Clean close: flush, trim the indexes, release the files."""
+        if self.closed:
+            return
+        self.flush()
+        for segment in self.segments:
+            segment.close()
+        self.closed = True
+
+    def delete(self) -> None:
+        """Remove the whole partition directory (topic deleted)."""
+        for segment in self.segments:
+            segment.delete()
+        self.closed = True
+        for entry in os.scandir(self.directory):
+            os.unlink(entry.path)
+        self.directory.rmdir()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
+            f"segments={len(self.segments)})"
+        )

@@ -1,0 +1,295 @@
+"""All partition logs of a broker across its ``log.dirs``: placement, start-up recovery,
+checkpoints and the background flush and retention tasks.
+
+Files it owns in each log dir (Kafka's names and formats):
+
+    .lock                               flock held while the broker runs
+    .kafka_cleanshutdown                written last at clean shutdown, removed at start-up
+    recovery-point-offset-checkpoint    offsets up to which each log is known flushed
+    log-start-offset-checkpoint         each log's start offset (DeleteRecords, retention)
+    <topic>-<partition>/                one ``Log`` each
+    <topic>-<partition>.<id>-delete/    a deleted log waiting to be removed
+
+Single-threaded by contract (see ``tierlog.local.log``): the scheduler it is given must run
+tasks on the caller's thread.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
+from tierlog.local.config import LogConfig
+from tierlog.local.log import Log
+from tierlog.util.clock import Clock, SystemClock
+from tierlog.util.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+DELETE_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class LogManagerTimings:
+    """Intervals of the background tasks. Kafka's defaults, except flush checks: Kafka's
+    ``log.flush.scheduler.interval.ms`` defaults to never, which leaves a topic's flush.ms
+    without effect; here it is checked every second so flush.ms does what it says."""
+
+    flush_check_interval_ms: int = 1_000
+    retention_check_interval_ms: int = 300_000
+    checkpoint_interval_ms: int = 60_000
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """``orders-3`` -> ``("orders", 3)``; None for anything else."""
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogDirInUseError(Exception):
+    """Another process holds this log dir's lock."""
+
+
+class LogManager:
+    """Creates, loads, checkpoints and deletes the logs under ``log_dirs``.
+
+    Args:
+        log_dirs: one or more directories (Kafka's ``log.dirs``).
+        default_config: configuration for logs without topic overrides.
+        clock, scheduler: injected so tests control time.
+        timings: background task intervals.
+    """
+
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        scheduler: Scheduler | None = None,
+        timings: LogManagerTimings | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs must name at least one directory")
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.clock = clock or SystemClock()
+        self.scheduler = scheduler
+        self.timings = timings or LogManagerTimings()
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._locks: list[int] = []
+        self.had_clean_shutdown: dict[Path, bool] = {}
+        self.started = False
+
+    # -- start-up ------------------------------------------------------------------------
+
+    def startup(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
+        """Lock the dirs, load every log (recovering those of an unclean stop from their
+        recovery point), and schedule the background tasks."""
+        topic_configs = topic_configs or {}
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._lock(log_dir)
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            self.had_clean_shutdown[log_dir] = clean
+            # Removed before loading, as Kafka does since KAFKA-10471: loading changes files
+            # (the active segment's indexes are preallocated again), so a crash while
+            # loading must make the next start recover instead of trusting them.
+            marker.unlink(missing_ok=True)
+            recovery_points = self._read_offsets(log_dir / RECOVERY_POINT_FILE)
+            start_offsets = self._read_offsets(log_dir / LOG_START_FILE)
+            for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+                if not entry.is_dir():
+                    continue
+                if entry.name.endswith(DELETE_SUFFIX):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    continue
+                tp = parse_log_dir_name(entry.name)
+                if tp is None:
+                    continue
+                if tp in self.logs:
+                    raise RuntimeError(f"{tp} is in two log dirs: {self._dir_of[tp]}, {log_dir}")
+                self.logs[tp] = Log(
+                    Path(entry.path),
+                    topic_configs.get(tp[0], self.default_config),
+                    clock=self.clock,
+                    scheduler=self.scheduler,
+                    # Without a checkpoint entry, recover the whole log: safe, not fast.
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    had_clean_shutdown=clean,
+                )
+                self._dir_of[tp] = log_dir
+        self.checkpoint()
+        if self.scheduler is not None:
+            t = self.timings
+            self.scheduler.schedule(
+                "log-flush", self.flush_due, t.flush_check_interval_ms, t.flush_check_interval_ms
+            )
+            self.scheduler.schedule(
+                "log-retention",
+                self.retention_pass,
+                t.retention_check_interval_ms,
+                t.retention_check_interval_ms,
+            )
+            self.scheduler.schedule(
+                "log-checkpoint",
+                self.checkpoint,
+                t.checkpoint_interval_ms,
+                t.checkpoint_interval_ms,
+            )
+        self.started = True
+
+    def _lock(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirInUseError(f"{log_dir} is in use by another process") from None
+        self._locks.append(fd)
+
+    @staticmethod
+    def _read_offsets(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets(path)
+        except CorruptCheckpointError as exc:
+            # Losing a checkpoint costs a longer recovery, never data.
+            log.warning("%s; recovering affected logs in full", exc)
+            return {}
+
+    # -- logs ----------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The log of ``topic``-``partition``, created in the log dir holding the fewest
+        partitions (Kafka's placement rule) when it does not exist."""
+        tp = (topic, partition)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        validate_topic_name(topic)
+        if partition < 0:
+            # "t--1" would load back as topic "t-", partition 1.
+            raise ValueError(f"partition must be >= 0, got {partition}")
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        created = Log(
+            log_dir / f"{topic}-{partition}",
+            config or self.default_config,
+            clock=self.clock,
+            scheduler=self.scheduler,
+            had_clean_shutdown=True,
+        )
+        self.logs[tp] = created
+        self._dir_of[tp] = log_dir
+        return created
+
+    def log_dir_of(self, topic: str, partition: int) -> Path:
+        return self._dir_of[(topic, partition)]
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """New topic configuration (AlterConfigs) for every partition of ``topic``."""
+        for (t, _), topic_log in self.logs.items():
+            if t == topic:
+                topic_log.config = config
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Rename the partition dir aside, then remove it (Kafka's async delete: a rename
+        is atomic, so a crash never leaves a half-deleted log that loads)."""
+        tp = (topic, partition)
+        doomed = self.logs.pop(tp, None)
+        log_dir = self._dir_of.pop(tp, None)
+        if doomed is None or log_dir is None:
+            return
+        doomed.close()
+        aside = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        os.rename(doomed.directory, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+        self.checkpoint()
+
+    # -- background tasks ----------------------------------------------------------------
+
+    def flush_due(self) -> None:
+        for topic_log in list(self.logs.values()):
+            topic_log.flush_if_due()
+
+    def retention_pass(self) -> int:
+        deleted = 0
+        for topic_log in list(self.logs.values()):
+            deleted += topic_log.delete_old_segments()
+        if deleted:
+            self.checkpoint()
+        return deleted
+
+    def checkpoint(self) -> None:
+        """Write each dir's recovery-point and log-start-offset checkpoints."""
+        for log_dir in self.log_dirs:
+            mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of[tp] == log_dir}
+            write_offsets(
+                log_dir / RECOVERY_POINT_FILE, {tp: lg.recovery_point for tp, lg in mine.items()}
+            )
+            write_offsets(
+                log_dir / LOG_START_FILE, {tp: lg.log_start_offset for tp, lg in mine.items()}
+            )
+
+    # -- shutdown ------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Clean stop: flush and close every log, checkpoint, then mark each dir clean."""
+        if self.scheduler is not None:
+            self.scheduler.cancel_all()
+        for topic_log in self.logs.values():
+            topic_log.close()
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+            fd = os.open(log_dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for fd in self._locks:
+            os.close(fd)
+        self._locks.clear()
+        self.started = False
+
+
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+def validate_topic_name(topic: str) -> None:
+    """Kafka's topic name rules (``Topic.validate``): ASCII letters, digits, '.', '_', '-',
+    at most 249 characters, not '.' or '..'.
+
+    Raises:
+        ValueError: naming the rule broken.
+    """
+    if not topic or topic in (".", ".."):
+        raise ValueError(f"illegal topic name {topic!r}")
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise ValueError(f"topic name longer than {MAX_TOPIC_NAME_LENGTH} characters")
+    bad = set(topic) - _LEGAL_TOPIC_CHARS
+    if bad:
+        raise ValueError(f"topic {topic!r} has illegal characters {''.join(sorted(bad))!r}")

@@ -1,0 +1,474 @@
+"""One log segment: a ``.log`` file of v2 record batches with its ``.index`` and ``.timeindex``.
+
+Files are named by the segment's base offset, 20 digits (``00000000000000000042.log``), in
+Kafka's layout, so Kafka's own tools can read them. The ``.log`` holds batches exactly as
+producers sent them, with only baseOffset and partitionLeaderEpoch rewritten (see
+``tierlog.records.header``). Appends go through ``os.writev``; reads return a ``FileSlice``
+that can go to a socket with ``os.sendfile``.
+
+Lifecycle (``SegmentState``)::
+
+    ACTIVE --roll--> CLOSED --retention/truncation--> DELETED (renamed *.deleted,
+                                                     unlinked after file.delete.delay.ms)
+
+Not thread-safe; owned by one ``Log``.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import NamedTuple, TypeVar
+
+from tierlog.local.index import CorruptIndexError
+from tierlog.local.offset_index import OffsetIndex
+from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
+from tierlog.records.errors import RecordsError
+from tierlog.records.header import HEADER_SIZE, BatchHeader, parse_header, validate_batch
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+# Linux IOV_MAX; one writev call takes at most this many buffers.
+_IOV_MAX = 1024
+
+_I = TypeVar("_I", OffsetIndex, TimeIndex)
+
+
+class SegmentState(Enum):
+    ACTIVE = "active"
+    CLOSED = "closed"
+    DELETED = "deleted"
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class FileSlice(NamedTuple):
+    """A byte range of an open file: what a fetch sends with ``os.sendfile``."""
+
+    fd: int
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        """The bytes themselves (tools and tests; the broker uses ``sendfile_to``)."""
+        return os.pread(self.fd, self.size, self.position)
+
+    def sendfile_to(self, out_fd: int) -> int:
+        """Copy the slice to ``out_fd`` in the kernel; returns bytes sent (all, or raises).
+
+        A blocking ``out_fd`` is assumed; the broker's event loop uses ``loop.sendfile``.
+        """
+        sent = 0
+        while sent < self.size:
+            n = os.sendfile(out_fd, self.fd, self.position + sent, self.size - sent)
+            if n == 0:
+                break
+            sent += n
+        return sent
+
+
+@dataclass(slots=True)
+class BatchEntry:
+    """What a segment records for one batch it appends: where and which offsets/time."""
+
+    position: int
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+class LogSegment:
+    """A segment's three files plus the running state needed to append and roll.
+
+    Args:
+        directory: the partition directory.
+        base_offset: first offset this segment may hold; names its files.
+        index_interval_bytes: bytes of log between two index entries.
+        max_index_size: preallocated size of each index while the segment is active.
+        created_ms: wall-clock creation time, the roll age for a segment with no timestamps.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        created_ms: int,
+    ) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.state = SegmentState.ACTIVE
+        stem = self.directory / segment_name(base_offset)
+        self.path = stem.with_suffix(LOG_SUFFIX)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.created_ms = created_ms
+        # True when an index file was absent or unreadable at open (it is then created
+        # empty): the owner must ``recover()`` to rebuild it, as ``load()`` would trust it.
+        self.indexes_missing = False
+        self.offset_index = self._open_index(
+            OffsetIndex, stem.with_suffix(INDEX_SUFFIX), max_index_size
+        )
+        self.time_index = self._open_index(
+            TimeIndex, stem.with_suffix(TIME_INDEX_SUFFIX), max_index_size
+        )
+        self._bytes_since_index_entry = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        # First batch's max timestamp: segment.ms counts from it, as in Kafka.
+        self.first_batch_timestamp: int | None = None
+        self.next_offset = base_offset
+
+    def _open_index(self, kind: type[_I], path: Path, max_index_size: int) -> _I:
+        if not path.exists():
+            self.indexes_missing = True
+        try:
+            return kind(path, self.base_offset, max_index_size)
+        except CorruptIndexError as exc:
+            # Opening checks only the size; a partial entry means the file is unusable.
+            log.warning("%s; rebuilding it from the log", exc)
+            path.unlink()
+            self.indexes_missing = True
+            return kind(path, self.base_offset, max_index_size)
+
+    # -- loading -------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Restore running state of a segment written before (clean stop): the next offset
+        from the last index entry onwards, the max timestamp from the time index.
+
+        Raises:
+            CorruptIndexError: an index fails its sanity check; call ``recover``.
+            RecordsError: a batch header in the scanned tail is malformed; call ``recover``.
+        """
+        self.offset_index.sanity_check(max(self.size, 1))
+        _, position = self.offset_index.lookup(2**62)
+        self.next_offset = self.base_offset
+        for _, header in self._scan_headers(position):
+            self.next_offset = header.next_offset
+            self._note_timestamp(header.max_timestamp, header.last_offset)
+        self._bytes_since_index_entry = self.size - position
+        if self.size and self.next_offset == self.base_offset:
+            raise CorruptIndexError(f"{self.path}: no batch found after the last index entry")
+        self.time_index.sanity_check(self.next_offset)
+        ts, offset = self.time_index.last_entry
+        # On a tie the earlier offset wins, as it did while appending (_note_timestamp
+        # keeps the first batch reaching the max); MAX_TIMESTAMP lookups depend on it.
+        if ts > self.max_timestamp or (
+            ts == self.max_timestamp and offset < self.offset_of_max_timestamp
+        ):
+            self.max_timestamp, self.offset_of_max_timestamp = ts, offset
+        first = self._header_at(0) if self.size else None
+        if first is not None:
+            self.first_batch_timestamp = first.max_timestamp
+
+    def recover(self) -> int:
+        """Scan every batch, checking length, magic and CRC-32C; rebuild both indexes;
+        truncate the file after the last valid batch.
+
+        Returns:
+            The number of bytes truncated (0 when the segment was whole).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._bytes_since_index_entry = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = None
+        self.next_offset = self.base_offset
+        valid_end = 0
+        if self.size:
+            with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as view:
+                buf = memoryview(view)
+                try:
+                    while valid_end < self.size:
+                        try:
+                            header = validate_batch(buf, valid_end)
+                        except RecordsError as exc:
+                            log.warning(
+                                "%s: invalid batch at position %d (%s)", self.path, valid_end, exc
+                            )
+                            break
+                        if header.base_offset < self.next_offset:
+                            log.warning(
+                                "%s: batch at position %d has offset %d below %d",
+                                self.path,
+                                valid_end,
+                                header.base_offset,
+                                self.next_offset,
+                            )
+                            break
+                        self._index_batch(
+                            valid_end, header.size, header.last_offset, header.max_timestamp
+                        )
+                        self.next_offset = header.next_offset
+                        valid_end += header.size
+                finally:
+                    buf.release()
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+        return truncated
+
+    # -- appending -----------------------------------------------------------------------
+
+    def append(self, buffers: Sequence[bytes | memoryview], batches: Sequence[BatchEntry]) -> None:
+        """Write ``buffers`` (whole batches, offsets already assigned) at the end of the file
+        and index ``batches``, whose positions are relative to the start of ``buffers``."""
+        start = self.size
+        written = 0
+        for i in range(0, len(buffers), _IOV_MAX):
+            chunk = buffers[i : i + _IOV_MAX]
+            expected = sum(len(b) for b in chunk)
+            n = os.pwritev(self.fd, chunk, start + written)
+            if n != expected:
+                # A short write leaves a torn batch: cut it off so the file stays valid.
+                os.ftruncate(self.fd, start)
+                raise OSError(f"{self.path}: short write ({n} of {expected} bytes)")
+            written += n
+        self.size = start + written
+        for entry in batches:
+            self._index_batch(
+                start + entry.position, entry.size, entry.last_offset, entry.max_timestamp
+            )
+        if batches:
+            self.next_offset = batches[-1].last_offset + 1
+
+    def _index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = max_timestamp
+        self._note_timestamp(max_timestamp, last_offset)
+        # A full index just stops growing: entries are sparse hints. Raising here (possible
+        # within one multi-batch append, as the roll check runs once per append) would
+        # leave the batches written but next_offset not advanced, so the next append would
+        # reuse offsets.
+        if self._bytes_since_index_entry > self.index_interval_bytes and self._indexes_have_room():
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+
+    def _indexes_have_room(self) -> bool:
+        for index in self._indexes:
+            if index.is_full:
+                index.make_appendable()
+                if index.is_full:
+                    return False
+        return True
+
+    def _note_timestamp(self, max_timestamp: int, last_offset: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+
+    def should_roll(
+        self,
+        incoming_bytes: int,
+        incoming_max_timestamp: int,
+        last_offset: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Kafka's roll rules: full by size, too old, an index full, or an offset that no
+        longer fits the indexes' 32-bit relative offsets.
+
+        Age is measured as Kafka's ``timeWaitedForRoll``: the incoming batch's timestamp
+        minus the segment's first batch timestamp, or wall-clock age when the segment has
+        no timestamps, so replaying old data does not roll on every append.
+        """
+        # Checked even when empty (as Kafka does): a follower's first batch far past the
+        # base offset cannot be indexed here, however small the segment.
+        if last_offset - self.base_offset > 2**31 - 1:
+            return True
+        if self.size == 0:
+            return False
+        if self.size + incoming_bytes > segment_bytes:
+            return True
+        first = self.first_batch_timestamp
+        waited = (
+            incoming_max_timestamp - first
+            if first is not None and first >= 0
+            else now_ms - self.created_ms
+        )
+        if waited > segment_ms:
+            return True
+        # Both indexes, as Kafka: with 12-byte entries the time index fills before the
+        # 8-byte offset index, and an append into a full index raises OverflowError.
+        return any(index.is_full and index.max_entries > 0 for index in self._indexes)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _header_at(self, position: int) -> BatchHeader | None:
+        data = os.pread(self.fd, HEADER_SIZE, position)
+        if len(data) < HEADER_SIZE:
+            return None
+        return parse_header(data)
+
+    def _scan_headers(
+        self, position: int, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Walk batch headers from ``position`` (a batch boundary) to ``end``."""
+        limit = self.size if end is None else end
+        while position < limit:
+            header = self._header_at(position)
+            if header is None:
+                return
+            yield position, header
+            position += header.size
+
+    def find_batch(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """``(position, header)`` of the first batch whose last offset is >= ``offset``."""
+        _, index_position = self.offset_index.lookup(offset)
+        position = max(index_position, start_position)
+        for pos, header in self._scan_headers(position):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice | None:
+        """A slice from the batch holding ``offset``, at most ``max_bytes`` long (or one
+        whole batch when ``min_one_batch``) and ending at ``max_position``.
+
+        Like Kafka, the slice may end inside a batch: readers ignore a partial last batch.
+        Returns None when no batch at or after ``offset`` lies below ``max_position``.
+        """
+        limit = self.size if max_position is None else min(max_position, self.size)
+        found = self.find_batch(offset)
+        if found is None or found[0] >= limit:
+            return None
+        position, header = found
+        size = min(limit - position, max_bytes)
+        if min_one_batch and size < header.size:
+            size = min(header.size, limit - position)
+        if size <= 0:
+            return None
+        return FileSlice(self.fd, position, size)
+
+    def position_of(self, offset: int) -> int:
+        """Byte position where the batch starting at or containing ``offset`` begins, or the
+        segment size when ``offset`` is at or past its end."""
+        if offset >= self.next_offset:
+            return self.size
+        found = self.find_batch(offset)
+        return self.size if found is None else found[0]
+
+    def batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """All batch headers from ``start_position`` (tools, retention, compaction)."""
+        return self._scan_headers(start_position)
+
+    # -- changing ------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= ``offset``; returns bytes removed."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        os.ftruncate(self.fd, position)
+        self.size = position
+        # Re-derive running state from what is left.
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        self.first_batch_timestamp = None
+        for _, header in self._scan_headers(0):
+            self.next_offset = header.next_offset
+            self._note_timestamp(header.max_timestamp, header.last_offset)
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = header.max_timestamp
+        _, last_indexed_position = self.offset_index.lookup(2**62)
+        self._bytes_since_index_entry = self.size - last_indexed_position
+        return removed
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close_for_append(self) -> None:
+        """Become CLOSED at roll: record the final max timestamp and trim the indexes."""
+        if self.max_timestamp != NO_TIMESTAMP and not self.time_index.is_full:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.state = SegmentState.CLOSED
+
+    def make_active(self) -> None:
+        self.offset_index.make_appendable()
+        self.time_index.make_appendable()
+        self.state = SegmentState.ACTIVE
+
+    def close(self) -> None:
+        """Release the files (clean shutdown): trims the indexes to their entries."""
+        if self.fd < 0:
+            return
+        if (
+            self.state is SegmentState.ACTIVE
+            and self.max_timestamp != NO_TIMESTAMP
+            and not self.time_index.is_full  # as in close_for_append: never raise here
+        ):
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self.fd)
+        self.fd = -1
+
+    def rename_for_delete(self) -> None:
+        """First step of an asynchronous delete: readers holding the fd still work."""
+        self.state = SegmentState.DELETED
+        new_log = self.path.with_name(self.path.name + DELETED_SUFFIX)
+        os.rename(self.path, new_log)
+        self.path = new_log
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def delete(self) -> None:
+        """Close and unlink all three files."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.path.unlink(missing_ok=True)
+
+    @property
+    def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        return self.offset_index, self.time_index
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max timestamp in the segment, or its file mtime when it has none (Kafka's rule
+        for retention.ms)."""
+        if self.max_timestamp >= 0:  # 0 is a timestamp; only -1 means none
+            return self.max_timestamp
+        return int(os.stat(self.path).st_mtime * 1000)
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment({self.path.name}, next_offset={self.next_offset}, size={self.size}, "
+            f"{self.state.value})"
+        )
