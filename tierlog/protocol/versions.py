@@ -1,0 +1,208 @@
+"""Which APIs, at which versions, the broker implements, and the ApiVersions answer built from it.
+
+``SUPPORTED`` is the single table: ``decode_request`` rejects anything outside it and
+``api_versions_response`` advertises it. Rules behind the numbers:
+
+- Minimums stay as low as kio has schemas for (Kafka 4.0's baselines, KIP-896), because
+  aiokafka speaks only old, non-flexible versions. Produce starts at 3 and Fetch at 4: the
+  first versions of record batch v2, the only format the log stores.
+- Maximums are at most kio's newest schema, and stop before any version whose meaning we
+  could not honour: ones that only exist for KRaft controllers, transactions v2
+  (KIP-890 part 2), two-phase commit (KIP-939) or topic-ID-only group APIs (KIP-848).
+- Clients pick ``min(client max, broker max)`` per API (kafka-wire.md lists what each
+  client asks for); every client version there falls inside these ranges.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Final, TypeAlias, TypeVar
+
+import kio.schema.api_versions.v0.response as av0
+import kio.schema.api_versions.v1.response as av1
+import kio.schema.api_versions.v2.response as av2
+import kio.schema.api_versions.v3.response as av3
+import kio.schema.api_versions.v4.response as av4
+from kio.static.primitive import i16, i32Timedelta
+
+from tierlog.protocol.errors import ErrorCode
+
+__all__ = [
+    "ADVERTISED",
+    "SUPPORTED",
+    "ApiKey",
+    "ApiVersionsResponse",
+    "api_versions_response",
+    "is_supported",
+]
+
+
+class ApiKey(IntEnum):
+    """Kafka API keys of the APIs tierlog implements."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+
+
+SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
+    {
+        # Produce: v3 is the first with record batch v2 (transactional id). v11 adds only
+        # the TRANSACTION_ABORTABLE error. v12 means "transactions v2 (KIP-890 part 2):
+        # no AddPartitionsToTxn needed", which we do not implement; v13 (topic IDs) needs
+        # v12 below it, so 11 is the ceiling. kafka-python asks v9, librdkafka v10.
+        ApiKey.PRODUCE: (3, 11),
+        # Fetch: v4 is the first with record batch v2 / isolation level. v13+ uses topic
+        # IDs (Metadata serves stable ones); v14 adds OffsetMovedToTieredStorage; v15
+        # moves ReplicaId into ReplicaState (KIP-903); v16 adds NodeEndpoints (KIP-951,
+        # librdkafka's choice). v17 (ReplicaDirectoryId, KIP-853) and v18 (HighWatermark
+        # from KRaft followers, KIP-1166) exist only for KRaft controllers.
+        ApiKey.FETCH: (4, 16),
+        # ListOffsets: v1 is kio's (and Kafka 4's) baseline. v7 MAX_TIMESTAMP (KIP-734),
+        # v8 EARLIEST_LOCAL (-4, KIP-405), v9 LATEST_TIERED (-5, KIP-1005), v10 async
+        # remote lookups (KIP-1075: request timeout only), v11 EARLIEST_PENDING_UPLOAD
+        # (-6, KIP-1023): all answerable by a broker with a remote tier. kafka-python asks 11.
+        ApiKey.LIST_OFFSETS: (1, 11),
+        # Metadata: every version; v10+ carries topic IDs, v13 a top-level error code.
+        ApiKey.METADATA: (0, 13),
+        # OffsetCommit: v2 is the baseline; v9 is v8 plus KIP-848 member epochs (librdkafka
+        # asks 9). v10 drops topic names for IDs (KIP-848 groups only): not needed.
+        ApiKey.OFFSET_COMMIT: (2, 9),
+        # OffsetFetch: v1 baseline; v8 batches groups; v9 adds KIP-848 member id/epoch
+        # (ignored for classic groups). v10 is topic-ID only, like OffsetCommit v10.
+        ApiKey.OFFSET_FETCH: (1, 9),
+        # FindCoordinator: v4 batches keys (KIP-699); v6 adds the share-group key type
+        # (KIP-932), which is answered with an error. kafka-python asks 6.
+        ApiKey.FIND_COORDINATOR: (0, 6),
+        # Classic group protocol, all versions: JoinGroup v8 adds a reason (KIP-800), v9
+        # lets the leader skip assignment (KIP-814); LeaveGroup v5 reasons.
+        ApiKey.JOIN_GROUP: (0, 9),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 5),
+        ApiKey.SYNC_GROUP: (0, 5),
+        # DescribeGroups v6 returns GROUP_ID_NOT_FOUND (KIP-1043).
+        ApiKey.DESCRIBE_GROUPS: (0, 6),
+        # ListGroups v4 filters by state (KIP-518), v5 by type (KIP-848): we only have
+        # "classic" groups, so a type filter is easy to honour.
+        ApiKey.LIST_GROUPS: (0, 5),
+        # ApiVersions: v3 flexible + client software name, v4 allows feature min 0.
+        ApiKey.API_VERSIONS: (0, 4),
+        # CreateTopics: v2 baseline; v5 returns configs, v7 topic IDs.
+        ApiKey.CREATE_TOPICS: (2, 7),
+        # DeleteTopics: v1 baseline; v6 may name topics by ID.
+        ApiKey.DELETE_TOPICS: (1, 6),
+        ApiKey.DELETE_RECORDS: (0, 2),
+        # InitProducerId: v3 lets a producer resume its id/epoch, v4 PRODUCER_FENCED,
+        # v5 TRANSACTION_ABORTABLE. v6 adds two-phase commit (KIP-939): not implemented.
+        ApiKey.INIT_PRODUCER_ID: (0, 5),
+        # OffsetForLeaderEpoch: v2 baseline (leader epoch fencing), v3 ReplicaId, v4 flexible.
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        ApiKey.DESCRIBE_CONFIGS: (1, 4),
+        ApiKey.ALTER_CONFIGS: (0, 2),
+        ApiKey.CREATE_PARTITIONS: (0, 3),
+        ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    }
+)
+
+# What ApiVersions advertises: SUPPORTED, except that Produce is announced from v0 as
+# Kafka 4 does (KAFKA-18659). librdkafka before 2.11.1 gates its "MsgVer1" feature on
+# Produce v2 being in range, and without it refuses compressed produce; requests at v0-2
+# are still rejected by ``decode_request``. No client picks them: they choose the highest
+# common version.
+ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
+    {**SUPPORTED, ApiKey.PRODUCE: (0, SUPPORTED[ApiKey.PRODUCE][1])}
+)
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    """Whether ``decode_request`` accepts this API at this version."""
+    bounds = SUPPORTED.get(api_key)
+    return bounds is not None and bounds[0] <= api_version <= bounds[1]
+
+
+ApiVersionsResponse: TypeAlias = (
+    av0.ApiVersionsResponse
+    | av1.ApiVersionsResponse
+    | av2.ApiVersionsResponse
+    | av3.ApiVersionsResponse
+    | av4.ApiVersionsResponse
+)
+
+_NO_THROTTLE: Final = i32Timedelta.parse(datetime.timedelta(0))
+
+
+_Entry = TypeVar(
+    "_Entry", av0.ApiVersion, av1.ApiVersion, av2.ApiVersion, av3.ApiVersion, av4.ApiVersion
+)
+
+
+def _ranges(entry: type[_Entry]) -> tuple[_Entry, ...]:
+    return tuple(
+        entry(api_key=i16(key), min_version=i16(low), max_version=i16(high))
+        for key, (low, high) in sorted(ADVERTISED.items())
+    )
+
+
+# Built once: the answer never changes while the broker runs (only throttle time does).
+_RANGES_V0: Final = _ranges(av0.ApiVersion)
+_RANGES_V1: Final = _ranges(av1.ApiVersion)
+_RANGES_V2: Final = _ranges(av2.ApiVersion)
+_RANGES_V3: Final = _ranges(av3.ApiVersion)
+_RANGES_V4: Final = _ranges(av4.ApiVersion)
+
+
+def api_versions_response(version: int, throttle_time_ms: int = 0) -> ApiVersionsResponse:
+    """The broker's ApiVersions answer to a request of ``version``.
+
+    A version outside ``SUPPORTED`` (a newer client) gets a v0 body with error 35
+    (UNSUPPORTED_VERSION) and the full ranges, so that it can retry with a version we know
+    (KIP-511); ``encode_response`` sends it with response header v0.
+
+    Args:
+        version: the ``api_version`` of the ApiVersions request.
+        throttle_time_ms: quota throttle, for v1+.
+
+    Returns:
+        A kio ``ApiVersionsResponse`` of that version, or of v0 if it is unknown.
+    """
+    throttle = (
+        _NO_THROTTLE
+        if throttle_time_ms == 0
+        else i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_time_ms))
+    )
+    ok = ErrorCode.none
+    if version == 4:
+        return av4.ApiVersionsResponse(error_code=ok, api_keys=_RANGES_V4, throttle_time=throttle)
+    if version == 3:
+        return av3.ApiVersionsResponse(error_code=ok, api_keys=_RANGES_V3, throttle_time=throttle)
+    if version == 2:
+        return av2.ApiVersionsResponse(error_code=ok, api_keys=_RANGES_V2, throttle_time=throttle)
+    if version == 1:
+        return av1.ApiVersionsResponse(error_code=ok, api_keys=_RANGES_V1, throttle_time=throttle)
+    error = ErrorCode.none if version == 0 else ErrorCode.unsupported_version
+    return av0.ApiVersionsResponse(error_code=error, api_keys=_RANGES_V0)
