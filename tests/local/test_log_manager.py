@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tierlog.local import log_loader
 from tierlog.local.checkpoint import read_offsets
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
@@ -151,11 +152,11 @@ def test_crash_while_loading_after_a_clean_stop_recovers_next_time(
     class Killed(BaseException):
         pass
 
-    def die_after_loading(self: Log) -> None:
+    def die_after_loading(log: Log) -> None:
         raise Killed  # the broker dies once this log's files were opened and prepared
 
     with monkeypatch.context() as patch:
-        patch.setattr(Log, "_rebuild_epoch_cache_if_empty", die_after_loading)
+        patch.setattr(log_loader, "_rebuild_epoch_cache_if_empty", die_after_loading)
         doomed = LogManager(managers.dirs[:1], clock=managers.clock)
         with pytest.raises(Killed):
             doomed.startup()

@@ -73,6 +73,54 @@ TOPIC_CONFIG = ConfigDef(
             at_least(0),
         ),
         ConfigKey(
+            "min.insync.replicas",
+            "int",
+            1,
+            "replicas that must acknowledge an acks=all produce",
+            at_least(1),
+        ),
+        ConfigKey(
+            "compression.type",
+            "string",
+            "producer",
+            "keep the producer's codec; broker-side recompression is not supported",
+            one_of("producer"),
+        ),
+        ConfigKey(
+            "unclean.leader.election.enable",
+            "bool",
+            False,
+            "allow an out-of-sync replica to become leader (cluster mode)",
+        ),
+        ConfigKey(
+            "delete.retention.ms",
+            "long",
+            86_400_000,
+            "how long compaction keeps tombstones",
+            at_least(0),
+        ),
+        ConfigKey(
+            "min.compaction.lag.ms",
+            "long",
+            0,
+            "a record stays uncompacted at least this long",
+            at_least(0),
+        ),
+        ConfigKey(
+            "max.compaction.lag.ms",
+            "long",
+            NEVER,
+            "a record is compacted at most this long after it was written",
+            at_least(1),
+        ),
+        ConfigKey(
+            "min.cleanable.dirty.ratio",
+            "double",
+            0.5,
+            "dirty share of the log that triggers compaction",
+            lambda v: None if 0 <= v <= 1 else f"must be between 0 and 1, got {v}",
+        ),
+        ConfigKey(
             "cleanup.policy",
             "list",
             ["delete"],
@@ -104,6 +152,13 @@ class LogConfig:
     message_timestamp_type: str = _default("message.timestamp.type")
     file_delete_delay_ms: int = _default("file.delete.delay.ms")
     cleanup_policy: tuple[str, ...] = tuple(_default("cleanup.policy"))
+    min_insync_replicas: int = _default("min.insync.replicas")
+    compression_type: str = _default("compression.type")
+    unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
+    delete_retention_ms: int = _default("delete.retention.ms")
+    min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
+    max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
+    min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], *, allow_unknown: bool = False) -> LogConfig:
@@ -121,7 +176,12 @@ class LogConfig:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            text = ",".join(value) if isinstance(value, tuple) else str(value)
+            if isinstance(value, tuple):
+                text = ",".join(value)
+            elif isinstance(value, bool):
+                text = "true" if value else "false"
+            else:
+                text = str(value)
             out[f.name.replace("_", ".")] = text
         return out
 

@@ -26,19 +26,16 @@ from tierlog.local.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from tierlog.local.index import CorruptIndexError
 from tierlog.local.leader_epoch import LeaderEpochCache
+from tierlog.local.log_loader import load
+from tierlog.local.producer_state import ProducerStateManager
 from tierlog.local.segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
     BatchEntry,
     FileSlice,
     LogSegment,
 )
 from tierlog.local.time_index import NO_TIMESTAMP
-from tierlog.records.errors import InvalidRecordError, RecordsError
+from tierlog.records.errors import InvalidRecordError
 from tierlog.records.header import (
     MAGIC_OFFSET,
     NO_SEQUENCE,
@@ -70,6 +67,9 @@ class AppendInfo:
     record_count: int = 0
     size: int = 0
     batches: list[BatchHeader] = field(default_factory=list)
+    # True when the batch was an idempotent producer's retry of one already in the log:
+    # nothing was written and the offsets are the original append's.
+    duplicate: bool = False
 
 
 class Log:
@@ -111,8 +111,9 @@ class Log:
         self.last_flush_ms = self.clock.monotonic_ms()
         self.closed = False
         self.leader_epoch_cache = LeaderEpochCache(self.directory)
+        self.producer_state = ProducerStateManager(self.directory, clock=self.clock)
         self.recovered_bytes_truncated = 0
-        self._load(had_clean_shutdown)
+        load(self, had_clean_shutdown)
 
     # -- properties ----------------------------------------------------------------------
 
@@ -131,104 +132,6 @@ class Log:
     @property
     def name(self) -> str:
         return self.directory.name
-
-    # -- loading and recovery ------------------------------------------------------------
-
-    def _load(self, had_clean_shutdown: bool) -> None:
-        bases = self._clean_directory()
-        first_recovered = len(bases)
-        if not had_clean_shutdown and bases:
-            first_recovered = max(0, bisect.bisect_right(bases, self.recovery_point) - 1)
-        for n, base in enumerate(bases):
-            segment = self._open_segment(base)
-            # The segment notes missing/unreadable indexes as it opens them (checking
-            # for the files here, after the open has created them, never saw one missing).
-            if n >= first_recovered or segment.indexes_missing:
-                truncated = segment.recover()
-                if segment.indexes_missing:
-                    log.info("%s: rebuilt missing indexes", segment.path)
-                if truncated:
-                    self._drop_after_corruption(segment, truncated)
-                    self._append_segment(segment)
-                    break
-            else:
-                try:
-                    segment.load()
-                except (CorruptIndexError, RecordsError) as exc:
-                    log.warning("%s: %s; rebuilding its indexes", segment.path, exc)
-                    truncated = segment.recover()
-                    if truncated:
-                        self._drop_after_corruption(segment, truncated)
-                        self._append_segment(segment)
-                        break
-            self._append_segment(segment)
-        if not self.segments:
-            start = max(self.log_start_offset, 0)
-            self._append_segment(self._open_segment(start))
-        for segment in self.segments[:-1]:
-            segment.close_for_append()
-        self.active_segment.make_active()
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        if self.log_start_offset > self.log_end_offset:
-            self.log_start_offset = self.log_end_offset
-        if not had_clean_shutdown:
-            # Recovered bytes may sit only in the page cache; make them durable once.
-            for segment in self.segments[first_recovered:]:
-                segment.flush()
-        self.recovery_point = self.log_end_offset
-        self.high_watermark = min(
-            max(self.high_watermark, self.log_start_offset), self.log_end_offset
-        )
-        self._rebuild_epoch_cache_if_empty()
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-
-    def _clean_directory(self) -> list[int]:
-        """Remove leftovers of interrupted work; return the base offsets of the segments."""
-        bases = []
-        for entry in os.scandir(self.directory):
-            name = entry.name
-            if name.endswith((DELETED_SUFFIX, ".tmp")):
-                os.unlink(entry.path)
-            elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
-                bases.append(int(name[: -len(LOG_SUFFIX)]))
-        for entry in os.scandir(self.directory):
-            stem, dot, suffix = entry.name.partition(".")
-            if (
-                dot
-                and "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-                and stem.isdigit()
-                and (int(stem) not in bases)
-            ):
-                os.unlink(entry.path)  # an index without its log is useless (Kafka does this)
-        return sorted(bases)
-
-    def _drop_after_corruption(self, segment: LogSegment, truncated: int) -> None:
-        log.warning(
-            "%s: truncated %d corrupt bytes at offset %d; deleting later segments",
-            segment.path,
-            truncated,
-            segment.next_offset,
-        )
-        self.recovered_bytes_truncated += truncated
-        for entry in sorted(os.scandir(self.directory), key=lambda e: e.name):
-            if entry.name.endswith(LOG_SUFFIX) and entry.name[: -len(LOG_SUFFIX)].isdigit():
-                base = int(entry.name[: -len(LOG_SUFFIX)])
-                if base > segment.base_offset:
-                    later = self._open_segment(base)
-                    log.warning("%s: deleted, it follows a corrupt segment", later.path)
-                    later.delete()
-
-    def _rebuild_epoch_cache_if_empty(self) -> None:
-        """A missing or unreadable checkpoint is rebuilt from batch headers (KIP-101)."""
-        if self.leader_epoch_cache.entries or self.log_end_offset == self.log_start_offset:
-            return
-        for segment in self.segments:
-            for _, header in segment.batches():
-                if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
-                    self.leader_epoch_cache.assign(
-                        header.partition_leader_epoch, header.base_offset
-                    )
 
     def _open_segment(self, base_offset: int) -> LogSegment:
         return LogSegment(
@@ -260,6 +163,9 @@ class Log:
         info = self._validate(records, client=True)
         if not info.batches:
             return info
+        duplicate = self._check_producers(info)
+        if duplicate is not None:
+            return duplicate
         if self.config.message_timestamp_type == "LogAppendTime":
             records = self._stamp_log_append_time(records, info)
         next_offset = self.log_end_offset
@@ -282,7 +188,37 @@ class Log:
         info.last_offset = next_offset - 1
         self._write(buffers, entries, info)
         self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
+        first = info.first_offset
+        for header in info.batches:
+            if header.producer_id >= 0:
+                last = first + header.last_offset_delta
+                self.producer_state.update(header, first, last, header.max_timestamp)
+            first += header.last_offset_delta + 1
+        self.producer_state.update_map_end_offset(info.last_offset + 1)
         return info
+
+    def _check_producers(self, info: AppendInfo) -> AppendInfo | None:
+        """Idempotent producers (KIP-98): a retry of a recent batch gets the original
+        offsets back and nothing is written; a gap or an old epoch raises."""
+        headers = [h for h in info.batches if h.producer_id >= 0]
+        if not headers:
+            return None
+        if len(info.batches) > 1:
+            # Sequences are checked against the state before the request; Kafka too
+            # allows only one v2 batch per partition in a client's produce request.
+            raise InvalidRecordError(
+                "an idempotent produce request may carry only one batch per partition"
+            )
+        found = self.producer_state.check(headers[0])
+        if found is None:
+            return None
+        stamped = self.config.message_timestamp_type == "LogAppendTime"
+        return AppendInfo(
+            first_offset=found.first_offset,
+            last_offset=found.last_offset,
+            log_append_time=found.timestamp if stamped else NO_TIMESTAMP,
+            duplicate=True,
+        )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches whose offsets the leader assigned (replication, compaction).
@@ -319,6 +255,8 @@ class Log:
         self._write([memoryview(records)], entries, info)
         for header in info.batches:
             self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        # The leader validated these; a follower only keeps its state in step (Kafka too).
+        self.producer_state.rebuild_from(info.batches)
         return info
 
     def _validate(self, records: bytes | bytearray | memoryview, client: bool) -> AppendInfo:
@@ -415,6 +353,8 @@ class Log:
         segment.make_active()
         self._append_segment(segment)
         self._fsync_directory()
+        # A snapshot per segment bounds how much a restart replays to rebuild the state.
+        self.producer_state.take_snapshot(base)
         # Kafka flushes the rolled segment right away, so the recovery point moves past it
         # and recovery after a crash never rescans closed segments.
         if self.scheduler is not None:
@@ -586,6 +526,14 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.rebuild_producer_state(
+            self.producer_state.truncate_and_reload(self.log_start_offset, self.log_end_offset)
+        )
+
+    def rebuild_producer_state(self, from_offset: int) -> None:
+        """Replay producer batches from ``from_offset`` to the log end into the state."""
+        self.producer_state.rebuild_from(h for _, _, h in self.batches(from_offset))
+        self.producer_state.update_map_end_offset(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log empty at ``offset``."""
@@ -595,6 +543,7 @@ class Log:
         segment.make_active()
         self._append_segment(segment)
         self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
         self.unflushed_messages = 0
 
@@ -647,6 +596,7 @@ class Log:
             self.log_start_offset = max(self.log_start_offset, new_start)
             self.high_watermark = max(self.high_watermark, self.log_start_offset)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            self.producer_state.delete_snapshots_below(self.log_start_offset)
             log.info(
                 "%s: retention deleted %d segments; log start now %d",
                 self.name,
@@ -673,6 +623,8 @@ class Log:
         if self.closed:
             return
         self.flush()
+        # With a snapshot at the log end, the next start replays nothing.
+        self.producer_state.take_snapshot(self.log_end_offset)
         for segment in self.segments:
             segment.close()
         self.closed = True

@@ -50,6 +50,8 @@ class LogManagerTimings:
     flush_check_interval_ms: int = 1_000
     retention_check_interval_ms: int = 300_000
     checkpoint_interval_ms: int = 60_000
+    # Kafka's producer.id.expiration.check.interval.ms.
+    producer_expiration_check_interval_ms: int = 600_000
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -154,6 +156,12 @@ class LogManager:
                 t.checkpoint_interval_ms,
                 t.checkpoint_interval_ms,
             )
+            self.scheduler.schedule(
+                "producer-expiration",
+                self.expire_producers,
+                t.producer_expiration_check_interval_ms,
+                t.producer_expiration_check_interval_ms,
+            )
         self.started = True
 
     def _lock(self, log_dir: Path) -> None:
@@ -233,6 +241,10 @@ class LogManager:
     def flush_due(self) -> None:
         for topic_log in list(self.logs.values()):
             topic_log.flush_if_due()
+
+    def expire_producers(self) -> int:
+        """Forget idempotent producers idle longer than producer.id.expiration.ms."""
+        return sum(lg.producer_state.remove_expired_producers() for lg in self.logs.values())
 
     def retention_pass(self) -> int:
         deleted = 0

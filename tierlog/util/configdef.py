@@ -39,6 +39,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "int": _parse_int,
     "long": _parse_int,
     "bool": _parse_bool,
+    "double": lambda text: float(text.strip()),
     "string": lambda text: text.strip(),
     "list": _parse_list,
 }
@@ -54,6 +55,9 @@ def _typed(type_name: str, value: Any) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif type_name == "bool":
         ok = isinstance(value, bool)
+    elif type_name == "double":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
     elif type_name == "list":
         ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
         value = list(value) if ok else value

@@ -1,0 +1,136 @@
+"""Loading a partition's log from disk: the start-up half of ``Log``.
+
+Opens every segment; after an unclean stop, re-checks every batch (length, magic, CRC-32C)
+from the segment holding the recovery point to the end, truncating after the last valid
+batch and deleting any later segments (nothing after a corrupt batch can be trusted); builds
+missing or unreadable indexes again; cleans leftovers of interrupted work (``*.deleted``,
+``*.tmp``, indexes without a log); and settles the log start, recovery point, leader epoch
+cache and producer state. Segments below the recovery point are not rescanned.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from tierlog.local.index import CorruptIndexError
+from tierlog.local.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+from tierlog.records.errors import RecordsError
+
+if TYPE_CHECKING:
+    from tierlog.local.log import Log
+
+logger = logging.getLogger(__name__)
+
+
+def load(log: Log, had_clean_shutdown: bool) -> None:
+    """Open every segment, recover those from the recovery point on after an unclean stop
+    (or any whose indexes are missing or fail their check), and settle the log's offsets."""
+    bases = _clean_directory(log)
+    first_recovered = len(bases)
+    if not had_clean_shutdown and bases:
+        first_recovered = max(0, bisect.bisect_right(bases, log.recovery_point) - 1)
+    for n, base in enumerate(bases):
+        segment = log._open_segment(base)
+        # The segment notes missing/unreadable indexes as it opens them (checking
+        # for the files here, after the open has created them, never saw one missing).
+        if n >= first_recovered or segment.indexes_missing:
+            truncated = segment.recover()
+            if segment.indexes_missing:
+                logger.info("%s: rebuilt missing indexes", segment.path)
+            if truncated:
+                _drop_after_corruption(log, segment, truncated)
+                log._append_segment(segment)
+                break
+        else:
+            try:
+                segment.load()
+            except (CorruptIndexError, RecordsError) as exc:
+                logger.warning("%s: %s; rebuilding its indexes", segment.path, exc)
+                truncated = segment.recover()
+                if truncated:
+                    _drop_after_corruption(log, segment, truncated)
+                    log._append_segment(segment)
+                    break
+        log._append_segment(segment)
+    if not log.segments:
+        start = max(log.log_start_offset, 0)
+        log._append_segment(log._open_segment(start))
+    for segment in log.segments[:-1]:
+        segment.close_for_append()
+    log.active_segment.make_active()
+    log.log_start_offset = max(log.log_start_offset, log.segments[0].base_offset)
+    if log.log_start_offset > log.log_end_offset:
+        log.log_start_offset = log.log_end_offset
+    if not had_clean_shutdown:
+        # Recovered bytes may sit only in the page cache; make them durable once.
+        for segment in log.segments[first_recovered:]:
+            segment.flush()
+    log.recovery_point = log.log_end_offset
+    log.high_watermark = min(max(log.high_watermark, log.log_start_offset), log.log_end_offset)
+    _rebuild_epoch_cache_if_empty(log)
+    log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
+    log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
+    # Producer state: the latest snapshot at or below the log end, then the batches after
+    # it (only the active segment after a clean stop or a roll).
+    log.rebuild_producer_state(log.producer_state.load(log.log_start_offset, log.log_end_offset))
+    if not log.producer_state.is_empty() and (
+        log.producer_state.latest_snapshot_offset() != log.log_end_offset
+    ):
+        log.producer_state.take_snapshot(log.log_end_offset)
+
+
+def _clean_directory(log: Log) -> list[int]:
+    """Remove leftovers of interrupted work; return the base offsets of the segments."""
+    bases = []
+    for entry in os.scandir(log.directory):
+        name = entry.name
+        if name.endswith((DELETED_SUFFIX, ".tmp")):
+            os.unlink(entry.path)
+        elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
+            bases.append(int(name[: -len(LOG_SUFFIX)]))
+    for entry in os.scandir(log.directory):
+        stem, dot, suffix = entry.name.partition(".")
+        if (
+            dot
+            and "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            and stem.isdigit()
+            and (int(stem) not in bases)
+        ):
+            os.unlink(entry.path)  # an index without its log is useless (Kafka does this)
+    return sorted(bases)
+
+
+def _drop_after_corruption(log: Log, segment: LogSegment, truncated: int) -> None:
+    logger.warning(
+        "%s: truncated %d corrupt bytes at offset %d; deleting later segments",
+        segment.path,
+        truncated,
+        segment.next_offset,
+    )
+    log.recovered_bytes_truncated += truncated
+    for entry in sorted(os.scandir(log.directory), key=lambda e: e.name):
+        if entry.name.endswith(LOG_SUFFIX) and entry.name[: -len(LOG_SUFFIX)].isdigit():
+            base = int(entry.name[: -len(LOG_SUFFIX)])
+            if base > segment.base_offset:
+                later = log._open_segment(base)
+                logger.warning("%s: deleted, it follows a corrupt segment", later.path)
+                later.delete()
+
+
+def _rebuild_epoch_cache_if_empty(log: Log) -> None:
+    """A missing or unreadable checkpoint is rebuilt from batch headers (KIP-101)."""
+    if log.leader_epoch_cache.entries or log.log_end_offset == log.log_start_offset:
+        return
+    for segment in log.segments:
+        for _, header in segment.batches():
+            if header.partition_leader_epoch > log.leader_epoch_cache.latest_epoch:
+                log.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)

@@ -1,0 +1,591 @@
+"""Idempotent-producer state of one partition and its ``.snapshot`` files.
+
+Kafka's ``ProducerStateManager``/``ProducerAppendInfo`` (KIP-98, KIP-360) for producers that
+are idempotent but not transactional. This module owns:
+
+* the in-memory map producer id -> ``ProducerStateEntry``: the producer's epoch, the
+  sequence and offset ranges of its last ``max_batches_per_producer`` batches (5, the most
+  a client keeps in flight with ``enable.idempotence``) and its last batch timestamp;
+* the rules that accept, deduplicate or reject a client batch (``check``);
+* the partition directory's ``<20-digit offset>.snapshot`` files (Kafka's names), each
+  holding the state built from every batch below that offset.
+
+It reads only batch headers and never the log itself: the owning ``Log`` calls ``check``
+before an append, ``update`` after it, ``take_snapshot`` when it rolls or closes, and
+``load``/``truncate_and_reload`` + ``rebuild_from`` to rebuild state from the log.
+
+Snapshot file format (Kafka's ``ProducerSnapshot`` message, version 1, big-endian; the
+version is written first, as ``MessageUtil.toVersionPrefixedByteBuffer`` does)::
+
+     0  version                   int16   always 1
+     2  crc                       uint32  CRC-32C of bytes 6..end
+     6  producer_entries count    int32   array length, sorted by producer id here
+    10  per entry, 46 bytes:
+         +0  producer_id              int64
+         +8  epoch                    int16
+        +10  last_sequence            int32   -1 when the producer has no data batch
+        +14  last_offset              int64   -1 likewise
+        +22  offset_delta             int32   last_offset - first offset of the last batch
+        +26  timestamp                int64   max timestamp of the last batch
+        +34  coordinator_epoch        int32   -1 (no transaction coordinator here)
+        +38  current_txn_first_offset int64   -1 when no transaction is open
+
+Only the last batch of each producer is stored (as in Kafka): after a restart the last
+batch is deduplicable from the snapshot, plus every batch replayed from the log above it.
+A snapshot whose version, length or CRC is wrong is deleted and an older one is used.
+
+Divergence from Kafka >= 2.5, kept on purpose until reviewed: an unknown producer id
+whose batch does not start at sequence 0 is rejected with UNKNOWN_PRODUCER_ID (59), the
+pre-KIP-360 broker rule. Kafka's ``ProducerAppendInfo.checkSequence`` now accepts any
+sequence from a producer it has no state for ("possibly because all producer records have
+been deleted due to retention"). A producer that answers 59 with an epoch bump restarts
+at sequence 0, which is accepted here.
+
+Not thread-safe: single-threaded by contract and owned by one ``Log``, which calls it from
+the broker's event loop (see ``tierlog.local.log``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, NamedTuple
+
+from crc32c import crc32c
+
+from tierlog.local.errors import LogError
+from tierlog.records.errors import InvalidRecordError
+from tierlog.records.header import NO_TIMESTAMP, BatchHeader
+from tierlog.util.clock import Clock
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+# Kafka's ProducerStateEntry.NumBatchesToRetain; clients keep at most 5 requests in flight
+# per connection when idempotence is on, so 5 cached batches cover every possible retry.
+DEFAULT_MAX_BATCHES = 5
+# Kafka's producer.id.expiration.ms default (one day, KIP-854).
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+INT32_MAX = 0x7FFFFFFF
+NO_SEQUENCE = -1
+NO_OFFSET = -1
+
+_PREFIX = struct.Struct(">hIi")  # version, crc, entry count
+_ENTRY = struct.Struct(">qhiqiqiq")
+_CRC_START = 6  # the CRC covers everything after version and crc
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+class ProducerStateError(LogError):
+    """A client batch broke an idempotence rule; ``code`` is the Kafka error code."""
+
+    code: ClassVar[int]
+
+    def __init__(self, message: str, producer_id: int) -> None:
+        super().__init__(message)
+        self.producer_id = producer_id
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """Sequence gap, a retry older than the cached batches, or a bumped epoch not at 0."""
+
+    code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """The batch's epoch is older than the producer's (fenced since Kafka 2.7, KIP-588)."""
+
+    code = 47  # INVALID_PRODUCER_EPOCH
+
+
+class UnknownProducerIdError(ProducerStateError):
+    """No state for the producer (expired or lost) and its batch does not start at 0."""
+
+    code = 59  # UNKNOWN_PRODUCER_ID
+
+
+class CorruptSnapshotError(LogError):
+    """A snapshot file has a wrong version, length or CRC; the message names the file."""
+
+
+# -- state -------------------------------------------------------------------------------
+
+
+class DuplicateBatch(NamedTuple):
+    """The original append of a retried batch: answer the producer with these, write nothing."""
+
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """Sequence and offset range of one appended batch (Kafka's ``BatchMetadata``)."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+    @property
+    def offset_delta(self) -> int:
+        return self.last_offset - self.first_offset
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    """What the partition knows about one producer; ``batches`` is oldest first."""
+
+    producer_id: int
+    producer_epoch: int
+    batches: deque[BatchMetadata]
+    last_timestamp: int = NO_TIMESTAMP
+    # Kept only so that snapshots written by Kafka survive a round trip unchanged.
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = NO_OFFSET
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else NO_OFFSET
+
+    def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        for batch in self.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    """True if ``next_seq`` follows ``last_seq``; sequences wrap from 2**31 - 1 to 0."""
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """``sequence - decrement`` modulo 2**31 (Kafka's ``DefaultRecordBatch.decrementSequence``)."""
+    return (sequence - decrement) & INT32_MAX
+
+
+# -- snapshot codec (sans-I/O) -----------------------------------------------------------
+
+
+class SnapshotEntry(NamedTuple):
+    """One ``producer_entries`` element of a snapshot, in file order."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int
+
+
+def encode_snapshot(entries: Iterable[SnapshotEntry]) -> bytes:
+    """The bytes of a version 1 snapshot holding ``entries`` in the order given."""
+    rows = list(entries)
+    body = bytearray(_PREFIX.pack(SNAPSHOT_VERSION, 0, len(rows)))
+    for row in rows:
+        body += _ENTRY.pack(*row)
+    struct.pack_into(">I", body, 2, int(crc32c(memoryview(body)[_CRC_START:])))
+    return bytes(body)
+
+
+def decode_snapshot(data: bytes, name: str = "snapshot") -> list[SnapshotEntry]:
+    """Entries of a version 1 snapshot.
+
+    Raises:
+        CorruptSnapshotError: short file, unknown version, bad count/length or CRC mismatch.
+    """
+    if len(data) < _PREFIX.size:
+        raise CorruptSnapshotError(f"{name}: {len(data)} bytes is shorter than the header")
+    version, crc, count = _PREFIX.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"{name}: unknown snapshot version {version}")
+    actual = int(crc32c(memoryview(data)[_CRC_START:]))
+    if actual != crc:
+        raise CorruptSnapshotError(f"{name}: CRC-32C {actual:#010x} != stored {crc:#010x}")
+    if count < 0 or len(data) != _PREFIX.size + count * _ENTRY.size:
+        raise CorruptSnapshotError(f"{name}: {len(data)} bytes do not hold {count} entries")
+    return [
+        SnapshotEntry._make(_ENTRY.unpack_from(data, _PREFIX.size + n * _ENTRY.size))
+        for n in range(count)
+    ]
+
+
+def snapshot_path(directory: Path, offset: int) -> Path:
+    return Path(directory) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    # Same steps as tierlog.local.checkpoint: a crash leaves the old file or the new one,
+    # never a torn one (a leftover *.tmp is removed by Log._clean_directory).
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+# -- the manager -------------------------------------------------------------------------
+
+
+class ProducerStateManager:
+    """Idempotent-producer state of one partition (Kafka's ``ProducerStateManager``).
+
+    Args:
+        directory: the partition directory, where ``.snapshot`` files live.
+        clock: wall time, used to drop expired producers when a snapshot is loaded.
+        max_batches_per_producer: batches kept per producer for duplicate detection.
+        producer_id_expiration_ms: Kafka's ``producer.id.expiration.ms``; a producer whose
+            last batch timestamp is this old is forgotten by ``remove_expired_producers``.
+
+    ``map_end_offset`` is the offset below which every batch has been applied.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        clock: Clock,
+        max_batches_per_producer: int = DEFAULT_MAX_BATCHES,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        if max_batches_per_producer < 1:
+            raise ValueError("max_batches_per_producer must be at least 1")
+        self.directory = Path(directory)
+        self.clock = clock
+        self.max_batches_per_producer = max_batches_per_producer
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.map_end_offset = 0
+        self._producers: dict[int, ProducerStateEntry] = {}
+
+    # -- queries ---------------------------------------------------------------------
+
+    @property
+    def producers(self) -> Mapping[int, ProducerStateEntry]:
+        """The live entries by producer id (read-only view; do not mutate the entries)."""
+        return self._producers
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    def is_empty(self) -> bool:
+        return not self._producers
+
+    # -- validation and updates ------------------------------------------------------
+
+    def check(self, header: BatchHeader) -> DuplicateBatch | None:
+        """Validate a client batch before it is appended.
+
+        Returns:
+            None when the batch may be appended (or has no producer id); the original
+            append's offsets when it is a retry of one of the producer's cached batches.
+
+        Raises:
+            InvalidRecordError: producer id set but base sequence negative (code 87).
+            InvalidProducerEpochError: epoch older than the producer's (47).
+            OutOfOrderSequenceError: not the next sequence, or a new epoch not at 0 (45).
+        """
+        pid = header.producer_id
+        if pid < 0:
+            return None
+        first_seq = header.base_sequence
+        if first_seq < 0:
+            raise InvalidRecordError(
+                f"invalid sequence number {first_seq} in batch of producer {pid}"
+            )
+        epoch = header.producer_epoch
+        entry = self._producers.get(pid)
+        if entry is None:
+            # KIP-360 (Kafka >= 2.5): a producer the log has no state for (new, expired, or
+            # removed with its segments by retention) is accepted at any sequence, so a
+            # long-lived idempotent producer is not failed by retention.
+            return None
+        if epoch == entry.producer_epoch:
+            # Duplicates first, as Kafka's UnifiedLog.analyzeAndValidateProducerState does:
+            # a retry of a cached batch is answered, not rejected as out of order.
+            duplicate = entry.find_duplicate(first_seq, header.last_sequence)
+            if duplicate is not None:
+                return DuplicateBatch(
+                    duplicate.first_offset, duplicate.last_offset, duplicate.timestamp
+                )
+        if epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"producer {pid} epoch {epoch} is older than the current epoch "
+                f"{entry.producer_epoch}",
+                pid,
+            )
+        if epoch > entry.producer_epoch:
+            if first_seq != 0:
+                raise OutOfOrderSequenceError(
+                    f"producer {pid} bumped its epoch {entry.producer_epoch} -> {epoch} but "
+                    f"starts at sequence {first_seq}, not 0",
+                    pid,
+                )
+            return None
+        # Same epoch. With no data batch cached (epoch set by a marker) the next is 0.
+        if not in_sequence(entry.last_seq, first_seq):
+            raise OutOfOrderSequenceError(
+                f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow "
+                f"{entry.last_seq}",
+                pid,
+            )
+        return None
+
+    def update(
+        self, header: BatchHeader, first_offset: int, last_offset: int, timestamp_ms: int
+    ) -> None:
+        """Record an appended batch with producer id >= 0, without validating it.
+
+        Used after a successful client append (with the offsets the log assigned) and when
+        rebuilding from the log or replicating (``first_offset = header.base_offset``).
+        ``timestamp_ms`` is the batch's max timestamp (the append time for LogAppendTime
+        topics), as in Kafka; it drives expiration and is returned for duplicates.
+        """
+        pid = header.producer_id
+        if pid < 0:
+            raise ValueError(f"update needs a producer id, got {pid}")
+        entry = self._producers.get(pid)
+        if entry is None:
+            entry = ProducerStateEntry(
+                pid, header.producer_epoch, deque(maxlen=self.max_batches_per_producer)
+            )
+            self._producers[pid] = entry
+        if header.producer_epoch != entry.producer_epoch:
+            # A new epoch restarts sequences at 0: older batches can no longer be retried.
+            entry.batches.clear()
+            entry.producer_epoch = header.producer_epoch
+        if header.is_control:
+            # A transaction marker ends any transaction; it carries no data sequence.
+            entry.current_txn_first_offset = NO_OFFSET
+        else:
+            entry.batches.append(
+                BatchMetadata(
+                    header.base_sequence,
+                    header.last_sequence,
+                    first_offset,
+                    last_offset,
+                    timestamp_ms,
+                )
+            )
+        entry.last_timestamp = timestamp_ms
+        self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+
+    def update_map_end_offset(self, offset: int) -> None:
+        """Note that every batch below ``offset`` has been applied (Kafka calls this for
+        every append, with or without a producer id)."""
+        self.map_end_offset = max(self.map_end_offset, offset)
+
+    def rebuild_from(self, headers: Iterable[BatchHeader]) -> int:
+        """Replay batch headers read from the log (any kind; real offsets in
+        ``base_offset``), skipping batches wholly below ``map_end_offset``.
+
+        Returns the number of producer batches applied.
+        """
+        applied = 0
+        for header in headers:
+            if header.last_offset < self.map_end_offset:
+                continue
+            if header.producer_id >= 0:
+                self.update(header, header.base_offset, header.last_offset, header.max_timestamp)
+                applied += 1
+            self.update_map_end_offset(header.next_offset)
+        return applied
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for ``producer_id_expiration_ms`` (measured from their
+        last batch timestamp) and not in a transaction. Returns how many were removed."""
+        now = self.clock.milliseconds() if now_ms is None else now_ms
+        expired = [pid for pid, entry in self._producers.items() if self._expired(entry, now)]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
+    def _expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return (
+            entry.current_txn_first_offset < 0
+            and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        )
+
+    # -- snapshots -------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the snapshot files on disk, ascending (the directory is the truth;
+        it is listed on each call, which happens on roll, retention and load only)."""
+        found = []
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                stem = entry.name[: -len(SNAPSHOT_SUFFIX)]
+                if entry.name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit():
+                    found.append(int(stem))
+        return sorted(found)
+
+    def oldest_snapshot_offset(self) -> int | None:
+        offsets = self.snapshot_offsets()
+        return offsets[0] if offsets else None
+
+    def latest_snapshot_offset(self) -> int | None:
+        offsets = self.snapshot_offsets()
+        return offsets[-1] if offsets else None
+
+    def _delete_snapshot(self, offset: int, why: str) -> None:
+        path = snapshot_path(self.directory, offset)
+        log.info("%s: deleting producer snapshot (%s)", path, why)
+        path.unlink(missing_ok=True)
+
+    def take_snapshot(self, offset: int) -> Path:
+        """Write the state as ``<offset>.snapshot`` (temp file, fsync, rename).
+
+        The caller promises that every batch with a producer id below ``offset`` has been
+        applied; ``map_end_offset`` moves up to ``offset``. Returns the file's path.
+
+        Raises:
+            ValueError: ``offset`` is below ``map_end_offset`` (batches at or above it are
+                already in the state, so the snapshot would claim too much).
+        """
+        if offset < self.map_end_offset:
+            raise ValueError(
+                f"snapshot offset {offset} is below the applied end {self.map_end_offset}"
+            )
+        self.map_end_offset = offset
+        path = snapshot_path(self.directory, offset)
+        _write_atomically(path, encode_snapshot(self._snapshot_entries()))
+        log.debug("%s: wrote %d producers", path, len(self._producers))
+        return path
+
+    def _snapshot_entries(self) -> Iterable[SnapshotEntry]:
+        for pid in sorted(self._producers):
+            entry = self._producers[pid]
+            last = entry.batches[-1] if entry.batches else None
+            yield SnapshotEntry(
+                pid,
+                entry.producer_epoch,
+                last.last_seq if last else NO_SEQUENCE,
+                last.last_offset if last else NO_OFFSET,
+                last.offset_delta if last else 0,
+                entry.last_timestamp,
+                entry.coordinator_epoch,
+                entry.current_txn_first_offset,
+            )
+
+    def _load_entry(self, row: SnapshotEntry) -> ProducerStateEntry:
+        batches: deque[BatchMetadata] = deque(maxlen=self.max_batches_per_producer)
+        if row.last_offset >= 0:
+            batches.append(
+                BatchMetadata(
+                    decrement_sequence(row.last_sequence, row.offset_delta),
+                    row.last_sequence,
+                    row.last_offset - row.offset_delta,
+                    row.last_offset,
+                    row.timestamp,
+                )
+            )
+        return ProducerStateEntry(
+            row.producer_id,
+            row.epoch,
+            batches,
+            row.timestamp,
+            row.coordinator_epoch,
+            row.current_txn_first_offset,
+        )
+
+    def load(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Reset the state to the latest valid snapshot in [log start, log end].
+
+        Deletes snapshots above the log end (the log was truncated below them), below the
+        log start (the batches between them and the log start are gone, so they would give
+        a stale last sequence) and unreadable ones (logged). Expired producers are skipped.
+
+        Returns:
+            The offset to replay from: the snapshot's offset, or the log start when there
+            is none. The caller passes every batch header from there to the log end to
+            ``rebuild_from`` (or ``update`` for each batch with a producer id).
+        """
+        self._producers.clear()
+        now = self.clock.milliseconds()
+        for offset in reversed(self._drop_out_of_range(log_start_offset, log_end_offset)):
+            path = snapshot_path(self.directory, offset)
+            try:
+                rows = decode_snapshot(path.read_bytes(), str(path))
+            except CorruptSnapshotError as exc:
+                log.warning("%s: corrupt producer snapshot: %s", path, exc)
+                self._delete_snapshot(offset, "corrupt")
+                continue
+            except OSError as exc:
+                # Not proven corrupt (permissions, I/O): keep it, fall back to an older one.
+                log.warning("%s: cannot read producer snapshot: %s", path, exc)
+                continue
+            for row in rows:
+                entry = self._load_entry(row)
+                if not self._expired(entry, now):
+                    self._producers[entry.producer_id] = entry
+            self.map_end_offset = offset
+            return offset
+        self.map_end_offset = log_start_offset
+        return log_start_offset
+
+    def _drop_out_of_range(self, log_start_offset: int, log_end_offset: int) -> list[int]:
+        """Delete snapshots outside [log start, log end]; return the others, ascending."""
+        kept = []
+        for offset in self.snapshot_offsets():
+            if offset > log_end_offset:
+                self._delete_snapshot(offset, f"above the log end {log_end_offset}")
+            elif offset < log_start_offset:
+                self._delete_snapshot(offset, f"below the log start {log_start_offset}")
+            else:
+                kept.append(offset)
+        return kept
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> int:
+        """After the log was truncated to ``log_end_offset``: delete snapshots outside the
+        log, reset the state and reload it like ``load``. Returns the offset to replay
+        from; that is the log end itself, with the state kept, when nothing at or above it
+        had been applied."""
+        if log_end_offset == self.map_end_offset:
+            self._drop_out_of_range(log_start_offset, log_end_offset)
+            return log_end_offset
+        return self.load(log_start_offset, log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The log was emptied and restarts at ``offset``: forget everything."""
+        self._producers.clear()
+        for snap in self.snapshot_offsets():
+            self._delete_snapshot(snap, f"log restarted at {offset}")
+        self.map_end_offset = offset
+
+    def delete_snapshots_below(self, offset: int) -> int:
+        """The log start moved to ``offset``: delete snapshots below it (the state in
+        memory is kept). Returns how many were deleted."""
+        doomed = [snap for snap in self.snapshot_offsets() if snap < offset]
+        for snap in doomed:
+            self._delete_snapshot(snap, f"below the log start {offset}")
+        return len(doomed)
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerStateManager({self.directory.name}, producers={len(self._producers)}, "
+            f"map_end={self.map_end_offset})"
+        )
