@@ -1,0 +1,57 @@
+"""The broker's classic consumer group coordinator and the ``__consumer_offsets`` formats.
+
+Modules: ``coordinator`` (``GroupCoordinator``, the API request handlers call: JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup), ``offsets`` (OffsetCommit/OffsetFetch, List/Describe/
+DeleteGroups, expiration), ``rebalance`` (shared rebalance steps and timers), ``group``
+(one group's state machine), ``manager`` (group cache, partition ownership, persistence
+and loading), ``offsets_codec`` (sans-I/O record keys and values), ``placement``
+(``partition_for``), ``results`` (answer dataclasses), ``config``, ``timers``.
+"""
+
+from tierlog.broker.group.config import GroupConfig
+from tierlog.broker.group.coordinator import GroupCoordinator
+from tierlog.broker.group.group import GroupState
+from tierlog.broker.group.manager import Append, AppendError
+from tierlog.broker.group.placement import java_string_hashcode, partition_for
+from tierlog.broker.group.results import (
+    DeleteGroupResult,
+    DescribedGroup,
+    DescribedMember,
+    FetchedOffset,
+    HeartbeatResult,
+    JoinGroupMember,
+    JoinGroupResult,
+    LeaveGroupResult,
+    ListedGroup,
+    ListGroupsResult,
+    MemberLeaveResult,
+    OffsetCommitResult,
+    OffsetFetchResult,
+    SyncGroupResult,
+    TopicPartition,
+)
+
+__all__ = [
+    "Append",
+    "AppendError",
+    "DeleteGroupResult",
+    "DescribedGroup",
+    "DescribedMember",
+    "FetchedOffset",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupState",
+    "HeartbeatResult",
+    "JoinGroupMember",
+    "JoinGroupResult",
+    "LeaveGroupResult",
+    "ListGroupsResult",
+    "ListedGroup",
+    "MemberLeaveResult",
+    "OffsetCommitResult",
+    "OffsetFetchResult",
+    "SyncGroupResult",
+    "TopicPartition",
+    "java_string_hashcode",
+    "partition_for",
+]

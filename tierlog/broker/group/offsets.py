@@ -1,0 +1,307 @@
+"""Offsets and group administration: OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
+DeleteGroups and offset expiration.
+
+This module owns ``OffsetsApi``, the part of ``GroupCoordinator`` that is about stored
+state rather than membership (Kafka's ``handleCommitOffsets``/``handleFetchOffsets``,
+``handleListGroups``/``handleDescribeGroup``/``handleDeleteGroups`` and the offsets
+retention task). Commits are answered only after their records are durable; a commit
+with generation -1 and no member id is a "simple" commit (``assign()``-based consumers,
+admin tools) and is accepted only while the group has no members, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping
+
+from tierlog.broker.group.group import GroupMetadata, GroupState
+from tierlog.broker.group.manager import group_store_error
+from tierlog.broker.group.offsets_codec import OffsetCommitValue
+from tierlog.broker.group.rebalance import UNKNOWN_MEMBER_ID, GroupCoordinatorBase
+from tierlog.broker.group.results import (
+    DeleteGroupResult,
+    DescribedGroup,
+    FetchedOffset,
+    ListedGroup,
+    ListGroupsResult,
+    OffsetCommitResult,
+    OffsetFetchResult,
+    TopicPartition,
+)
+from tierlog.protocol.errors import ErrorCode
+
+log = logging.getLogger("tierlog.broker.group.coordinator")
+E = ErrorCode
+S = GroupState
+
+# What a commit carries per partition: (offset, leader_epoch, metadata); epoch -1 when
+# unknown (OffsetCommit < v6), metadata None stored as "".
+CommitEntry = tuple[int, int, str | None]
+
+
+class OffsetsApi(GroupCoordinatorBase):
+    """Offset and admin requests of the group coordinator (see the module docstring)."""
+
+    # ================================================================ OffsetCommit
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, CommitEntry],
+        *,
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+    ) -> OffsetCommitResult:
+        """OffsetCommit: store ``offsets`` and answer once they are durable.
+
+        Args:
+            generation_id: the member's generation, or -1 with member id "" for a simple
+                commit.
+            retention_time_ms: OffsetCommit v2-v4 retention_time; -1 (the default, and
+                always from v5) means broker retention (``offsets.retention.minutes``).
+        """
+
+        def fail(error: int) -> OffsetCommitResult:
+            return OffsetCommitResult(error, {tp: error for tp in offsets})
+
+        error = self._validate(group_id, require_id=False)
+        if error:
+            return fail(error)
+        group = self._manager.get_group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A group we do not know cannot have a generation: a stale member.
+                return fail(E.illegal_generation)
+            # Not relying on group management: offsets-only group (Kafka's addGroup).
+            group = self._manager.add_group(GroupMetadata(group_id, self._now()))
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        if error:
+            return fail(error)
+        if group.is_(S.COMPLETING_REBALANCE):
+            # The member has its JoinGroup answer but not yet its assignment.
+            return fail(E.rebalance_in_progress)
+        if group.has(member_id):
+            # A commit counts as a heartbeat; during PreparingRebalance the commit is
+            # accepted, and the next heartbeat tells the member to rejoin.
+            self._arm_heartbeat(group, group.get(member_id))
+        now = self._now()
+        expire = now + retention_time_ms if retention_time_ms >= 0 else -1
+        partitions: dict[TopicPartition, int] = {}
+        to_store: dict[TopicPartition, OffsetCommitValue] = {}
+        for tp, (offset, leader_epoch, metadata) in offsets.items():
+            text = metadata or ""
+            # Kafka compares String.length(): UTF-16 code units.
+            if len(text.encode("utf-16-le")) // 2 > self.config.offset_metadata_max_bytes:
+                partitions[tp] = E.offset_metadata_too_large
+            else:
+                to_store[tp] = OffsetCommitValue(offset, leader_epoch, text, now, expire)
+        if not to_store:
+            return OffsetCommitResult(E.none, partitions)
+        # Shielded: once appended, the commit must be applied even if the client is gone.
+        error = await asyncio.shield(self._spawn(self._manager.store_offsets(group, to_store)))
+        for tp in to_store:
+            partitions[tp] = error
+        return OffsetCommitResult(error, partitions)
+
+    def _validate_offset_commit(
+        self, group: GroupMetadata, generation_id: int, member_id: str, iid: str | None
+    ) -> int:
+        if group.is_(S.DEAD):
+            return E.coordinator_not_available
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or iid is not None:
+            if group.is_static_member_fenced(member_id, iid):
+                return E.fenced_instance_id
+            if not group.has(member_id):
+                return E.unknown_member_id
+            if generation_id != group.generation_id:
+                return E.illegal_generation
+            return E.none
+        if not group.is_(S.EMPTY):
+            # Only members may commit for a group that has them.
+            return E.unknown_member_id
+        return E.none
+
+    # ================================================================ OffsetFetch
+
+    def fetch_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        require_stable: bool = False,
+    ) -> OffsetFetchResult:
+        """OffsetFetch for one group: ``partitions`` None means every committed partition.
+
+        Unknown partitions (and unknown groups) get offset -1, leader epoch -1,
+        metadata "". ``require_stable`` (v7+) only matters for transactional commits,
+        which this coordinator does not take, so it is accepted and ignored.
+        """
+        del require_stable
+        error = self._validate(group_id, require_id=False)
+        if error:
+            return OffsetFetchResult(error)
+        group = self._manager.get_group(group_id)
+        if group is None or group.is_(S.DEAD):
+            return OffsetFetchResult(E.none, {tp: FetchedOffset() for tp in partitions or ()})
+        tps = list(group.offsets) if partitions is None else partitions
+        out: dict[TopicPartition, FetchedOffset] = {}
+        for tp in tps:
+            value = group.offsets.get(tp)
+            out[tp] = (
+                FetchedOffset()
+                if value is None
+                else FetchedOffset(value.offset, value.leader_epoch, value.metadata)
+            )
+        return OffsetFetchResult(E.none, out)
+
+    # ================================================================ List / Describe
+
+    def list_groups(
+        self,
+        states_filter: Collection[str] | None = None,
+        types_filter: Collection[str] | None = None,
+    ) -> ListGroupsResult:
+        """ListGroups: the groups of every loaded partition.
+
+        Args:
+            states_filter: v4+ (KIP-518), case-insensitive state names; empty = all.
+            types_filter: v5+ (KIP-848), group types; these groups are all "classic".
+        """
+        if not self._active:
+            return ListGroupsResult(E.coordinator_not_available)
+        error = E.coordinator_load_in_progress if self._manager.any_loading() else E.none
+        if types_filter and "classic" not in {t.lower() for t in types_filter}:
+            return ListGroupsResult(error)
+        states = {s.lower() for s in states_filter} if states_filter else None
+        groups = tuple(
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self._manager.groups.values()
+            if states is None or g.state.value.lower() in states
+        )
+        return ListGroupsResult(error, groups)
+
+    def describe_groups(
+        self, group_ids: Iterable[str], *, not_found_error: bool = False
+    ) -> list[DescribedGroup]:
+        """DescribeGroups, one entry per id in order.
+
+        An unknown group is state "Dead" with error 0, as in Kafka up to DescribeGroups
+        v5; pass ``not_found_error`` for v6+ to get GROUP_ID_NOT_FOUND instead.
+        """
+        out = []
+        for group_id in group_ids:
+            error = self._validate(group_id, require_id=False)
+            group = None if error else self._manager.get_group(group_id)
+            if error:
+                out.append(DescribedGroup(error, group_id))
+            elif group is None:
+                code = E.group_id_not_found if not_found_error else E.none
+                out.append(DescribedGroup(code, group_id, S.DEAD.value))
+            else:
+                out.append(group.describe())
+        return out
+
+    # ================================================================ DeleteGroups
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> list[DeleteGroupResult]:
+        """DeleteGroups: only groups without members (Empty) can go (NON_EMPTY_GROUP
+        otherwise); their offsets and metadata get tombstones. One result per distinct
+        id, in order."""
+        results: dict[str, int] = {}
+        deleting: dict[int, list[GroupMetadata]] = defaultdict(list)
+        for group_id in group_ids:
+            if group_id in results:
+                continue
+            error = self._validate(group_id, require_id=False)
+            group = None if error else self._manager.get_group(group_id)
+            if error:
+                results[group_id] = error
+            elif group is None:
+                results[group_id] = E.group_id_not_found
+            elif not group.is_(S.EMPTY):
+                results[group_id] = E.non_empty_group
+            else:
+                # Out of the cache at once, so nothing new attaches to it while the
+                # tombstones are written.
+                self._detach(group)
+                results[group_id] = E.none
+                deleting[self.partition_for(group_id)].append(group)
+        for partition, groups in deleting.items():
+            error = await self._manager.write_tombstones(
+                partition,
+                [(g.group_id, tp) for g in groups for tp in g.offsets],
+                [g.group_id for g in groups if g.generation_id > 0],
+            )
+            for group in groups:
+                if error:
+                    self._reattach(group, {})
+                    results[group.group_id] = group_store_error(error)
+                else:
+                    group.transition_to(S.DEAD, self._now())
+        return [DeleteGroupResult(gid, code) for gid, code in results.items()]
+
+    # ================================================================ expiration
+
+    async def cleanup_expired_offsets(self) -> int:
+        """Expire offsets past ``offsets.retention.minutes`` (see
+        ``GroupMetadata.expired_offsets``) and drop Empty groups left without offsets.
+        The broker calls this every ``offsets.retention.check.interval.ms``.
+
+        Returns:
+            The number of offsets removed.
+        """
+        now = self._now()
+        plan: dict[
+            int, list[tuple[GroupMetadata, dict[TopicPartition, OffsetCommitValue], bool]]
+        ] = defaultdict(list)
+        for group in list(self._manager.groups.values()):
+            expired = group.expired_offsets(now, self.config.offsets_retention_ms)
+            removed = {tp: group.offsets.pop(tp) for tp in expired}
+            dead = group.is_(S.EMPTY) and not group.has_offsets()
+            if dead:
+                self._detach(group)
+            if removed or dead:
+                plan[self.partition_for(group.group_id)].append((group, removed, dead))
+        total = 0
+        for partition, items in plan.items():
+            offsets = [(g.group_id, tp) for g, removed, _ in items for tp in removed]
+            # A group that never had a generation only stored offsets: it has no
+            # metadata record to delete (as in Kafka).
+            dead_ids = [g.group_id for g, _, dead in items if dead and g.generation_id > 0]
+            error = await self._manager.write_tombstones(partition, offsets, dead_ids)
+            if error:
+                log.warning(
+                    "expiring offsets in __consumer_offsets-%d failed: error %d", partition, error
+                )
+                for group, removed, dead in items:
+                    self._reattach(group, removed) if dead else _restore(group, removed)
+                continue
+            total += len(offsets)
+            for group, _, dead in items:
+                if dead:
+                    group.transition_to(S.DEAD, now)
+        if total:
+            log.info("removed %d expired offsets", total)
+        return total
+
+    def _detach(self, group: GroupMetadata) -> None:
+        """Take an Empty group out of the cache (deletion in progress)."""
+        self._manager.remove_group(group)
+        self._timers.cancel_group(group.group_id)
+        group.pending_members.clear()  # their ids die with the group
+
+    def _reattach(
+        self, group: GroupMetadata, removed: Mapping[TopicPartition, OffsetCommitValue]
+    ) -> None:
+        """Undo ``_detach`` after a failed write; if a new group took the id meanwhile,
+        the old offsets (still in the log) go to it where it has none."""
+        _restore(self._manager.add_group(group), removed)
+
+
+def _restore(group: GroupMetadata, removed: Mapping[TopicPartition, OffsetCommitValue]) -> None:
+    for tp, value in removed.items():
+        group.offsets.setdefault(tp, value)
