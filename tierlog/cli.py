@@ -26,10 +26,40 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_overrides(items: list[str]) -> dict[str, str]:
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--override expects key=value, got {item!r}")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def _broker_start(args: argparse.Namespace) -> int:
+    from tierlog.broker.runner import run_broker
+
+    return run_broker(Path(args.config) if args.config else None, _parse_overrides(args.override))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tierlog", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    broker = sub.add_parser("broker", help="run a broker").add_subparsers(
+        dest="broker_command", required=True
+    )
+    start = broker.add_parser("start", help="start a broker in the foreground")
+    start.add_argument("--config", help="server.properties file (Kafka key names)")
+    start.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config key, overriding the file (repeatable)",
+    )
+    start.set_defaults(func=_broker_start)
 
     dump = sub.add_parser("dump-log", help="print batches/records/index entries of segments")
     dump.add_argument("paths", nargs="+", help=".log/.index/.timeindex files or a partition dir")

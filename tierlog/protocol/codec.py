@@ -57,6 +57,7 @@ __all__ = [
     "encode_api_versions_fallback",
     "encode_request",
     "encode_response",
+    "response_type_for",
     "warm_codecs",
 ]
 
@@ -136,6 +137,11 @@ def _response_writer(response_type: type[Any]) -> _Writer:
         writer = cast(_Writer, entity_writer(response_type))
         _RESPONSE_WRITERS[response_type] = writer
     return writer
+
+
+def response_type_for(api_key: int, api_version: int) -> type[ResponsePayload]:
+    """The kio response class answering (``api_key``, ``api_version``)."""
+    return _codec(api_key, api_version).response_type
 
 
 def warm_codecs() -> int:

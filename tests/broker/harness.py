@@ -1,0 +1,93 @@
+"""A real tierlog broker in a child process on 127.0.0.1, for tests with real clients."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+STARTED = re.compile(r"tierlog broker \d+ started on port (\d+)")
+
+
+class BrokerProcess:
+    """Start with ``start()``; ``stop()`` sends SIGTERM (clean), ``kill()`` SIGKILL."""
+
+    def __init__(
+        self, data_dir: Path, overrides: dict[str, str] | None = None, port: int = 0
+    ) -> None:
+        self.data_dir = data_dir
+        self.overrides = {
+            "log.dirs": str(data_dir),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "group.initial.rebalance.delay.ms": "0",
+            **(overrides or {}),
+        }
+        self.port = port
+        self.proc: subprocess.Popen[str] | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+        self._log: IO[str] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        args = [sys.executable, "-m", "tierlog.cli", "broker", "start"]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self._log = open(self.log_path, "a")  # noqa: SIM115 - closed in stop()/kill()
+        self.proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"broker exited early:\n{self.log_text()}")
+            match = STARTED.search(line)
+            if match:
+                self.port = int(match.group(1))
+                # Pin the port so a restart comes back where clients expect it.
+                self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+                return self
+        self.kill()
+        raise TimeoutError(f"broker did not start in {timeout}s:\n{self.log_text()}")
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._close()
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""

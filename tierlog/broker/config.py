@@ -1,0 +1,269 @@
+"""Broker configuration: Kafka's ``server.properties`` key names, defaults and checks.
+
+``log.*`` keys are broker-wide defaults for topic configs (``LogConfig``), mapped the way
+Kafka maps them (``log.segment.bytes`` -> ``segment.bytes``, ...). An unknown key or a bad
+value raises ``ConfigError`` naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tierlog.local.config import LogConfig
+from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, one_of
+from tierlog.util.properties import load_properties
+
+HOUR_MS = 60 * 60 * 1000
+
+BROKER_CONFIG = ConfigDef(
+    [
+        ConfigKey("broker.id", "int", 0, "this broker's id", at_least(0)),
+        ConfigKey("node.id", "int", -1, "alias of broker.id (KRaft name)", at_least(-1)),
+        ConfigKey("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "where to listen"),
+        ConfigKey("advertised.listeners", "list", [], "what clients are told; default listeners"),
+        ConfigKey("log.dirs", "list", [], "data directories; default log.dir"),
+        ConfigKey("log.dir", "string", "./data", "data directory when log.dirs is unset"),
+        ConfigKey("num.partitions", "int", 1, "partitions of an auto-created topic", at_least(1)),
+        ConfigKey(
+            "default.replication.factor", "int", 1, "replicas of an auto-created topic", at_least(1)
+        ),
+        ConfigKey("auto.create.topics.enable", "bool", True, "create topics on first use"),
+        ConfigKey("delete.topic.enable", "bool", True, "allow DeleteTopics"),
+        ConfigKey("min.insync.replicas", "int", 1, "acks=all needs this many in sync", at_least(1)),
+        ConfigKey("log.segment.bytes", "int", 1 << 30, "-> segment.bytes", at_least(14)),
+        ConfigKey("log.roll.ms", "long", None, "-> segment.ms"),
+        ConfigKey(
+            "log.roll.hours", "int", 168, "-> segment.ms when log.roll.ms unset", at_least(1)
+        ),
+        ConfigKey("log.retention.ms", "long", None, "-> retention.ms"),
+        ConfigKey("log.retention.minutes", "int", None, "-> retention.ms"),
+        ConfigKey("log.retention.hours", "int", 168, "-> retention.ms", at_least(-1)),
+        ConfigKey("log.retention.bytes", "long", -1, "-> retention.bytes", at_least(-1)),
+        ConfigKey(
+            "log.flush.interval.messages", "long", 2**63 - 1, "-> flush.messages", at_least(1)
+        ),
+        ConfigKey("log.flush.interval.ms", "long", None, "-> flush.ms"),
+        ConfigKey(
+            "log.flush.scheduler.interval.ms",
+            "long",
+            1000,
+            "how often flush.ms is checked",
+            at_least(1),
+        ),
+        ConfigKey(
+            "log.flush.offset.checkpoint.interval.ms",
+            "int",
+            60_000,
+            "recovery-point checkpoint interval",
+            at_least(1),
+        ),
+        ConfigKey(
+            "log.retention.check.interval.ms",
+            "long",
+            300_000,
+            "retention pass interval",
+            at_least(1),
+        ),
+        ConfigKey("log.index.interval.bytes", "int", 4096, "-> index.interval.bytes", at_least(0)),
+        ConfigKey(
+            "log.index.size.max.bytes", "int", 10 << 20, "-> segment.index.bytes", at_least(8)
+        ),
+        ConfigKey(
+            "log.message.timestamp.type",
+            "string",
+            "CreateTime",
+            "-> message.timestamp.type",
+            one_of("CreateTime", "LogAppendTime"),
+        ),
+        ConfigKey(
+            "log.cleanup.policy",
+            "list",
+            ["delete"],
+            "-> cleanup.policy",
+            one_of("delete", "compact"),
+        ),
+        ConfigKey(
+            "log.segment.delete.delay.ms", "long", 60_000, "-> file.delete.delay.ms", at_least(0)
+        ),
+        ConfigKey("message.max.bytes", "int", 1048588, "-> max.message.bytes", at_least(0)),
+        ConfigKey(
+            "socket.request.max.bytes", "int", 104857600, "largest request frame", at_least(1)
+        ),
+        ConfigKey(
+            "offsets.topic.num.partitions",
+            "int",
+            50,
+            "partitions of __consumer_offsets",
+            at_least(1),
+        ),
+        ConfigKey(
+            "offsets.topic.replication.factor",
+            "int",
+            1,
+            "replicas of __consumer_offsets",
+            at_least(1),
+        ),
+        ConfigKey(
+            "offsets.topic.segment.bytes",
+            "int",
+            100 << 20,
+            "segments of __consumer_offsets",
+            at_least(14),
+        ),
+        ConfigKey(
+            "offsets.retention.check.interval.ms",
+            "long",
+            600_000,
+            "how often expired committed offsets are removed",
+            at_least(1),
+        ),
+        ConfigKey(
+            "offset.metadata.max.bytes",
+            "int",
+            4096,
+            "largest metadata string of a committed offset",
+            at_least(0),
+        ),
+        ConfigKey(
+            "offsets.retention.minutes", "int", 7 * 24 * 60, "committed offsets kept", at_least(1)
+        ),
+        ConfigKey(
+            "group.initial.rebalance.delay.ms",
+            "int",
+            3000,
+            "wait for more members before the first rebalance of an empty group",
+            at_least(0),
+        ),
+        ConfigKey(
+            "group.min.session.timeout.ms", "int", 6000, "smallest session timeout", at_least(0)
+        ),
+        ConfigKey(
+            "group.max.session.timeout.ms", "int", 1_800_000, "largest session timeout", at_least(0)
+        ),
+        ConfigKey("group.max.size", "int", 2**31 - 1, "members per group", at_least(1)),
+        ConfigKey(
+            "transactional.id.expiration.ms",
+            "int",
+            604_800_000,
+            "idle producer ids expire",
+            at_least(1),
+        ),
+        ConfigKey(
+            "producer.id.expiration.ms",
+            "int",
+            86_400_000,
+            "idle idempotent producer state expires",
+            at_least(1),
+        ),
+        ConfigKey(
+            "zookeeper.connect",
+            "string",
+            "",
+            "ZooKeeper ensemble; empty = single node with local coordination",
+        ),
+        ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session", at_least(1)),
+        ConfigKey("replica.lag.time.max.ms", "long", 30000, "ISR lag bound", at_least(1)),
+        ConfigKey("unclean.leader.election.enable", "bool", False, "elect out-of-sync replicas"),
+        ConfigKey("fetch.max.bytes", "int", 55 << 20, "largest fetch response", at_least(0)),
+    ]
+)
+
+# Broker ``log.*`` key -> topic key it sets the default of (Kafka's LogConfig mapping).
+_TOPIC_DEFAULTS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.retention.bytes": "retention.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "message.max.bytes": "max.message.bytes",
+}
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listener(text: str) -> Listener:
+    """``PLAINTEXT://host:port`` -> Listener; only PLAINTEXT listeners exist here."""
+    name, sep, address = text.partition("://")
+    host, colon, port = address.rpartition(":")
+    if not sep or not colon or not port.isdigit():
+        raise ConfigError("listeners", f"expected NAME://host:port, got {text!r}")
+    if name.upper() != "PLAINTEXT":
+        raise ConfigError("listeners", f"only PLAINTEXT listeners are supported, got {name}")
+    return Listener(name.upper(), host.strip("[]") or "0.0.0.0", int(port))
+
+
+class BrokerConfig:
+    """Parsed broker configuration; ``values`` holds every key by its Kafka name."""
+
+    def __init__(self, props: Mapping[str, Any] | None = None) -> None:
+        self.raw = dict(props or {})
+        self.values = BROKER_CONFIG.parse(self.raw)
+        v = self.values
+        if v["node.id"] >= 0 and "broker.id" not in self.raw:
+            v["broker.id"] = v["node.id"]
+        self.listeners = [parse_listener(text) for text in v["listeners"]]
+        if not self.listeners:
+            raise ConfigError("listeners", "at least one listener is required")
+        advertised = v["advertised.listeners"] or v["listeners"]
+        self.advertised = [parse_listener(text) for text in advertised]
+        self.log_dirs = [Path(d) for d in (v["log.dirs"] or [v["log.dir"]])]
+        self.log_config = self._log_config()
+
+    @classmethod
+    def load(cls, path: Path | None, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+        props: dict[str, Any] = load_properties(path) if path else {}
+        props.update(overrides or {})
+        return cls(props)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def broker_id(self) -> int:
+        return int(self.values["broker.id"])
+
+    @property
+    def single_node(self) -> bool:
+        return not self.values["zookeeper.connect"]
+
+    def topic_default_source(self, topic_key: str) -> bool:
+        """True when the broker's own config file sets the default of ``topic_key``."""
+        broker_keys = [b for b, t in _TOPIC_DEFAULTS.items() if t == topic_key]
+        broker_keys += {
+            "segment.ms": ["log.roll.ms", "log.roll.hours"],
+            "retention.ms": ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
+            "flush.ms": ["log.flush.interval.ms"],
+        }.get(topic_key, [])
+        return any(key in self.raw for key in broker_keys)
+
+    def _log_config(self) -> LogConfig:
+        v = self.values
+        topic: dict[str, Any] = {t: v[b] for b, t in _TOPIC_DEFAULTS.items()}
+        topic["segment.ms"] = (
+            v["log.roll.ms"] if v["log.roll.ms"] is not None else (v["log.roll.hours"] * HOUR_MS)
+        )
+        if v["log.retention.ms"] is not None:
+            topic["retention.ms"] = v["log.retention.ms"]
+        elif v["log.retention.minutes"] is not None:
+            topic["retention.ms"] = v["log.retention.minutes"] * 60_000
+        else:
+            hours = v["log.retention.hours"]
+            topic["retention.ms"] = -1 if hours < 0 else hours * HOUR_MS
+        if v["log.flush.interval.ms"] is not None:
+            topic["flush.ms"] = v["log.flush.interval.ms"]
+        try:
+            return LogConfig.from_props(topic)
+        except ConfigError as exc:
+            broker_key = next((b for b, t in _TOPIC_DEFAULTS.items() if t == exc.key), exc.key)
+            raise ConfigError(broker_key, exc.reason) from None

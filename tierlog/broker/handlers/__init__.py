@@ -1,0 +1,74 @@
+"""Request handlers, one module per family of APIs; ``HANDLERS`` maps API key -> handler.
+
+A handler is ``async (broker, request) -> answer``, where the answer is a kio response entity,
+an ``EncodedFetchResponse`` (zero-copy Fetch), or None (acks=0 produce: no answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from tierlog.broker.handlers.admin import (
+    handle_alter_configs,
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from tierlog.broker.handlers.fetch import handle_fetch
+from tierlog.broker.handlers.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_fetch,
+    handle_sync_group,
+)
+from tierlog.broker.handlers.metadata import handle_api_versions, handle_metadata
+from tierlog.broker.handlers.offsets import (
+    handle_delete_records,
+    handle_init_producer_id,
+    handle_list_offsets,
+    handle_offset_for_leader_epoch,
+)
+from tierlog.broker.handlers.produce import handle_produce
+from tierlog.protocol import ApiKey
+
+if TYPE_CHECKING:
+    from tierlog.broker.broker import Broker
+    from tierlog.protocol import Request
+
+HandlerFn = Callable[["Broker", "Request"], Awaitable[Any]]
+
+HANDLERS: dict[int, HandlerFn] = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+}

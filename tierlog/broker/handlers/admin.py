@@ -1,0 +1,325 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs.
+
+Topic configs are stored as overrides (Kafka names) in the coordination metadata and applied
+to the topic's logs at once; DescribeConfigs reports every topic key with its source.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tierlog.broker.config import BROKER_CONFIG
+from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.handlers.metadata import ZERO_UUID, request_response_type
+from tierlog.broker.kio_build import build, field
+from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError
+from tierlog.local.config import TOPIC_CONFIG
+from tierlog.protocol import Request
+from tierlog.protocol.errors import ErrorCode
+from tierlog.util.configdef import ConfigKey
+
+if TYPE_CHECKING:
+    from tierlog.broker.broker import Broker
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+# ConfigSource values (DescribeConfigs v1+).
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+# ConfigType values (DescribeConfigs v3+).
+_CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+# IncrementalAlterConfigs operations.
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+async def handle_create_topics(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    validate_only = field(body, "validate_only", False)
+    answers = []
+    for t in body.topics:
+        answer: dict[str, Any] = {
+            "name": t.name,
+            "topic_id": ZERO_UUID,
+            "error_code": 0,
+            "error_message": None,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": [],
+        }
+        try:
+            configs = {c.name: c.value for c in t.configs}
+            replicas = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+            if replicas is not None:
+                live = {b.broker_id for b in broker.coordinator.brokers()}
+                unknown = {b for ids in replicas.values() for b in ids} - live
+                if unknown:
+                    raise TopicError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"unknown broker(s) {sorted(unknown)} in assignment",
+                    )
+            partitions = (
+                t.num_partitions if t.num_partitions != -1 else (broker.config["num.partitions"])
+            )
+            rf = (
+                t.replication_factor
+                if t.replication_factor != -1
+                else (broker.config["default.replication.factor"])
+            )
+            topic = broker.replicas.create_topic(
+                t.name, partitions, rf, configs, validate_only=validate_only, replicas=replicas
+            )
+            if topic is not None:
+                answer["topic_id"] = topic.topic_id
+                answer["num_partitions"] = topic.partitions
+                answer["replication_factor"] = len(topic.replicas[0])
+            else:
+                answer["num_partitions"] = len(replicas) if replicas else partitions
+                answer["replication_factor"] = rf
+            answer["configs"] = [
+                {
+                    "name": c["name"],
+                    "value": c["value"],
+                    "read_only": False,
+                    "config_source": c["config_source"],
+                    "is_sensitive": False,
+                }
+                for c in topic_configs(broker, configs)
+            ]
+        except Exception as exc:
+            answer["error_code"] = error_code(exc)
+            answer["error_message"] = str(exc)
+        answers.append(answer)
+    return build(request_response_type(request), {"throttle_time": 0, "topics": answers})
+
+
+async def handle_delete_topics(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    if request.api_version >= 6:
+        wanted = [(t.name, field(t, "topic_id")) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    answers = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            name = broker.replicas.topic_name(topic_id)
+        answer: dict[str, Any] = {
+            "name": name,
+            "topic_id": topic_id or ZERO_UUID,
+            "error_code": 0,
+            "error_message": None,
+        }
+        try:
+            if name is None:
+                raise TopicError(ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}")
+            if not broker.config["delete.topic.enable"]:
+                raise TopicError(
+                    ErrorCode.topic_deletion_disabled,
+                    "topic deletion is disabled (delete.topic.enable=false)",
+                )
+            if name in INTERNAL_TOPICS:
+                raise TopicError(ErrorCode.invalid_topic_exception, f"{name} is an internal topic")
+            topic = broker.coordinator.topic(name)
+            if topic is not None:
+                answer["topic_id"] = topic.topic_id
+            broker.replicas.delete_topic(name)
+        except Exception as exc:
+            answer["error_code"] = error_code(exc)
+            answer["error_message"] = str(exc)
+        answers.append(answer)
+    return build(request_response_type(request), {"throttle_time": 0, "responses": answers})
+
+
+async def handle_create_partitions(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    results = []
+    for t in body.topics:
+        result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        try:
+            if t.name in INTERNAL_TOPICS:
+                raise TopicError(
+                    ErrorCode.invalid_topic_exception, f"{t.name} is an internal topic"
+                )
+            broker.replicas.add_partitions(t.name, t.count, validate_only=body.validate_only)
+        except Exception as exc:
+            result["error_code"] = error_code(exc)
+            result["error_message"] = str(exc)
+        results.append(result)
+    return build(request_response_type(request), {"throttle_time": 0, "results": results})
+
+
+def topic_configs(broker: Broker, overrides: dict[str, str]) -> list[dict[str, Any]]:
+    """Every topic key with its effective value and source."""
+    effective = broker.replicas.topic_config(overrides).to_props()
+    out = []
+    for name, key in TOPIC_CONFIG.keys.items():
+        if name in overrides:
+            source = SOURCE_DYNAMIC_TOPIC
+        elif broker.config.topic_default_source(name):
+            source = SOURCE_STATIC_BROKER
+        else:
+            source = SOURCE_DEFAULT
+        out.append(_config_entry(name, effective[name], key, source, read_only=False))
+    return out
+
+
+def _config_entry(
+    name: str, value: str | None, key: ConfigKey, source: int, read_only: bool
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": read_only,
+        "config_source": source,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": _CONFIG_TYPES.get(key.type, 0),
+        "documentation": key.doc,
+    }
+
+
+def _broker_configs(broker: Broker) -> list[dict[str, Any]]:
+    out = []
+    for name, key in BROKER_CONFIG.keys.items():
+        value = broker.config.values[name]
+        text = (
+            None
+            if value is None
+            else (
+                ",".join(value)
+                if isinstance(value, list)
+                else ("true" if value is True else "false" if value is False else str(value))
+            )
+        )
+        source = SOURCE_STATIC_BROKER if name in broker.config.raw else SOURCE_DEFAULT
+        # Broker configs are static here (no dynamic broker configs).
+        out.append(_config_entry(name, text, key, source, read_only=True))
+    return out
+
+
+async def handle_describe_configs(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    results = []
+    for resource in body.resources:
+        result: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "configs": [],
+        }
+        if resource.resource_type == RESOURCE_TOPIC:
+            topic = broker.coordinator.topic(resource.resource_name)
+            if topic is None:
+                result["error_code"] = ErrorCode.unknown_topic_or_partition
+                result["error_message"] = f"unknown topic {resource.resource_name!r}"
+                entries = []
+            else:
+                entries = topic_configs(broker, topic.configs)
+        elif resource.resource_type == RESOURCE_BROKER:
+            entries = _broker_configs(broker)
+        else:
+            result["error_code"] = ErrorCode.invalid_request
+            result["error_message"] = f"resource type {resource.resource_type} not supported"
+            entries = []
+        keys = resource.configuration_keys
+        if keys:
+            entries = [e for e in entries if e["name"] in keys]
+        result["configs"] = entries
+        results.append(result)
+    return build(request_response_type(request), {"throttle_time": 0, "results": results})
+
+
+def _alter(broker: Broker, resource: Any, new: dict[str, str], validate_only: bool) -> None:
+    if resource.resource_type != RESOURCE_TOPIC:
+        raise TopicError(
+            ErrorCode.invalid_request,
+            "only topic configs can be altered; broker configs are static",
+        )
+    broker.replicas.set_topic_configs(resource.resource_name, new, validate_only=validate_only)
+
+
+async def handle_alter_configs(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    answers = []
+    for resource in body.resources:
+        answer: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+        }
+        try:
+            # AlterConfigs replaces the whole set of overrides (not incremental).
+            new = {c.name: c.value for c in resource.configs if c.value is not None}
+            _alter(broker, resource, new, body.validate_only)
+        except Exception as exc:
+            answer["error_code"] = error_code(exc)
+            answer["error_message"] = str(exc)
+        answers.append(answer)
+    return build(request_response_type(request), {"throttle_time": 0, "responses": answers})
+
+
+async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    answers = []
+    for resource in body.resources:
+        answer: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+        }
+        try:
+            topic = broker.coordinator.topic(resource.resource_name)
+            if resource.resource_type == RESOURCE_TOPIC and topic is None:
+                raise TopicError(
+                    ErrorCode.unknown_topic_or_partition,
+                    f"unknown topic {resource.resource_name!r}",
+                )
+            new = dict(topic.configs) if topic is not None else {}
+            for c in resource.configs:
+                _apply_op(broker, new, c.name, c.config_operation, c.value)
+            _alter(broker, resource, new, body.validate_only)
+        except Exception as exc:
+            answer["error_code"] = error_code(exc)
+            answer["error_message"] = str(exc)
+        answers.append(answer)
+    return build(request_response_type(request), {"throttle_time": 0, "responses": answers})
+
+
+def _apply_op(
+    broker: Broker, configs: dict[str, str], name: str, op: int, value: str | None
+) -> None:
+    key = TOPIC_CONFIG.keys.get(name)
+    if key is None:
+        raise TopicError(ErrorCode.invalid_config, f"config {name!r}: unknown configuration key")
+    if op == OP_SET:
+        configs[name] = value or ""
+    elif op == OP_DELETE:
+        configs.pop(name, None)
+    elif op in (OP_APPEND, OP_SUBTRACT):
+        if key.type != "list":
+            raise TopicError(
+                ErrorCode.invalid_config,
+                f"config {name!r}: APPEND/SUBTRACT apply to list configs only",
+            )
+        current = configs.get(name)
+        items = [
+            v
+            for v in (
+                current.split(",")
+                if current is not None
+                else broker.replicas.topic_config({}).to_props()[name].split(",")
+            )
+            if v
+        ]
+        given = [v.strip() for v in (value or "").split(",") if v.strip()]
+        if op == OP_APPEND:
+            items += [v for v in given if v not in items]
+        else:
+            items = [v for v in items if v not in given]
+        configs[name] = ",".join(items)
+    else:
+        raise TopicError(ErrorCode.invalid_request, f"unknown config operation {op}")

@@ -1,0 +1,161 @@
+"""Fetch: long-polling reads sent with sendfile.
+
+A fetch reads every partition once; if fewer than ``min_bytes`` came back and ``max_wait``
+has not passed, it waits until one of its partitions is appended to, then reads again
+(Kafka's DelayedFetch). Records go out as file slices (``encode_fetch_response``), never
+copied into Python. Fetch sessions (KIP-227) are refused politely: the answer's session id
+is 0, so clients keep sending full fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.kio_build import field, millis
+from tierlog.broker.partition import Partition, ReadResult
+from tierlog.protocol import (
+    EncodedFetchResponse,
+    FetchPartitionData,
+    FetchTopicData,
+    Request,
+    encode_fetch_response,
+)
+from tierlog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from tierlog.broker.broker import Broker
+
+READ_COMMITTED = 1
+
+
+class _Wanted:
+    __slots__ = ("answer", "current_leader_epoch", "offset", "partition", "partition_max_bytes")
+
+    def __init__(
+        self,
+        answer: FetchPartitionData,
+        partition: Partition | None,
+        offset: int,
+        partition_max_bytes: int,
+        current_leader_epoch: int,
+    ) -> None:
+        self.answer = answer
+        self.partition = partition
+        self.offset = offset
+        self.partition_max_bytes = partition_max_bytes
+        self.current_leader_epoch = current_leader_epoch
+
+
+def _plan(broker: Broker, request: Request) -> tuple[list[FetchTopicData], list[_Wanted]]:
+    body: Any = request.body
+    by_id = request.api_version >= 13
+    topics: list[FetchTopicData] = []
+    wanted: list[_Wanted] = []
+    for topic in body.topics:
+        if by_id:
+            name = broker.replicas.topic_name(topic.topic_id)
+            answer_topic = FetchTopicData(topic_id=topic.topic_id)
+        else:
+            name = topic.topic
+            answer_topic = FetchTopicData(topic=topic.topic)
+        answers = []
+        for p in topic.partitions:
+            answer = FetchPartitionData(partition_index=p.partition)
+            partition = broker.replicas.partition(name, p.partition) if name else None
+            if partition is None:
+                answer.error_code = (
+                    ErrorCode.unknown_topic_id
+                    if by_id and name is None
+                    else ErrorCode.unknown_topic_or_partition
+                )
+            answers.append(answer)
+            wanted.append(
+                _Wanted(
+                    answer,
+                    partition,
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    field(p, "current_leader_epoch", -1),
+                )
+            )
+        answer_topic.partitions = answers
+        topics.append(answer_topic)
+    return topics, wanted
+
+
+def _read_all(wanted: list[_Wanted], max_bytes: int, read_committed: bool) -> tuple[int, bool]:
+    """Fill each answer; returns (bytes read, whether any partition has an error)."""
+    total = 0
+    errors = False
+    for w in wanted:
+        answer = w.answer
+        if w.partition is None:
+            errors = True
+            continue
+        answer.error_code = 0
+        answer.records = b""
+        try:
+            w.partition.check_leader_epoch(w.current_leader_epoch)
+            room = max(0, max_bytes - total)
+            # Kafka: the first partition with data may exceed the limits by one batch, so a
+            # consumer always makes progress; later ones stop at the response limit.
+            result = w.partition.read(
+                w.offset,
+                min(w.partition_max_bytes, room),
+                read_committed=read_committed,
+                min_one_batch=total == 0,
+            )
+        except Exception as exc:
+            answer.error_code = error_code(exc)
+            log_ = w.partition.log
+            answer.high_watermark = log_.high_watermark
+            answer.last_stable_offset = log_.high_watermark
+            answer.log_start_offset = log_.log_start_offset
+            errors = True
+            continue
+        _fill(answer, result)
+        total += result.size
+    return total, errors
+
+
+def _fill(answer: FetchPartitionData, result: ReadResult) -> None:
+    answer.high_watermark = result.high_watermark
+    answer.last_stable_offset = result.last_stable_offset
+    answer.log_start_offset = result.log_start_offset
+    answer.records = result.records if result.records is not None else b""
+
+
+async def handle_fetch(broker: Broker, request: Request) -> EncodedFetchResponse:
+    body: Any = request.body
+    if field(body, "session_id", 0) != 0:
+        # We never hand out a session id, so a client naming one is mistaken (KIP-227).
+        return encode_fetch_response(
+            request.api_version,
+            request.correlation_id,
+            [],
+            error_code=ErrorCode.fetch_session_id_not_found,
+        )
+    topics, wanted = _plan(broker, request)
+    read_committed = field(body, "isolation_level", 0) == READ_COMMITTED
+    max_bytes = field(body, "max_bytes", 2**31 - 1)
+    max_bytes = min(max_bytes, broker.config["fetch.max.bytes"])
+    min_bytes = body.min_bytes
+    max_wait_s = max(0, millis(body.max_wait)) / 1000
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        total, errors = _read_all(wanted, max_bytes, read_committed)
+        remaining = deadline - time.monotonic()
+        if total >= min_bytes or errors or remaining <= 0 or broker.stopping:
+            break
+        waiters = [w.partition.waiter() for w in wanted if w.partition is not None]
+        if not waiters:
+            break
+        _, pending = await asyncio.wait(
+            [*waiters, broker.stop_waiter()], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+        )
+        for future in pending:
+            future.cancel()
+    return encode_fetch_response(request.api_version, request.correlation_id, topics)

@@ -1,0 +1,312 @@
+"""Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, ListGroups, DescribeGroups and DeleteGroups.
+
+The work is the ``GroupCoordinator``'s (``tierlog.broker.group``); these functions only
+translate every request version to its calls and its results back.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from tierlog.broker.handlers.metadata import request_response_type
+from tierlog.broker.kio_build import build, field, millis
+from tierlog.broker.server import CLIENT_ADDRESS
+from tierlog.protocol import Request
+from tierlog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from tierlog.broker.broker import Broker
+    from tierlog.broker.group import FetchedOffset
+
+KEY_TYPE_GROUP = 0
+
+
+def _answer(request: Request, data: dict[str, Any]) -> Any:
+    return build(request_response_type(request), {"throttle_time": 0, **data})
+
+
+def _coordinator_for(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+    if key_type != KEY_TYPE_GROUP:
+        # Transactions (and share groups) have no coordinator here.
+        return {
+            "error_code": ErrorCode.coordinator_not_available,
+            "error_message": "only consumer group coordinators exist on this broker",
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    if not key:
+        return {
+            "error_code": ErrorCode.invalid_request,
+            "error_message": "empty group id",
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    leader = broker.group_coordinator_node(key)
+    if leader is None:
+        return {
+            "error_code": ErrorCode.coordinator_not_available,
+            "error_message": None,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    return {
+        "error_code": 0,
+        "error_message": None,
+        "node_id": leader.broker_id,
+        "host": leader.host,
+        "port": leader.port,
+    }
+
+
+async def handle_find_coordinator(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    key_type = field(body, "key_type", KEY_TYPE_GROUP)
+    if request.api_version >= 4:
+        coordinators = [
+            {"key": key, **_coordinator_for(broker, key, key_type)} for key in body.coordinator_keys
+        ]
+        return _answer(request, {"coordinators": coordinators})
+    return _answer(request, _coordinator_for(broker, body.key, key_type))
+
+
+async def handle_join_group(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    session_ms = millis(body.session_timeout)
+    result = await broker.groups.join_group(
+        body.group_id,
+        body.member_id,
+        request.client_id or "",
+        CLIENT_ADDRESS.get(),
+        session_ms,
+        millis(field(body, "rebalance_timeout", session_ms)),
+        body.protocol_type,
+        [(p.name, p.metadata) for p in body.protocols],
+        group_instance_id=field(body, "group_instance_id"),
+        require_known_member_id=request.api_version >= 4,
+        supports_skip_assignment=request.api_version >= 9,
+        reason=field(body, "reason"),
+    )
+    return _answer(
+        request,
+        {
+            "error_code": result.error,
+            "generation_id": result.generation_id,
+            "protocol_type": result.protocol_type,
+            # Non-null before v7: an empty name stands for "none".
+            "protocol_name": result.protocol_name
+            if request.api_version >= 7
+            else (result.protocol_name or ""),
+            "leader": result.leader,
+            "skip_assignment": result.skip_assignment,
+            "member_id": result.member_id,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata,
+                }
+                for m in result.members
+            ],
+        },
+    )
+
+
+async def handle_sync_group(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    result = await broker.groups.sync_group(
+        body.group_id,
+        body.member_id,
+        body.generation_id,
+        {a.member_id: a.assignment for a in body.assignments},
+        group_instance_id=field(body, "group_instance_id"),
+        protocol_type=field(body, "protocol_type"),
+        protocol_name=field(body, "protocol_name"),
+    )
+    return _answer(
+        request,
+        {
+            "error_code": result.error,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name,
+            "assignment": result.assignment,
+        },
+    )
+
+
+async def handle_heartbeat(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    result = broker.groups.heartbeat(
+        body.group_id, body.member_id, body.generation_id, field(body, "group_instance_id")
+    )
+    return _answer(request, {"error_code": result.error})
+
+
+async def handle_leave_group(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    if request.api_version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        members = [(body.member_id, None)]
+    result = broker.groups.leave_group(body.group_id, members)
+    if request.api_version < 3:
+        error = result.error or (result.members[0].error if result.members else 0)
+        return _answer(request, {"error_code": error})
+    return _answer(
+        request,
+        {
+            "error_code": result.error,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "error_code": m.error,
+                }
+                for m in result.members
+            ],
+        },
+    )
+
+
+async def handle_offset_commit(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    offsets = {
+        (t.name, p.partition_index): (
+            p.committed_offset,
+            field(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
+        for t in body.topics
+        for p in t.partitions
+    }
+    retention = field(body, "retention_time")
+    result = await broker.groups.commit_offsets(
+        body.group_id,
+        body.member_id,
+        body.generation_id_or_member_epoch,
+        offsets,
+        group_instance_id=field(body, "group_instance_id"),
+        retention_time_ms=millis(retention) if retention is not None else -1,
+    )
+    topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for t, p in offsets:
+        topics[t].append(
+            {"partition_index": p, "error_code": result.partitions.get((t, p), result.error)}
+        )
+    return _answer(
+        request, {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+    )
+
+
+def _fetched(result_partitions: dict[tuple[str, int], FetchedOffset]) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (t, p), fetched in sorted(result_partitions.items()):
+        topics[t].append(
+            {
+                "partition_index": p,
+                "committed_offset": fetched.offset,
+                "committed_leader_epoch": fetched.leader_epoch,
+                "metadata": fetched.metadata,
+                "error_code": fetched.error,
+            }
+        )
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def _wanted(topics: Any) -> list[tuple[str, int]] | None:
+    if topics is None:
+        return None  # every partition the group has committed
+    return [(t.name, p) for t in topics for p in t.partition_indexes]
+
+
+async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    stable = field(body, "require_stable", False)
+    if request.api_version >= 8:
+        groups = []
+        for g in body.groups:
+            result = broker.groups.fetch_offsets(
+                g.group_id, _wanted(g.topics), require_stable=stable
+            )
+            groups.append(
+                {
+                    "group_id": g.group_id,
+                    "topics": _fetched(result.partitions),
+                    "error_code": result.error,
+                }
+            )
+        return _answer(request, {"groups": groups})
+    result = broker.groups.fetch_offsets(body.group_id, _wanted(body.topics), require_stable=stable)
+    topics = _fetched(result.partitions)
+    if request.api_version < 2 and result.error:
+        # v0/v1 have no top-level error: it is reported on every partition.
+        for t in topics:
+            for p in t["partitions"]:
+                p["error_code"] = result.error
+    return _answer(request, {"topics": topics, "error_code": result.error})
+
+
+async def handle_list_groups(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    result = broker.groups.list_groups(
+        field(body, "states_filter") or None, field(body, "types_filter") or None
+    )
+    return _answer(
+        request,
+        {
+            "error_code": result.error,
+            "groups": [
+                {
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type,
+                    "group_state": g.state,
+                    "group_type": g.group_type,
+                }
+                for g in result.groups
+            ],
+        },
+    )
+
+
+async def handle_describe_groups(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    described = broker.groups.describe_groups(body.groups, not_found_error=request.api_version >= 6)
+    return _answer(
+        request,
+        {
+            "groups": [
+                {
+                    "error_code": g.error,
+                    "error_message": None,
+                    "group_id": g.group_id,
+                    "group_state": g.state,
+                    "protocol_type": g.protocol_type,
+                    "protocol_data": g.protocol,
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "member_metadata": m.metadata,
+                            "member_assignment": m.assignment,
+                        }
+                        for m in g.members
+                    ],
+                }
+                for g in described
+            ]
+        },
+    )
+
+
+async def handle_delete_groups(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    results = await broker.groups.delete_groups(body.groups_names)
+    return _answer(
+        request, {"results": [{"group_id": r.group_id, "error_code": r.error} for r in results]}
+    )

@@ -1,0 +1,122 @@
+"""ApiVersions and Metadata."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from tierlog.broker.kio_build import build, field
+from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError
+from tierlog.protocol import Request, api_versions_response
+from tierlog.protocol.codec import response_type_for
+from tierlog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from tierlog.broker.broker import Broker
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+async def handle_api_versions(broker: Broker, request: Request) -> Any:
+    # An unknown version was already turned into a v0 request by the codec (error 35).
+    return api_versions_response(request.response_version)
+
+
+def broker_entries(broker: Broker) -> list[dict[str, Any]]:
+    return [
+        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in broker.coordinator.brokers()
+    ]
+
+
+def topic_entry(broker: Broker, name: str) -> dict[str, Any]:
+    topic = broker.coordinator.topic(name)
+    if topic is None:
+        return {
+            "error_code": ErrorCode.unknown_topic_or_partition,
+            "name": name,
+            "topic_id": ZERO_UUID,
+            "partitions": [],
+        }
+    live = {b.broker_id for b in broker.coordinator.brokers()}
+    partitions = []
+    for p in sorted(topic.replicas):
+        state = topic.partition_states[p]
+        replicas = topic.replicas[p]
+        leader_alive = state.leader in live
+        partitions.append(
+            {
+                "error_code": 0 if leader_alive else ErrorCode.leader_not_available,
+                "partition_index": p,
+                "leader_id": state.leader if leader_alive else -1,
+                "leader_epoch": state.leader_epoch,
+                "replica_nodes": replicas,
+                "isr_nodes": state.isr,
+                "offline_replicas": [r for r in replicas if r not in live],
+            }
+        )
+    return {
+        "error_code": 0,
+        "name": name,
+        "topic_id": topic.topic_id,
+        "is_internal": name in INTERNAL_TOPICS,
+        "partitions": partitions,
+    }
+
+
+async def handle_metadata(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    requested = body.topics
+    if request.api_version == 0 and not requested:
+        requested = None  # v0: an empty list means every topic
+    topics: list[dict[str, Any]] = []
+    if requested is None:
+        names = sorted(broker.coordinator.topics())
+        topics = [topic_entry(broker, name) for name in names]
+    else:
+        allow_create = field(body, "allow_auto_topic_creation", True)
+        for wanted in requested:
+            name = wanted.name
+            if name is None:
+                topic_id = field(wanted, "topic_id")
+                name = broker.replicas.topic_name(topic_id) if topic_id else None
+                if name is None:
+                    topics.append(
+                        {
+                            "error_code": ErrorCode.unknown_topic_id,
+                            "name": None,
+                            "topic_id": topic_id or ZERO_UUID,
+                            "partitions": [],
+                        }
+                    )
+                    continue
+            if broker.coordinator.topic(name) is None and allow_create:
+                try:
+                    broker.auto_create_topic(name)
+                except TopicError as exc:
+                    topics.append(
+                        {
+                            "error_code": exc.code,
+                            "name": name,
+                            "topic_id": ZERO_UUID,
+                            "partitions": [],
+                        }
+                    )
+                    continue
+            topics.append(topic_entry(broker, name))
+    response_type = request_response_type(request)
+    return build(
+        response_type,
+        {
+            "throttle_time": 0,
+            "brokers": broker_entries(broker),
+            "cluster_id": broker.coordinator.cluster_id,
+            "controller_id": broker.coordinator.controller_id(),
+            "topics": topics,
+            "error_code": 0,
+        },
+    )
+
+
+def request_response_type(request: Request) -> type:
+    return response_type_for(request.api_key, request.response_version)

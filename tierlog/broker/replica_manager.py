@@ -1,0 +1,204 @@
+"""The partitions this broker hosts, kept in line with the coordination metadata, and the
+topic-level operations that change them (create, delete, add partitions, alter configs).
+
+Topic configuration: a topic's effective ``LogConfig`` is the broker's ``log.*`` defaults
+overlaid with the topic's overrides (Kafka names), validated before anything is stored.
+Not thread-safe: used from the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Mapping
+
+from tierlog.broker.coordination.api import (
+    BrokerRegistration,
+    Coordinator,
+    TopicMetadata,
+)
+from tierlog.broker.partition import Partition
+from tierlog.local.config import LogConfig
+from tierlog.local.log_manager import LogManager, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
+
+class TopicError(Exception):
+    """A topic operation refused; ``code`` is the Kafka error code to answer with."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# Kafka error codes used here.
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_CONFIG = 40
+
+
+def assign_replicas(
+    brokers: list[BrokerRegistration],
+    partitions: int,
+    replication_factor: int,
+    first_partition: int = 0,
+    rng: random.Random | None = None,
+) -> dict[int, list[int]]:
+    """Round-robin from a random start, followers on the next brokers (Kafka's
+    ``AdminUtils.assignReplicasToBrokers`` without racks)."""
+    ids = sorted(b.broker_id for b in brokers)
+    if replication_factor > len(ids):
+        raise TopicError(
+            INVALID_REPLICATION_FACTOR,
+            f"replication factor {replication_factor} is larger than the "
+            f"{len(ids)} available broker(s)",
+        )
+    rng = rng or random.Random()
+    start = rng.randrange(len(ids))
+    shift = rng.randrange(len(ids))
+    out = {}
+    for n in range(partitions):
+        p = first_partition + n
+        if n > 0 and n % len(ids) == 0:
+            shift += 1
+        first = (start + n) % len(ids)
+        replicas = [ids[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(ids[(first + 1 + (shift + j) % (len(ids) - 1)) % len(ids)])
+        out[p] = replicas
+    return out
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        coordinator: Coordinator,
+        default_log_config: LogConfig,
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.coordinator = coordinator
+        self.default_log_config = default_log_config
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._by_id: dict[uuid.UUID, str] = {}
+
+    # -- configuration -------------------------------------------------------------------
+
+    def topic_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        """Effective config; raises TopicError(INVALID_CONFIG) naming the bad key."""
+        try:
+            return self.default_log_config.with_overrides(overrides)
+        except ValueError as exc:
+            raise TopicError(INVALID_CONFIG, str(exc)) from None
+
+    # -- metadata -> partitions ----------------------------------------------------------
+
+    def sync(self) -> None:
+        """Host every partition the metadata assigns here; drop (and delete the logs of)
+        topics that no longer exist. Called at start-up and after metadata changes."""
+        topics = self.coordinator.topics()
+        self._by_id = {t.topic_id: name for name, t in topics.items()}
+        for name, topic in topics.items():
+            config = self.topic_config(topic.configs)
+            for p, replicas in topic.replicas.items():
+                if self.broker_id not in replicas or (name, p) in self.partitions:
+                    continue
+                topic_log = self.log_manager.get_or_create_log(name, p, config)
+                topic_log.config = config
+                self.partitions[(name, p)] = Partition(
+                    name, topic.topic_id, p, topic_log, topic.partition_states[p], self.broker_id
+                )
+        for name, p in list(self.partitions):
+            if name not in topics:
+                del self.partitions[(name, p)]
+                self.log_manager.delete_log(name, p)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._by_id.get(topic_id)
+
+    # -- topic operations ----------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        *,
+        validate_only: bool = False,
+        replicas: dict[int, list[int]] | None = None,
+    ) -> TopicMetadata | None:
+        try:
+            validate_topic_name(name)
+        except ValueError as exc:
+            raise TopicError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
+        if self.coordinator.topic(name) is not None:
+            raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if replicas is None:
+            if partitions < 1:
+                raise TopicError(INVALID_PARTITIONS, f"partitions must be >= 1, got {partitions}")
+            if replication_factor < 1:
+                raise TopicError(
+                    INVALID_REPLICATION_FACTOR,
+                    f"replication factor must be >= 1, got {replication_factor}",
+                )
+            replicas = assign_replicas(self.coordinator.brokers(), partitions, replication_factor)
+        self.topic_config(configs)
+        if validate_only:
+            return None
+        topic = self.coordinator.create_topic(name, replicas, dict(configs))
+        self.sync()
+        log.info("created topic %s (%d partitions)", name, topic.partitions)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        if self.coordinator.topic(name) is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        self.coordinator.delete_topic(name)
+        self.sync()
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        topic = self.coordinator.topic(name)
+        if topic is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        if total <= topic.partitions:
+            raise TopicError(
+                INVALID_PARTITIONS,
+                f"topic {name!r} has {topic.partitions} partitions; the count can "
+                f"only grow, asked for {total}",
+            )
+        rf = len(topic.replicas[0])
+        new = assign_replicas(
+            self.coordinator.brokers(),
+            total - topic.partitions,
+            rf,
+            first_partition=topic.partitions,
+        )
+        if validate_only:
+            return
+        self.coordinator.add_partitions(name, new)
+        self.sync()
+
+    def set_topic_configs(
+        self, name: str, configs: Mapping[str, str], *, validate_only: bool = False
+    ) -> None:
+        if self.coordinator.topic(name) is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        config = self.topic_config(configs)
+        if validate_only:
+            return
+        self.coordinator.set_topic_configs(name, dict(configs))
+        self.log_manager.update_config(name, config)

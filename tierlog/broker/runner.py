@@ -1,0 +1,37 @@
+"""``tierlog broker start``: run one broker in the foreground until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from tierlog.broker.broker import Broker
+from tierlog.broker.config import BrokerConfig
+from tierlog.util.configdef import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+async def serve(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    await broker.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
+    # A line tools and tests can wait for: the broker is accepting connections.
+    print(f"tierlog broker {config.broker_id} started on port {broker.port}", flush=True)
+    await broker.wait_stopped()
+
+
+def run_broker(config_path: Path | None, overrides: dict[str, str]) -> int:
+    logging.getLogger().setLevel(logging.INFO)
+    try:
+        config = BrokerConfig.load(config_path, overrides)
+    except ConfigError as exc:
+        print(f"tierlog: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(config))
+    return 0
