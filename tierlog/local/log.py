@@ -623,8 +623,10 @@ class Log:
         if self.closed:
             return
         self.flush()
-        # With a snapshot at the log end, the next start replays nothing.
-        self.producer_state.take_snapshot(self.log_end_offset)
+        # With a snapshot at the log end, the next start replays nothing; a log without
+        # idempotent producers has nothing to save (and skips an fsync per partition).
+        if not self.producer_state.is_empty():
+            self.producer_state.take_snapshot(self.log_end_offset)
         for segment in self.segments:
             segment.close()
         self.closed = True
