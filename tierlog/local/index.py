@@ -61,10 +61,11 @@ class MappedIndex:
             os.ftruncate(self._fd, size)
         self._map_size = size
         self._map = mmap.mmap(self._fd, size) if size else None
+        self.capacity = size // self.entry_size
 
     @property
     def max_entries(self) -> int:
-        return self._map_size // self.entry_size
+        return self.capacity
 
     @property
     def entries(self) -> int:
@@ -72,7 +73,7 @@ class MappedIndex:
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self._entries >= self.capacity
 
     @property
     def size_bytes(self) -> int:
@@ -107,6 +108,12 @@ class MappedIndex:
                 raise OverflowError(f"{self.path}: index is full ({self._entries} entries)")
         assert self._map is not None
         self.ENTRY.pack_into(self._map, self._entries * self.entry_size, *fields)
+        self._entries += 1
+
+    def append_unchecked(self, first: int, second: int) -> None:
+        """Write an entry the caller knows is in order and fits (the append fast path)."""
+        assert self._map is not None
+        self.ENTRY.pack_into(self._map, self._entries * self.entry_size, first, second)
         self._entries += 1
 
     def _largest_at_most(self, key: int) -> int:

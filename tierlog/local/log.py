@@ -15,11 +15,15 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crc32c import crc32c
+
 from tierlog.local.config import LogConfig
+from tierlog.local.crc_worker import CRC_WORKER, OVERLAP_MIN_BYTES
 from tierlog.local.errors import (
     LogClosedError,
     OffsetOutOfRangeError,
@@ -37,17 +41,27 @@ from tierlog.local.segment import (
 from tierlog.local.time_index import NO_TIMESTAMP
 from tierlog.records.errors import InvalidRecordError
 from tierlog.records.header import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
     MAGIC_OFFSET,
+    MAGIC_V2,
     NO_SEQUENCE,
+    Attr,
     BatchHeader,
     iter_batches,
     rewrite_prefix,
     set_log_append_time,
+    validate_batch,
 )
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
+
+_unpack_header = struct.Struct(">qiibIhiqqqhii").unpack_from  # BatchHeader's layout
+# baseOffset, batchLength, partitionLeaderEpoch, magic: the bytes before the CRC'd range.
+_pack_prefix = struct.Struct(">qiib").pack
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 EARLIEST_TIMESTAMP = -2
@@ -160,6 +174,18 @@ class Log:
             RecordTooLargeError / RecordBatchTooLargeError: size limits.
         """
         self._check_open()
+        if len(records) >= HEADER_SIZE:
+            h = _unpack_header(records)
+            # The common case, a producer's single non-idempotent batch on a CreateTime
+            # topic, takes a path with no per-batch objects beyond the result.
+            if (
+                h[1] + LOG_OVERHEAD == len(records)
+                and h[3] == MAGIC_V2
+                and h[9] < 0
+                and not h[5] & Attr.CONTROL
+                and self.config.message_timestamp_type == "CreateTime"
+            ):
+                return self._append_one(records, h, leader_epoch)
         info = self._validate(records, client=True)
         if not info.batches:
             return info
@@ -196,6 +222,74 @@ class Log:
             first += header.last_offset_delta + 1
         self.producer_state.update_map_end_offset(info.last_offset + 1)
         return info
+
+    def _append_one(
+        self, records: bytes | bytearray | memoryview, h: tuple[int, ...], leader_epoch: int
+    ) -> AppendInfo:
+        """``append`` for one whole batch without a producer id: the same checks and
+        writes as the general path, unrolled (it runs once per produce request)."""
+        config = self.config
+        size = h[1] + LOG_OVERHEAD
+        if size > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"{self.name}: batch of {size} bytes exceeds max.message.bytes "
+                f"{config.max_message_bytes}"
+            )
+        if size > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.name}: batch of {size} bytes exceeds segment.bytes {config.segment_bytes}"
+            )
+        delta, count = h[6], h[12]
+        if count <= 0 or count != delta + 1 or delta < 0:
+            raise InvalidRecordError(
+                f"inconsistent batch: lastOffsetDelta {delta} with {count} records"
+            )
+        view = memoryview(records)
+        pending = None
+        verify = None
+        if size >= OVERLAP_MIN_BYTES:
+            # Large batch: the CRC is computed beside the write (see crc_worker).
+            pending = CRC_WORKER.submit(view[ATTRIBUTES_OFFSET:])
+
+            def verify() -> None:
+                if pending.value() != h[4]:
+                    validate_batch(records)  # raises CorruptBatchError with the details
+
+        elif crc32c(view[ATTRIBUTES_OFFSET:]) != h[4]:
+            validate_batch(records)  # raises CorruptBatchError with the details
+        try:
+            segment = self.segments[-1]
+            first = segment.next_offset
+            last = first + delta
+            max_timestamp = h[8]
+            if segment.size and segment.should_roll(
+                size,
+                max_timestamp,
+                last,
+                self.clock.milliseconds(),
+                config.segment_bytes,
+                config.segment_ms,
+            ):
+                segment = self.roll(first)
+            segment.append_batch(
+                _pack_prefix(first, h[1], leader_epoch, MAGIC_V2),
+                view[MAGIC_OFFSET + 1 :],
+                size,
+                last,
+                max_timestamp,
+                verify,
+            )
+        finally:
+            if pending is not None:
+                pending.value()  # never leave a result behind for the next append
+        self.unflushed_messages += count
+        if self.unflushed_messages >= config.flush_messages:
+            self.flush()
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first)
+        return AppendInfo(
+            first, last, max_timestamp, last, NO_TIMESTAMP, count, size, [BatchHeader._make(h)]
+        )
 
     def _check_producers(self, info: AppendInfo) -> AppendInfo | None:
         """Idempotent producers (KIP-98): a retry of a recent batch gets the original

@@ -20,14 +20,25 @@ NO_TIMESTAMP = -1
 
 class TimeIndex(MappedIndex):
     ENTRY = struct.Struct(">qi")
+    # (entry count, last entry): valid while the count is unchanged.
+    _last_cache: tuple[int, tuple[int, int]] | None = None
 
     @property
     def last_entry(self) -> tuple[int, int]:
         """``(timestamp, offset)`` of the last entry, or ``(-1, base_offset)``."""
-        if not self._entries:
-            return NO_TIMESTAMP, self.base_offset
-        timestamp, relative = self.entry(self._entries - 1)
-        return timestamp, self.base_offset + relative
+        n = self._entries
+        cached = self._last_cache
+        if cached is not None and cached[0] == n:
+            return cached[1]
+        if not n:
+            value = (NO_TIMESTAMP, self.base_offset)
+        else:
+            timestamp, relative = self.entry(n - 1)
+            value = (timestamp, self.base_offset + relative)
+        # Keyed by the entry count: appends and truncations change it, so a stale value
+        # is never returned (the append path asks for this on every indexed batch).
+        self._last_cache = (n, value)
+        return value
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add ``(timestamp, offset)`` if the timestamp is larger than the last entry's."""
