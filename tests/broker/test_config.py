@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tierlog.broker.config import BrokerConfig
+from tierlog.util.configdef import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_example_server_properties_parses() -> None:
+    config = BrokerConfig.load(ROOT / "configs" / "server.properties")
+    assert config.broker_id == 0
+    assert config.single_node
+    assert config.listeners[0].port == 9092
+    assert config.log_config.segment_ms == 168 * 3600 * 1000
+
+
+def test_log_keys_become_topic_defaults() -> None:
+    config = BrokerConfig(
+        {
+            "log.segment.bytes": "1048576",
+            "log.retention.minutes": "5",
+            "log.flush.interval.messages": "100",
+            "log.flush.interval.ms": "250",
+            "message.max.bytes": "2000",
+            "log.roll.ms": "60000",
+        }
+    )
+    log = config.log_config
+    assert (log.segment_bytes, log.retention_ms, log.flush_messages, log.flush_ms) == (
+        1 << 20,
+        300_000,
+        100,
+        250,
+    )
+    assert (log.max_message_bytes, log.segment_ms) == (2000, 60_000)
+    assert config.topic_default_source("retention.ms")
+    assert not config.topic_default_source("retention.bytes")
+
+
+def test_retention_ms_wins_over_minutes_and_hours() -> None:
+    config = BrokerConfig(
+        {"log.retention.ms": "10", "log.retention.minutes": "1", "log.retention.hours": "1"}
+    )
+    assert config.log_config.retention_ms == 10
+    assert BrokerConfig({"log.retention.hours": "-1"}).log_config.retention_ms == -1
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("log.dirz", "/tmp", "unknown configuration key"),
+        ("num.partitions", "0", "must be >= 1"),
+        ("auto.create.topics.enable", "yes", "expected bool"),
+        ("listeners", "SSL://127.0.0.1:9093", "only PLAINTEXT"),
+        ("listeners", "PLAINTEXT://nohost", "expected NAME://host:port"),
+        ("log.segment.bytes", "10", "must be >= 14"),
+    ],
+)
+def test_bad_config_names_the_key_and_the_reason(key: str, value: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        BrokerConfig({key: value})
+    assert exc.value.key == key
+    assert reason in str(exc.value)
+
+
+def test_node_id_is_an_alias_of_broker_id() -> None:
+    assert BrokerConfig({"node.id": "7"}).broker_id == 7

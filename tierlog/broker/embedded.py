@@ -1,0 +1,87 @@
+"""A broker inside the current process, on its own event-loop thread: for the demo, for
+notebooks and for tests that want a broker without a child process.
+
+    with EmbeddedBroker({"log.dirs": "./data/demo"}) as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+
+The broker's single-threaded contract holds: everything it does runs on that one thread;
+callers only start and stop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+
+from tierlog.broker.broker import Broker
+from tierlog.broker.config import BrokerConfig
+
+
+class EmbeddedBroker:
+    """Start with ``start()`` or ``with``; ``listeners`` defaults to an ephemeral port."""
+
+    def __init__(self, overrides: Mapping[str, str] | None = None) -> None:
+        props = {"listeners": "PLAINTEXT://127.0.0.1:0", **(overrides or {})}
+        self.config = BrokerConfig(props)
+        self.broker: Broker | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def port(self) -> int:
+        assert self.broker is not None, "not started"
+        return self.broker.port
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> EmbeddedBroker:
+        self._thread = threading.Thread(target=self._run, name="tierlog-broker", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError(f"embedded broker did not start within {timeout}s")
+        if self._error is not None:
+            raise RuntimeError("embedded broker failed to start") from self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._serve())
+        finally:
+            loop.close()
+
+    async def _serve(self) -> None:
+        try:
+            self.broker = Broker(self.config)
+            await self.broker.start()
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        await self.broker.wait_stopped()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Clean shutdown (flush, checkpoints), waiting for the broker thread to end."""
+        if self._loop is None or self.broker is None or self._thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self.broker.stop(), self._loop).result(timeout)
+        self._thread.join(timeout)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
