@@ -108,6 +108,8 @@ class KafkaServer:
     async def _send(self, writer: asyncio.StreamWriter, request: Request, response: Any) -> None:
         if isinstance(response, EncodedFetchResponse):
             await self._send_parts(writer, response)
+        elif isinstance(response, bytes):
+            writer.write(response)  # already framed (hand-laid encoders)
         else:
             writer.write(encode_response(request, response))
         if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
