@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean setup
+.PHONY: demo test lint typecheck unit bench bench-storage bench-throughput clean setup
 
 setup: $(STAMP)
 
@@ -31,8 +31,14 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
-bench: $(STAMP)
+bench: bench-storage bench-throughput
+
+bench-storage: $(STAMP)
 	$(BIN)/python bench/storage.py
+
+# Fetches Apache Kafka's jars with mvn into bench/.work (once) and runs both brokers.
+bench-throughput: $(STAMP)
+	$(BIN)/python bench/throughput.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
