@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from tierlog.tools.client_config import ClientSettings, add_client_options, run_tool
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -42,6 +45,267 @@ def _broker_start(args: argparse.Namespace) -> int:
     return run_broker(Path(args.config) if args.config else None, _parse_overrides(args.override))
 
 
+# Kafka client tools: confluent-kafka is imported only inside the tool modules' functions.
+ClientAction = Callable[[ClientSettings, argparse.Namespace], int]
+
+
+def _client(action: ClientAction) -> Callable[[argparse.Namespace], int]:
+    """Wrap a tool action: build its client settings, report failures as one line, exit 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        return run_tool(lambda: action(ClientSettings.from_args(args), args))
+
+    return run
+
+
+def _topics_create(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import topics
+    from tierlog.tools.client_config import parse_key_values
+
+    configs = parse_key_values(args.config, "--config")
+    return topics.create(
+        settings,
+        args.name,
+        sys.stdout,
+        partitions=args.partitions,
+        replication_factor=args.replication_factor,
+        configs=configs,
+    )
+
+
+def _topics_list(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import topics
+
+    return topics.list_topics(settings, sys.stdout)
+
+
+def _topics_describe(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import topics
+
+    return topics.describe(settings, args.names, sys.stdout)
+
+
+def _topics_alter(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import topics
+    from tierlog.tools.client_config import parse_key_values
+
+    return topics.alter(
+        settings,
+        args.name,
+        sys.stdout,
+        partitions=args.partitions,
+        set_configs=parse_key_values(args.config, "--config"),
+        delete_configs=args.delete_config,
+    )
+
+
+def _topics_delete(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import topics
+
+    return topics.delete(settings, args.names, sys.stdout)
+
+
+def _produce(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import console
+
+    return console.produce(
+        settings,
+        args.topic,
+        sys.stdin.buffer,
+        sys.stderr,
+        key_separator=args.key_separator,
+        compression=args.compression,
+        acks=args.acks,
+        partition=args.partition,
+    )
+
+
+def _consume(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import console
+
+    return console.consume(
+        settings,
+        args.topic,
+        sys.stdout.buffer,
+        sys.stderr,
+        group=args.group,
+        from_beginning=args.from_beginning,
+        offset=args.offset,
+        partition=args.partition,
+        max_messages=args.max_messages,
+        timeout_ms=args.timeout_ms,
+        print_key=args.print_key,
+        print_offset=args.print_offset,
+    )
+
+
+def _groups_list(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import groups
+
+    return groups.list_groups(settings, sys.stdout)
+
+
+def _groups_describe(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import groups
+
+    return groups.describe(settings, args.group, sys.stdout)
+
+
+def _groups_reset(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import groups
+
+    mode: groups.ResetMode
+    value: int | str | None = None
+    if args.to_earliest:
+        mode = "to-earliest"
+    elif args.to_latest:
+        mode = "to-latest"
+    elif args.to_offset is not None:
+        mode, value = "to-offset", args.to_offset
+    elif args.shift_by is not None:
+        mode, value = "shift-by", args.shift_by
+    else:
+        mode, value = "to-datetime", args.to_datetime
+    return groups.reset_offsets(
+        settings,
+        args.group,
+        sys.stdout,
+        sys.stderr,
+        topics=args.topic,
+        mode=mode,
+        value=value,
+        all_topics=args.all_topics,
+        execute=args.execute,
+    )
+
+
+def _groups_delete(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools import groups
+
+    return groups.delete(settings, args.groups, sys.stdout)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _add_topics(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    topics = sub.add_parser("topics", help="create, list, describe, alter and delete topics")
+    commands = topics.add_subparsers(dest="topics_command", required=True)
+    create = commands.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=_positive, help="default: the broker's")
+    create.add_argument("--replication-factor", type=_positive, help="default: the broker's")
+    create.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="(repeatable)"
+    )
+    create.set_defaults(func=_client(_topics_create))
+    listing = commands.add_parser("list", help="list topic names")
+    listing.set_defaults(func=_client(_topics_list))
+    describe = commands.add_parser(
+        "describe", help="partitions, leaders, replicas, ISR and non-default configs"
+    )
+    describe.add_argument("names", nargs="*", metavar="NAME", help="default: every topic")
+    describe.set_defaults(func=_client(_topics_describe))
+    alter = commands.add_parser("alter", help="add partitions, set or delete config overrides")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=_positive, help="the new (larger) partition count")
+    alter.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="(repeatable)"
+    )
+    alter.add_argument(
+        "--delete-config", action="append", default=[], metavar="KEY", help="(repeatable)"
+    )
+    alter.set_defaults(func=_client(_topics_alter))
+    delete = commands.add_parser("delete", help="delete topics")
+    delete.add_argument("names", nargs="+", metavar="NAME")
+    delete.set_defaults(func=_client(_topics_delete))
+    for command in (create, listing, describe, alter, delete):
+        add_client_options(command)
+
+
+def _add_console(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    produce = sub.add_parser("produce", help="send stdin lines as messages")
+    produce.add_argument("topic")
+    produce.add_argument("--key-separator", metavar="SEP", help="lines are KEY<SEP>VALUE")
+    produce.add_argument(
+        "--compression",
+        choices=["none", "gzip", "snappy", "lz4", "zstd"],
+        help="default: compression.type of --command-config, else none",
+    )
+    produce.add_argument(
+        "--acks", choices=["0", "1", "all"], help="default: all (idempotent); 0 and 1 are not"
+    )
+    produce.add_argument("--partition", type=_non_negative, help="default: the partitioner's")
+    produce.set_defaults(func=_client(_produce))
+    add_client_options(produce)
+
+    consume = sub.add_parser("consume", help="print messages, one per line")
+    consume.add_argument("topic")
+    consume.add_argument("--group", help="subscribe as this group and commit what is printed")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from-beginning", action="store_true", help="start at the log start, not its end"
+    )
+    start.add_argument("--offset", help="start at this offset (or earliest/latest); no group")
+    consume.add_argument("--partition", type=_non_negative, help="only this partition; no group")
+    consume.add_argument("--max-messages", type=_positive, help="stop after this many")
+    consume.add_argument(
+        "--timeout-ms", type=_positive, help="stop after this long without a message"
+    )
+    consume.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE")
+    consume.add_argument(
+        "--print-offset", action="store_true", help="prefix Partition:P<TAB>Offset:O<TAB>"
+    )
+    consume.set_defaults(func=_client(_consume))
+    add_client_options(consume)
+
+
+def _add_groups(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    groups = sub.add_parser("groups", help="list, describe, reset and delete consumer groups")
+    commands = groups.add_subparsers(dest="groups_command", required=True)
+    listing = commands.add_parser("list", help="list consumer group ids")
+    listing.set_defaults(func=_client(_groups_list))
+    describe = commands.add_parser("describe", help="members, committed offsets and lag")
+    describe.add_argument("group")
+    describe.set_defaults(func=_client(_groups_describe))
+    reset = commands.add_parser(
+        "reset-offsets", help="move an inactive group's committed offsets (dry run by default)"
+    )
+    reset.add_argument("group")
+    reset.add_argument(
+        "--topic", action="append", default=[], metavar="TOPIC[:P,P...]", help="(repeatable)"
+    )
+    reset.add_argument(
+        "--all-topics", action="store_true", help="every topic the group has offsets for"
+    )
+    how = reset.add_mutually_exclusive_group(required=True)
+    how.add_argument("--to-earliest", action="store_true")
+    how.add_argument("--to-latest", action="store_true")
+    how.add_argument("--to-offset", type=_non_negative, metavar="N")
+    how.add_argument("--shift-by", type=int, metavar="N", help="from the committed offset")
+    how.add_argument(
+        "--to-datetime", metavar="ISO", help="e.g. 2024-05-01T12:00:00 (local) or ...Z"
+    )
+    reset.add_argument("--execute", action="store_true", help="commit (default: dry run)")
+    reset.set_defaults(func=_client(_groups_reset))
+    delete = commands.add_parser("delete", help="delete inactive groups and their offsets")
+    delete.add_argument("groups", nargs="+", metavar="GROUP")
+    delete.set_defaults(func=_client(_groups_delete))
+    for command in (listing, describe, reset, delete):
+        add_client_options(command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tierlog", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -73,6 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--data-dir", default="./data/demo")
     demo.add_argument("--events", type=int, default=200_000)
     demo.set_defaults(func=_demo)
+
+    _add_topics(sub)
+    _add_console(sub)
+    _add_groups(sub)
     return parser
 
 

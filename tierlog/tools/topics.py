@@ -1,0 +1,221 @@
+"""``tierlog topics``: create, list, describe, alter and delete topics through
+confluent-kafka's AdminClient, printing what Kafka's ``kafka-topics.sh`` prints.
+
+Works against any Kafka-protocol broker. ``describe`` shows each topic's non-default configs
+(overrides and broker-level settings), as ``kafka-topics.sh --describe`` does; ``alter``
+adds partitions (CreatePartitions) and changes configs incrementally
+(IncrementalAlterConfigs, KIP-339), so keys it does not name keep their values.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TextIO
+
+from tierlog.tools.client_config import ClientSettings, ToolError
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient, TopicDescription
+
+
+def _missing(name: str) -> str:
+    return f"Topic '{name}' does not exist"
+
+
+def describe_topics(
+    settings: ClientSettings, admin: AdminClient, names: list[str]
+) -> tuple[dict[str, TopicDescription], list[str]]:
+    """Descriptions of the topics that exist, and the names that do not."""
+    from confluent_kafka import KafkaError, TopicCollection
+
+    found: dict[str, TopicDescription] = {}
+    missing: list[str] = []
+    if not names:
+        return found, missing
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=settings.timeout)
+    for name, future in futures.items():
+        result = settings.outcome(future, f"describe topic {name!r}")
+        if not isinstance(result, KafkaError):
+            found[name] = result
+        elif result.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            missing.append(name)
+        else:
+            raise settings.error(result, f"describe topic {name!r}", admin)
+    return found, missing
+
+
+def create(
+    settings: ClientSettings,
+    name: str,
+    out: TextIO,
+    *,
+    partitions: int | None = None,
+    replication_factor: int | None = None,
+    configs: dict[str, str] | None = None,
+) -> int:
+    """Create one topic; partitions and replication factor default to the broker's
+    ``num.partitions`` and ``default.replication.factor`` (KIP-464)."""
+    from confluent_kafka.admin import NewTopic
+
+    admin = settings.admin()
+    topic = NewTopic(
+        name,
+        num_partitions=partitions or -1,
+        replication_factor=replication_factor or -1,
+        config=configs or {},
+    )
+    futures = admin.create_topics(
+        [topic], operation_timeout=settings.timeout, request_timeout=settings.timeout
+    )
+    settings.wait(futures[name], f"create topic {name!r}", admin)
+    print(f"Created topic {name}.", file=out)
+    return 0
+
+
+def list_topics(settings: ClientSettings, out: TextIO) -> int:
+    admin = settings.admin()
+    for name in sorted(settings.metadata(admin, "list topics").topics):
+        print(name, file=out)
+    return 0
+
+
+def _non_default_configs(
+    settings: ClientSettings, admin: AdminClient, names: list[str]
+) -> dict[str, str]:
+    """``name -> "k=v,k=v"`` of each topic's configs that are not the built-in default."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    if not names:
+        return {}
+    resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+    futures = admin.describe_configs(resources, request_timeout=settings.timeout)
+    shown: dict[str, str] = {}
+    for resource, future in futures.items():
+        entries = settings.wait(future, f"describe configs of {resource.name!r}", admin)
+        shown[resource.name] = ",".join(
+            f"{key}={'<sensitive>' if entry.is_sensitive else entry.value}"
+            for key, entry in sorted(entries.items())
+            if not entry.is_default
+        )
+    return shown
+
+
+def _ids(nodes: list[Any]) -> str:
+    return ",".join(str(node.id) for node in nodes)
+
+
+def describe(settings: ClientSettings, names: list[str], out: TextIO) -> int:
+    """Describe the named topics, or every topic when none is named."""
+    admin = settings.admin()
+    if not names:
+        names = sorted(settings.metadata(admin, "list topics").topics)
+    found, missing = describe_topics(settings, admin, names)
+    configs = _non_default_configs(settings, admin, [n for n in names if n in found])
+    for name in names:
+        if name not in found:
+            continue
+        topic = found[name]
+        partitions = sorted(topic.partitions, key=lambda p: p.id)
+        replication = len(partitions[0].replicas) if partitions else 0
+        print(
+            f"Topic: {name}\tTopicId: {topic.topic_id}\tPartitionCount: {len(partitions)}\t"
+            f"ReplicationFactor: {replication}\tConfigs: {configs.get(name, '')}",
+            file=out,
+        )
+        for p in partitions:
+            leader = "none" if p.leader is None else p.leader.id
+            print(
+                f"\tTopic: {name}\tPartition: {p.id}\tLeader: {leader}\t"
+                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}",
+                file=out,
+            )
+    if missing:
+        out.flush()
+        raise ToolError("; ".join(_missing(name) for name in missing))
+    return 0
+
+
+def alter(
+    settings: ClientSettings,
+    name: str,
+    out: TextIO,
+    *,
+    partitions: int | None = None,
+    set_configs: dict[str, str] | None = None,
+    delete_configs: list[str] | None = None,
+) -> int:
+    """Grow the partition count and/or set and delete config overrides of one topic."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        ResourceType,
+    )
+
+    set_configs = set_configs or {}
+    delete_configs = delete_configs or []
+    if partitions is None and not set_configs and not delete_configs:
+        raise ToolError("nothing to alter: give --partitions, --config or --delete-config")
+    both = sorted(set(set_configs) & set(delete_configs))
+    if both:
+        raise ToolError(f"both set and deleted: {', '.join(both)}")
+    admin = settings.admin()
+    found, _ = describe_topics(settings, admin, [name])
+    if name not in found:
+        raise ToolError(_missing(name))
+    done: list[str] = []
+    if partitions is not None:
+        current = len(found[name].partitions)
+        if partitions <= current:
+            raise ToolError(
+                f"topic '{name}' has {current} partitions; --partitions can only increase it"
+            )
+        futures = admin.create_partitions(
+            [NewPartitions(name, partitions)],
+            operation_timeout=settings.timeout,
+            request_timeout=settings.timeout,
+        )
+        settings.wait(futures[name], f"add partitions to {name!r}", admin)
+        done.append(f"partitions {current} -> {partitions}")
+    if set_configs or delete_configs:
+        entries = [
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+            for key, value in set_configs.items()
+        ] + [
+            ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE)
+            for key in delete_configs
+        ]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures_by_resource = admin.incremental_alter_configs(
+            [resource], request_timeout=settings.timeout
+        )
+        for future in futures_by_resource.values():
+            settings.wait(future, f"alter configs of {name!r}", admin)
+        done += [f"set {key}={value}" for key, value in set_configs.items()]
+        done += [f"deleted {key}" for key in delete_configs]
+    print(f"Altered topic {name}: {'; '.join(done)}.", file=out)
+    return 0
+
+
+def delete(settings: ClientSettings, names: list[str], out: TextIO) -> int:
+    """Delete topics; each one's failure is reported, and any failure means exit code 1."""
+    from confluent_kafka import KafkaError
+
+    admin = settings.admin()
+    futures = admin.delete_topics(
+        names, operation_timeout=settings.timeout, request_timeout=settings.timeout
+    )
+    failures: list[str] = []
+    for name, future in futures.items():
+        result = settings.outcome(future, f"delete topic {name!r}")
+        if isinstance(result, KafkaError):
+            if result.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                failures.append(_missing(name))
+            else:
+                failures.append(str(settings.error(result, f"delete topic {name!r}", admin)))
+            continue
+        print(f"Deleted topic {name}.", file=out)
+    if failures:
+        out.flush()
+        raise ToolError("; ".join(failures))
+    return 0
