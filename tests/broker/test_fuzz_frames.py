@@ -105,6 +105,18 @@ def test_broker_survives_random_and_mutated_frames(broker: BrokerProcess) -> Non
         sock.close()
     assert sent == FRAMES
 
+    # Frames already sent may still be in the broker's queue: wait until the log stops
+    # growing, so the sentinel below really is the last message.
+    watcher = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    last, stable_since = -1, time.monotonic()
+    settle_deadline = time.monotonic() + 30
+    while time.monotonic() - stable_since < 1.0 and time.monotonic() < settle_deadline:
+        high = watcher.get_watermark_offsets(TopicPartition("fuzz", 0), timeout=5)[1]
+        if high != last:
+            last, stable_since = high, time.monotonic()
+        time.sleep(0.1)
+    watcher.close()
+
     # The broker still answers a real client, and the log holds exactly what it held
     # plus any mutated produce that still carried a whole, valid batch.
     producer.produce("fuzz", value=b"after")

@@ -41,6 +41,7 @@ INVALID_TOPIC_EXCEPTION = 17
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
 
 
@@ -74,6 +75,41 @@ def assign_replicas(
             replicas.append(ids[(first + 1 + (shift + j) % (len(ids) - 1)) % len(ids)])
         out[p] = replicas
     return out
+
+
+def check_assignment(
+    replicas: Mapping[int, list[int]], live: set[int], first_partition: int = 0
+) -> None:
+    """Kafka's checks of an explicit replica assignment (CreateTopics, CreatePartitions):
+    partitions ``first_partition``.. consecutive, each with at least one replica, no broker
+    twice, the same count everywhere, only known brokers. Without them, CreateTopics with
+    partitions {0, 5} or {1} stored a topic whose partitions were not 0..n-1 (and then
+    failed with a KeyError), and [0, 0] made a replication factor of 2 on one broker.
+
+    Raises:
+        TopicError: INVALID_REPLICA_ASSIGNMENT naming the problem.
+    """
+    if sorted(replicas) != list(range(first_partition, first_partition + len(replicas))):
+        raise TopicError(
+            INVALID_REPLICA_ASSIGNMENT,
+            f"partitions {sorted(replicas)} are not consecutive from {first_partition}",
+        )
+    for p, ids in replicas.items():
+        if not ids:
+            raise TopicError(INVALID_REPLICA_ASSIGNMENT, f"partition {p} has no replicas")
+        if len(set(ids)) != len(ids):
+            raise TopicError(
+                INVALID_REPLICA_ASSIGNMENT, f"partition {p}: duplicate brokers in {ids}"
+            )
+    if len({len(ids) for ids in replicas.values()}) > 1:
+        raise TopicError(
+            INVALID_REPLICA_ASSIGNMENT, "all partitions must have the same number of replicas"
+        )
+    unknown = {b for ids in replicas.values() for b in ids} - live
+    if unknown:
+        raise TopicError(
+            INVALID_REPLICA_ASSIGNMENT, f"unknown broker(s) {sorted(unknown)} in assignment"
+        )
 
 
 class ReplicaManager:
@@ -114,6 +150,15 @@ class ReplicaManager:
                     continue
                 topic_log = self.log_manager.get_or_create_log(name, p, config)
                 topic_log.config = config
+                state = topic.partition_states[p]
+                if state.leader == self.broker_id:
+                    # Kafka's Partition.makeLeader: the leader's epoch starts at its log end
+                    # now, not at its first append. Without it an empty partition answered
+                    # OffsetForLeaderEpoch(current epoch) with (-1, -1), which a consumer
+                    # validating its position (KIP-320) takes for log truncation.
+                    topic_log.leader_epoch_cache.assign(
+                        state.leader_epoch, topic_log.log_end_offset
+                    )
                 self.partitions[(name, p)] = Partition(
                     name, topic.topic_id, p, topic_log, topic.partition_states[p], self.broker_id
                 )
@@ -155,6 +200,8 @@ class ReplicaManager:
                     f"replication factor must be >= 1, got {replication_factor}",
                 )
             replicas = assign_replicas(self.coordinator.brokers(), partitions, replication_factor)
+        else:
+            check_assignment(replicas, {b.broker_id for b in self.coordinator.brokers()})
         self.topic_config(configs)
         if validate_only:
             return None
@@ -170,7 +217,17 @@ class ReplicaManager:
         self.sync()
         log.info("deleted topic %s", name)
 
-    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+    def add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        validate_only: bool = False,
+        assignments: list[list[int]] | None = None,
+    ) -> None:
+        """Grow ``name`` to ``total`` partitions; ``assignments`` (one replica list per new
+        partition) used to be ignored, so a CreatePartitions naming unknown brokers
+        succeeded. Now it is checked as Kafka checks it and honoured."""
         topic = self.coordinator.topic(name)
         if topic is None:
             raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
@@ -181,12 +238,29 @@ class ReplicaManager:
                 f"only grow, asked for {total}",
             )
         rf = len(topic.replicas[0])
-        new = assign_replicas(
-            self.coordinator.brokers(),
-            total - topic.partitions,
-            rf,
-            first_partition=topic.partitions,
-        )
+        if assignments is not None:
+            if len(assignments) != total - topic.partitions:
+                raise TopicError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"adding {total - topic.partitions} partitions but "
+                    f"{len(assignments)} assignments were given",
+                )
+            new = {topic.partitions + n: list(ids) for n, ids in enumerate(assignments)}
+            live = {b.broker_id for b in self.coordinator.brokers()}
+            check_assignment(new, live, first_partition=topic.partitions)
+            if len(new[topic.partitions]) != rf:
+                raise TopicError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"topic {name!r} has replication factor {rf}; the assignment has "
+                    f"{len(new[topic.partitions])}",
+                )
+        else:
+            new = assign_replicas(
+                self.coordinator.brokers(),
+                total - topic.partitions,
+                rf,
+                first_partition=topic.partitions,
+            )
         if validate_only:
             return
         self.coordinator.add_partitions(name, new)

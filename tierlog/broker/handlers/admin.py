@@ -51,14 +51,13 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
         try:
             configs = {c.name: c.value for c in t.configs}
             replicas = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
-            if replicas is not None:
-                live = {b.broker_id for b in broker.coordinator.brokers()}
-                unknown = {b for ids in replicas.values() for b in ids} - live
-                if unknown:
-                    raise TopicError(
-                        ErrorCode.invalid_replica_assignment,
-                        f"unknown broker(s) {sorted(unknown)} in assignment",
-                    )
+            if replicas is not None and (t.num_partitions != -1 or t.replication_factor != -1):
+                # Kafka refuses the mix rather than guess which one is meant.
+                raise TopicError(
+                    ErrorCode.invalid_request,
+                    "num_partitions and replication_factor must be -1 with an explicit "
+                    "replica assignment",
+                )
             partitions = (
                 t.num_partitions if t.num_partitions != -1 else (broker.config["num.partitions"])
             )
@@ -67,6 +66,14 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
                 if t.replication_factor != -1
                 else (broker.config["default.replication.factor"])
             )
+            if t.name in INTERNAL_TOPICS and broker.coordinator.topic(t.name) is None:
+                # The broker creates __consumer_offsets itself on first use, with the
+                # offsets.topic.* settings; one made by a client (say 1 partition, not
+                # compacted) was never loaded into the group coordinator: groups broke.
+                raise TopicError(
+                    ErrorCode.invalid_request,
+                    f"{t.name} is an internal topic; the broker creates it on first use",
+                )
             topic = broker.replicas.create_topic(
                 t.name, partitions, rf, configs, validate_only=validate_only, replicas=replicas
             )
@@ -141,7 +148,11 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
                 raise TopicError(
                     ErrorCode.invalid_topic_exception, f"{t.name} is an internal topic"
                 )
-            broker.replicas.add_partitions(t.name, t.count, validate_only=body.validate_only)
+            # Null (or empty) assignments: the broker places the new partitions.
+            assignments = [list(a.broker_ids) for a in t.assignments or ()] or None
+            broker.replicas.add_partitions(
+                t.name, t.count, validate_only=body.validate_only, assignments=assignments
+            )
         except Exception as exc:
             result["error_code"] = error_code(exc)
             result["error_message"] = str(exc)
@@ -231,12 +242,16 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
     return build(request_response_type(request), {"throttle_time": 0, "results": results})
 
 
-def _alter(broker: Broker, resource: Any, new: dict[str, str], validate_only: bool) -> None:
+def _check_alterable(resource: Any) -> None:
     if resource.resource_type != RESOURCE_TOPIC:
         raise TopicError(
             ErrorCode.invalid_request,
             "only topic configs can be altered; broker configs are static",
         )
+
+
+def _alter(broker: Broker, resource: Any, new: dict[str, str], validate_only: bool) -> None:
+    _check_alterable(resource)
     broker.replicas.set_topic_configs(resource.resource_name, new, validate_only=validate_only)
 
 
@@ -272,13 +287,16 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
             "resource_name": resource.resource_name,
         }
         try:
+            # Resource type first: a broker resource used to have its keys checked against
+            # the topic keys, and was refused INVALID_CONFIG or INVALID_REQUEST by key.
+            _check_alterable(resource)
             topic = broker.coordinator.topic(resource.resource_name)
-            if resource.resource_type == RESOURCE_TOPIC and topic is None:
+            if topic is None:
                 raise TopicError(
                     ErrorCode.unknown_topic_or_partition,
                     f"unknown topic {resource.resource_name!r}",
                 )
-            new = dict(topic.configs) if topic is not None else {}
+            new = dict(topic.configs)
             for c in resource.configs:
                 _apply_op(broker, new, c.name, c.config_operation, c.value)
             _alter(broker, resource, new, body.validate_only)

@@ -18,8 +18,10 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 async def handle_api_versions(broker: Broker, request: Request) -> Any:
-    # An unknown version was already turned into a v0 request by the codec (error 35).
-    return api_versions_response(request.response_version)
+    # An unknown version was already turned into a v0 request by the codec; the answer must
+    # still carry error 35 (KIP-511), which ``api_versions_response`` adds only when given
+    # the version that was asked for: passing ``response_version`` (0) answered "no error".
+    return api_versions_response(request.api_version)
 
 
 def broker_entries(broker: Broker) -> list[dict[str, Any]]:
@@ -92,7 +94,14 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
                     continue
             if broker.coordinator.topic(name) is None and allow_create:
                 try:
-                    broker.auto_create_topic(name)
+                    if name in INTERNAL_TOPICS and broker.config["auto.create.topics.enable"]:
+                        # Kafka auto-creates __consumer_offsets with its own settings
+                        # (AutoTopicCreationManager.creatableTopic). With the defaults of
+                        # an ordinary topic (1 partition, not compacted, never loaded into
+                        # the group coordinator) every consumer group stopped working.
+                        broker.offsets_topic.ensure_created()
+                    else:
+                        broker.auto_create_topic(name)
                 except TopicError as exc:
                     topics.append(
                         {

@@ -8,6 +8,7 @@ from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.kio_build import build, field
 from tierlog.broker.partition import Partition
+from tierlog.broker.replica_manager import INTERNAL_TOPICS
 from tierlog.local.errors import OffsetOutOfRangeError
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from tierlog.protocol import Request
@@ -71,11 +72,14 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
                 try:
                     partition.check_leader_epoch(field(p, "current_leader_epoch", -1))
                     offset, ts = list_offset(partition, p.timestamp)
-                    answer.update(
-                        offset=offset,
-                        timestamp=ts,
-                        leader_epoch=epoch_at(partition, offset) if offset >= 0 else -1,
-                    )
+                    if p.timestamp == LATEST_TIMESTAMP:
+                        # Kafka answers the latest offset with the current leader epoch
+                        # (Partition.fetchOffsetForTimestamp), not the epoch of the last
+                        # batch, which an empty log does not have.
+                        epoch = partition.leader_epoch
+                    else:
+                        epoch = epoch_at(partition, offset) if offset >= 0 else -1
+                    answer.update(offset=offset, timestamp=ts, leader_epoch=epoch)
                 except Exception as exc:
                     answer["error_code"] = error_code(exc)
             answers.append(answer)
@@ -124,7 +128,12 @@ async def handle_delete_records(broker: Broker, request: Request) -> Any:
                 "low_watermark": -1,
             }
             partition = broker.replicas.partition(topic.name, p.partition_index)
-            if partition is None:
+            if topic.name in INTERNAL_TOPICS:
+                # Kafka refuses clients DeleteRecords on internal topics
+                # (ReplicaManager.deleteRecords): it used to let any client erase
+                # __consumer_offsets, i.e. every group's committed offsets.
+                answer["error_code"] = ErrorCode.invalid_topic_exception
+            elif partition is None:
                 answer["error_code"] = ErrorCode.unknown_topic_or_partition
             else:
                 log = partition.log

@@ -1,0 +1,627 @@
+"""Every API at every version in ``SUPPORTED``, sent raw to a live broker: each answer must be
+a well-formed response of that version, and the connection must stay usable.
+
+Requests are described once per API as version-independent dicts of Kafka field names and
+fitted to each version with ``kio_build.build`` (fields a version lacks are dropped), so an
+old version gets exactly the fields it has. This is what catches version-specific encoding
+bugs in the handlers: a field missing in an old response class, a nullable one answered with
+a value of the wrong type, a response type of the wrong version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+
+from tests.broker.harness import BrokerProcess
+from tierlog.broker.kio_build import build
+from tierlog.protocol import SUPPORTED, ApiKey, decode_response, encode_request
+from tierlog.records.builder import Record, build_batch
+
+ZERO_UUID = uuid.UUID(int=0)
+TOPIC = "pv"
+GROUP = "pv-group"
+# Topic resource type of the config APIs.
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+
+
+class RawClient:
+    """One blocking connection speaking framed requests; every read is bounded."""
+
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.port = port
+        self.timeout = timeout
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def reconnect(self) -> None:
+        self.sock.close()
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
+
+    def send(self, body: Any) -> int:
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(body, self.correlation_id, client_id="pv-test"))
+        return self.correlation_id
+
+    def read_frame(self) -> bytes:
+        (size,) = struct.unpack(">i", self._read_exactly(4))
+        return self._read_exactly(size)
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            chunk = self.sock.recv(n - len(chunks))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            chunks += chunk
+        return bytes(chunks)
+
+    def call(self, body: Any) -> Any:
+        """Send ``body`` and return the decoded response of the same API and version."""
+        sent = self.send(body)
+        correlation_id, response = decode_response(
+            self.read_frame(), body.__api_key__, body.__version__
+        )
+        assert correlation_id == sent
+        return response
+
+
+def request(api_key: int, version: int, data: dict[str, Any]) -> Any:
+    return build(load_request_schema(api_key, version), data)
+
+
+# -- one version-independent request per API ----------------------------------------------
+
+
+def produce(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    batch = build_batch([Record(b"k", b"v%d" % v)])
+    return {
+        "transactional_id": None,
+        "acks": 1,  # acks=0 gets no answer at all
+        "timeout": 5000,
+        "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+
+
+def fetch(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "replica_id": -1,
+        "max_wait": 0,  # no long poll
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": TOPIC,
+                "topic_id": ctx["topic_id"],
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def list_offsets(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "timeout": 5000,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}],
+            }
+        ],
+    }
+
+
+def metadata(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "topics": [{"name": TOPIC, "topic_id": ZERO_UUID}],
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+
+
+def offset_commit(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "group_id": GROUP,
+        "generation_id_or_member_epoch": -1,  # a simple (non-member) commit
+        "member_id": "",
+        "group_instance_id": None,
+        "retention_time": -1,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def offset_fetch(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    topics = [{"name": TOPIC, "partition_indexes": [0]}]
+    return {
+        "group_id": GROUP,
+        "topics": topics,
+        "groups": [{"group_id": GROUP, "member_id": None, "member_epoch": -1, "topics": topics}],
+        "require_stable": False,
+    }
+
+
+def find_coordinator(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"key": GROUP, "key_type": 0, "coordinator_keys": [GROUP]}
+
+
+def join_group(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    # A fresh group per version: v4+ answers MEMBER_ID_REQUIRED at once; older versions
+    # complete a one-member rebalance (group.initial.rebalance.delay.ms=0 in the harness).
+    return {
+        "group_id": f"pv-join-{v}",
+        "session_timeout": 10_000,
+        "rebalance_timeout": 5_000,
+        "member_id": "",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+        "reason": None,
+    }
+
+
+def heartbeat(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "group_id": GROUP,
+        "generation_id": -1,
+        "member_id": "nobody",
+        "group_instance_id": None,
+    }
+
+
+def leave_group(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "group_id": GROUP,
+        "member_id": "nobody",
+        "members": [{"member_id": "nobody", "group_instance_id": None, "reason": None}],
+    }
+
+
+def sync_group(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "group_id": GROUP,
+        "generation_id": -1,
+        "member_id": "nobody",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocol_name": "range",
+        "assignments": [],
+    }
+
+
+def describe_groups(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"groups": [GROUP, "pv-no-such-group"], "include_authorized_operations": False}
+
+
+def list_groups(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"states_filter": [], "types_filter": []}
+
+
+def api_versions(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"client_software_name": "pv-test", "client_software_version": "1.0"}
+
+
+def create_topics(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "topics": [
+            {
+                "name": f"pv-created-{v}",
+                "num_partitions": 1,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [{"name": "retention.ms", "value": "3600000"}],
+            }
+        ],
+        "timeout": 5000,
+        "validate_only": False,
+    }
+
+
+def delete_topics(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    name = f"pv-doomed-{v}"
+    return {
+        "topic_names": [name],
+        "topics": [{"name": name, "topic_id": ZERO_UUID}],
+        "timeout": 5000,
+    }
+
+
+def delete_records(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "offset": v}]}],
+        "timeout": 5000,
+    }
+
+
+def init_producer_id(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "transactional_id": None,
+        "transaction_timeout": 60_000,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+
+
+def offset_for_leader_epoch(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "replica_id": -1,
+        "topics": [
+            {
+                "topic": TOPIC,
+                "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}],
+            }
+        ],
+    }
+
+
+def describe_configs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "resources": [
+            {"resource_type": RESOURCE_TOPIC, "resource_name": TOPIC, "configuration_keys": None},
+            {"resource_type": RESOURCE_BROKER, "resource_name": "0", "configuration_keys": None},
+        ],
+        "include_synonyms": True,
+        "include_documentation": True,
+    }
+
+
+def alter_configs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "resources": [
+            {
+                "resource_type": RESOURCE_TOPIC,
+                "resource_name": TOPIC,
+                "configs": [{"name": "retention.ms", "value": "86400000"}],
+            }
+        ],
+        "validate_only": False,
+    }
+
+
+def create_partitions(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "topics": [{"name": "pv-grow", "count": v + 2, "assignments": None}],
+        "timeout": 5000,
+        "validate_only": False,
+    }
+
+
+def delete_groups(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"groups_names": ["pv-no-such-group"]}
+
+
+def incremental_alter_configs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "resources": [
+            {
+                "resource_type": RESOURCE_TOPIC,
+                "resource_name": TOPIC,
+                "configs": [{"name": "retention.ms", "config_operation": 0, "value": "7200000"}],
+            }
+        ],
+        "validate_only": False,
+    }
+
+
+REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
+    ApiKey.PRODUCE: produce,
+    ApiKey.FETCH: fetch,
+    ApiKey.LIST_OFFSETS: list_offsets,
+    ApiKey.METADATA: metadata,
+    ApiKey.OFFSET_COMMIT: offset_commit,
+    ApiKey.OFFSET_FETCH: offset_fetch,
+    ApiKey.FIND_COORDINATOR: find_coordinator,
+    ApiKey.JOIN_GROUP: join_group,
+    ApiKey.HEARTBEAT: heartbeat,
+    ApiKey.LEAVE_GROUP: leave_group,
+    ApiKey.SYNC_GROUP: sync_group,
+    ApiKey.DESCRIBE_GROUPS: describe_groups,
+    ApiKey.LIST_GROUPS: list_groups,
+    ApiKey.API_VERSIONS: api_versions,
+    ApiKey.CREATE_TOPICS: create_topics,
+    ApiKey.DELETE_TOPICS: delete_topics,
+    ApiKey.DELETE_RECORDS: delete_records,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs,
+    ApiKey.ALTER_CONFIGS: alter_configs,
+    ApiKey.CREATE_PARTITIONS: create_partitions,
+    ApiKey.DELETE_GROUPS: delete_groups,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+}
+
+
+def error_codes(entity: Any) -> Iterator[int]:
+    """Every ``error_code`` in a response entity, nested ones included."""
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if f.name == "error_code":
+            yield int(value)
+        elif isinstance(value, tuple):
+            for item in value:
+                if dataclasses.is_dataclass(item):
+                    yield from error_codes(item)
+        elif dataclasses.is_dataclass(value):
+            yield from error_codes(value)
+
+
+# APIs whose minimal request above must succeed outright (every error code 0). The group
+# APIs aimed at unknown members/groups, and JoinGroup v4+ (MEMBER_ID_REQUIRED), answer
+# with errors by design: for them a well-formed answer is what is checked.
+MUST_SUCCEED = {
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.LIST_OFFSETS,
+    ApiKey.METADATA,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.FIND_COORDINATOR,
+    ApiKey.LIST_GROUPS,
+    ApiKey.API_VERSIONS,
+    ApiKey.CREATE_TOPICS,
+    ApiKey.DELETE_TOPICS,
+    ApiKey.DELETE_RECORDS,
+    ApiKey.INIT_PRODUCER_ID,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CONFIGS,
+    ApiKey.CREATE_PARTITIONS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+}
+
+
+# -- what each answer must say, beyond being well-formed ------------------------------------
+# Records in ``pv`` when an API is reached: 20 from the fixture, then one per Produce version.
+PRODUCED = 20 + SUPPORTED[ApiKey.PRODUCE][1] - SUPPORTED[ApiKey.PRODUCE][0] + 1
+
+
+def check_fetch(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    partition = r.responses[0].partitions[0]
+    assert int(partition.high_watermark) == PRODUCED and partition.records
+    if v >= 13:
+        assert r.responses[0].topic_id == ctx["topic_id"]
+
+
+def check_list_offsets(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    partition = r.topics[0].partitions[0]
+    assert int(partition.offset) == 0  # earliest: DeleteRecords comes later
+    if v >= 4:
+        assert int(partition.leader_epoch) == 0
+
+
+def check_metadata(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    (topic,) = r.topics
+    assert topic.name == TOPIC and [int(p.leader_id) for p in topic.partitions] == [0]
+    if v >= 1:
+        assert int(r.controller_id) == 0
+    if v >= 2:
+        assert r.cluster_id
+    if v >= 10:
+        assert topic.topic_id == ctx["topic_id"]
+
+
+def check_offset_fetch(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    topics = r.groups[0].topics if v >= 8 else r.topics
+    assert int(topics[0].partitions[0].committed_offset) == 1
+
+
+def check_find_coordinator(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    node = r.coordinators[0] if v >= 4 else r
+    assert int(node.node_id) == 0 and int(node.port) > 0
+
+
+def check_join_group(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    # v4+ asks a new member to rejoin with the id it hands out (KIP-394).
+    assert int(r.error_code) == (79 if v >= 4 else 0) and r.member_id
+
+
+def check_api_versions(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    assert {int(k.api_key) for k in r.api_keys} == set(SUPPORTED)
+
+
+def check_create_topics(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    topic = r.topics[0]
+    if v >= 5:
+        assert (int(topic.num_partitions), int(topic.replication_factor)) == (1, 1)
+        configs = {c.name: c.value for c in topic.configs}
+        assert configs["retention.ms"] == "3600000"
+    if v >= 7:
+        assert topic.topic_id.int != 0
+
+
+def check_delete_topics(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    answer = r.responses[0]
+    assert answer.name == f"pv-doomed-{v}"
+    if v >= 6:
+        assert answer.topic_id.int != 0
+
+
+def check_delete_records(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    assert int(r.topics[0].partitions[0].low_watermark) == v
+
+
+def check_init_producer_id(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    assert int(r.producer_id) >= 0 and int(r.producer_epoch) == 0
+
+
+def check_offset_for_leader_epoch(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    partition = r.topics[0].partitions[0]
+    assert (int(partition.leader_epoch), int(partition.end_offset)) == (0, PRODUCED)
+
+
+def check_describe_configs(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    topic, broker = r.results
+    configs = {c.name: c for c in topic.configs}
+    assert "retention.ms" in configs and "num.partitions" in {c.name for c in broker.configs}
+    if v >= 3:
+        assert configs["retention.ms"].documentation
+
+
+CHECKS: dict[int, Callable[[int, Any, dict[str, Any]], None]] = {
+    ApiKey.FETCH: check_fetch,
+    ApiKey.LIST_OFFSETS: check_list_offsets,
+    ApiKey.METADATA: check_metadata,
+    ApiKey.OFFSET_FETCH: check_offset_fetch,
+    ApiKey.FIND_COORDINATOR: check_find_coordinator,
+    ApiKey.JOIN_GROUP: check_join_group,
+    ApiKey.API_VERSIONS: check_api_versions,
+    ApiKey.CREATE_TOPICS: check_create_topics,
+    ApiKey.DELETE_TOPICS: check_delete_topics,
+    ApiKey.DELETE_RECORDS: check_delete_records,
+    ApiKey.INIT_PRODUCER_ID: check_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: check_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: check_describe_configs,
+}
+
+
+@pytest.fixture
+def prepared(broker: BrokerProcess) -> Iterator[tuple[RawClient, dict[str, Any]]]:
+    """A raw connection, topic ``pv`` with data, ``pv-grow`` to add partitions to and one
+    ``pv-doomed-<v>`` per DeleteTopics version."""
+    client = RawClient(broker.port)
+    try:
+        topics = [TOPIC, "pv-grow"] + [
+            f"pv-doomed-{v}" for v in range(SUPPORTED[ApiKey.DELETE_TOPICS][1] + 1)
+        ]
+        created = client.call(
+            request(
+                ApiKey.CREATE_TOPICS,
+                7,
+                {
+                    "topics": [
+                        {
+                            "name": name,
+                            "num_partitions": 1,
+                            "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [],
+                        }
+                        for name in topics
+                    ],
+                    "timeout": 5000,
+                    "validate_only": False,
+                },
+            )
+        )
+        assert [int(t.error_code) for t in created.topics] == [0] * len(topics)
+        ctx = {"topic_id": created.topics[0].topic_id}
+        # The first FindCoordinator creates __consumer_offsets; until it is loaded the
+        # group APIs answer COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR, as Kafka does.
+        deadline = time.monotonic() + 15
+        while True:
+            found = client.call(request(ApiKey.FIND_COORDINATOR, 3, find_coordinator(3, ctx)))
+            if int(found.error_code) == 0:
+                break
+            assert time.monotonic() < deadline, found
+            time.sleep(0.1)
+        for _ in range(20):  # records for Fetch, and room for DeleteRecords to advance
+            client.call(request(ApiKey.PRODUCE, 9, produce(0, ctx)))
+        yield client, ctx
+    finally:
+        client.close()
+
+
+CASES = [
+    (api_key, version)
+    for api_key, (low, high) in sorted(SUPPORTED.items())
+    for version in range(low, high + 1)
+]
+
+
+def test_every_api_and_version_answers_well_formed(
+    prepared: tuple[RawClient, dict[str, Any]],
+) -> None:
+    client, ctx = prepared
+    problems: list[str] = []
+    for api_key, version in CASES:
+        name = f"{ApiKey(api_key).name} v{version}"
+        body = request(api_key, version, REQUESTS[api_key](version, ctx))
+        try:
+            response = client.call(body)
+        except (ConnectionError, OSError) as exc:
+            problems.append(f"{name}: connection lost ({exc})")
+            client.reconnect()
+            continue
+        except Exception as exc:
+            problems.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        if type(response) is not load_response_schema(api_key, version):
+            problems.append(f"{name}: answered with {type(response).__qualname__}")
+        if api_key in MUST_SUCCEED:
+            codes = [c for c in error_codes(response) if c != 0]
+            if codes:
+                problems.append(f"{name}: error codes {codes}: {response}")
+                continue
+        check = CHECKS.get(api_key)
+        try:
+            if check is not None:
+                check(version, response, ctx)
+        except AssertionError as exc:
+            problems.append(f"{name}: wrong answer {response} ({exc})")
+    assert not problems, "\n".join(problems)
+    # acks=0 gets no answer at all: the next frame on the connection answers what follows.
+    client.send(request(ApiKey.PRODUCE, 9, {**produce(9, ctx), "acks": 0}))
+    # And the connection is still usable after all of that.
+    answer = client.call(request(ApiKey.API_VERSIONS, 3, api_versions(3, ctx)))
+    assert int(answer.error_code) == 0
+
+
+def test_api_versions_of_an_unknown_version_gets_error_35_with_a_v0_body(
+    broker: BrokerProcess,
+) -> None:
+    client = RawClient(broker.port)
+    try:
+        # Header v2 (as a v3+ ApiVersions request would have), version 99, some body bytes.
+        header = struct.pack(">hhih", ApiKey.API_VERSIONS, 99, 4242, 4) + b"test" + b"\x00"
+        frame = header + b"\x08future\x021\x00"
+        client.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        correlation_id, body = decode_response(client.read_frame(), ApiKey.API_VERSIONS, 0)
+        assert correlation_id == 4242
+        assert int(body.error_code) == 35  # UNSUPPORTED_VERSION
+        ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
+        assert ranges[ApiKey.API_VERSIONS] == SUPPORTED[ApiKey.API_VERSIONS]
+        assert ranges[ApiKey.METADATA] == SUPPORTED[ApiKey.METADATA]
+        # The connection stays open: the client retries with a version from the ranges.
+        answer = client.call(request(ApiKey.API_VERSIONS, 3, api_versions(3, {})))
+        assert int(answer.error_code) == 0
+    finally:
+        client.close()
