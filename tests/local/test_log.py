@@ -722,3 +722,13 @@ def test_log_start_offset_is_at_least_the_first_segment(
     again.close()
     third = make_log(had_clean_shutdown=True, log_start_offset=100)
     assert third.log_start_offset == third.log_end_offset == 42
+
+
+def test_compacted_topic_refuses_records_without_a_key(make_log: LogFactory) -> None:
+    from tierlog.records.builder import Record, build_batch
+
+    lg = make_log(cleanup_policy="compact")
+    lg.append(build_batch([Record(b"k", b"v")]))
+    with pytest.raises(InvalidRecordError, match="without a key"):
+        lg.append(build_batch([Record(b"k", b"v"), Record(None, b"orphan")]))
+    assert lg.log_end_offset == 1

@@ -182,6 +182,8 @@ _TOPIC_DEFAULTS = {
     "log.cleanup.policy": "cleanup.policy",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 

@@ -184,11 +184,14 @@ class Log:
                 and h[9] < 0
                 and not h[5] & Attr.CONTROL
                 and self.config.message_timestamp_type == "CreateTime"
+                and "compact" not in self.config.cleanup_policy
             ):
                 return self._append_one(records, h, leader_epoch)
         info = self._validate(records, client=True)
         if not info.batches:
             return info
+        if self.config.compact:
+            _require_keys(records, info)
         duplicate = self._check_producers(info)
         if duplicate is not None:
             return duplicate
@@ -739,3 +742,20 @@ class Log:
             f"Log({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
             f"segments={len(self.segments)})"
         )
+
+
+def _require_keys(records: bytes | bytearray | memoryview, info: AppendInfo) -> None:
+    """Kafka's rule for compacted topics: every record needs a key (compaction keeps the
+    last value per key). Checking means decoding, which only compacted topics pay for."""
+    from tierlog.records.reader import iter_records
+
+    view = memoryview(records)
+    position = 0
+    for header in info.batches:
+        for record in iter_records(view[position : position + header.size]):
+            if record.key is None:
+                raise InvalidRecordError(
+                    "compacted topic cannot accept a message without a key "
+                    f"(offset delta {record.offset - header.base_offset} of batch {position})"
+                )
+        position += header.size
