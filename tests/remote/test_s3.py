@@ -1,0 +1,210 @@
+"""FsspecRemoteStore on S3: moto's HTTP server on 127.0.0.1, reached through s3fs."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.remote.conftest import (
+    PARTITION,
+    TOPIC,
+    TOPIC_ID,
+    S3Bucket,
+    create_bucket,
+    free_port,
+    paths,
+    remote_segment,
+    s3_options,
+    start_moto,
+    stop_moto,
+)
+from tierlog.local.log import Log
+from tierlog.remote import manifest as mf
+from tierlog.remote.api import (
+    CorruptManifestError,
+    FencedLeaderEpochError,
+    IndexKind,
+    ManifestConflictError,
+    RemoteResourceNotFoundError,
+    RemoteStorageUnavailableError,
+    SegmentState,
+)
+from tierlog.remote.chunk_cache import ChunkCache
+from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.segment_reader import RemoteSegmentReader
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto")
+
+
+def make_store(bucket: S3Bucket, **kwargs: Any) -> FsspecRemoteStore:
+    return FsspecRemoteStore(bucket.url, bucket.options(), retries=0, **kwargs)
+
+
+def test_segment_round_trip(s3_bucket: S3Bucket, closed_log: Log, tmp_path: Path) -> None:
+    store = make_store(s3_bucket)
+    local = closed_log.segments[1]
+    segment = remote_segment(local, closed_log, state=SegmentState.COPY_FINISHED)
+    store.copy_segment(segment, *paths(local))
+    data = local.path.read_bytes()
+    assert store.fetch_range(segment, 0, None) == data
+    assert store.fetch_range(segment, 123, 4567) == data[123:4567]
+    assert store.fetch_range(segment, len(data) - 3, len(data) + 10) == data[-3:]
+    assert store.fetch_index(segment, IndexKind.OFFSET) == local.offset_index.path.read_bytes()
+    assert store.fetch_index(segment, IndexKind.TIME) == local.time_index.path.read_bytes()
+    stem = f"{local.base_offset:020d}-{segment.segment_id}"
+    assert store.list_objects(TOPIC, PARTITION) == [
+        f"{stem}.index",
+        f"{stem}.log",
+        f"{stem}.timeindex",
+    ]
+    assert store.url_of(store.object_path(segment, "log")) == (
+        f"s3://{s3_bucket.name}/tiered/{TOPIC}-{PARTITION}/{stem}.log"
+    )
+    # Reads through the segment reader and the chunk cache agree with the local segment.
+    cache = ChunkCache(tmp_path / "cache", 1 << 20, chunk_bytes=4096)
+    reader = RemoteSegmentReader(store, segment, cache)
+    for offset in range(segment.base_offset, segment.end_offset + 1, 7):
+        expected = local.read(offset, 1000)
+        assert expected is not None and reader.read(offset, 1000) == expected.read()
+    store.delete_segment(segment)
+    store.delete_segment(segment)
+    assert store.list_objects(TOPIC, PARTITION) == []
+    with pytest.raises(RemoteResourceNotFoundError):
+        store.fetch_range(segment, 0, 10)
+
+
+def test_empty_index_objects_upload(s3_bucket: S3Bucket, closed_log: Log, tmp_path: Path) -> None:
+    store = make_store(s3_bucket)
+    local = closed_log.segments[0]
+    empty = tmp_path / "empty.index"
+    empty.write_bytes(b"")
+    segment = remote_segment(local, closed_log)
+    store.copy_segment(segment, local.path, empty, empty)
+    assert store.fetch_index(segment, IndexKind.OFFSET) == b""
+
+
+def test_manifest_cas_and_fencing(s3_bucket: S3Bucket, closed_log: Log) -> None:
+    store = make_store(s3_bucket)
+    assert store.conditional_writes
+    assert store.read_manifest(TOPIC, PARTITION) == mf.empty(TOPIC, PARTITION)
+    m = mf.empty(TOPIC, PARTITION, TOPIC_ID)
+    for local in closed_log.segments[:3]:
+        m = mf.with_segment(m, remote_segment(local, closed_log, state=SegmentState.COPY_FINISHED))
+    m = dataclasses.replace(m, leader_epoch=3)
+    stored = store.commit(TOPIC, PARTITION, m, 0)
+    other = make_store(s3_bucket)  # e.g. Spark planning a read, no broker involved
+    assert other.read_manifest(TOPIC, PARTITION) == stored
+    with pytest.raises(ManifestConflictError):
+        store.commit(TOPIC, PARTITION, m, 0)
+    with pytest.raises(FencedLeaderEpochError):
+        store.commit(TOPIC, PARTITION, dataclasses.replace(stored, leader_epoch=2), 1)
+    assert store.commit(TOPIC, PARTITION, mf.with_log_start_offset(stored, 10), 1).version == 2
+
+
+def test_conditional_write_catches_a_race_after_the_check(
+    s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writer A reads and checks; B commits before A's PUT; A's If-Match PUT fails."""
+    a, b = make_store(s3_bucket), make_store(s3_bucket)
+    base = a.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION, TOPIC_ID), 0)
+    real_load = a._load
+
+    def load_then_b_commits(*args: Any) -> Any:
+        loaded = real_load(*args)
+        b.commit(TOPIC, PARTITION, mf.with_log_start_offset(base, 7), base.version)
+        return loaded
+
+    monkeypatch.setattr(a, "_load", load_then_b_commits)
+    with pytest.raises(ManifestConflictError, match="conditional write failed"):
+        a.commit(TOPIC, PARTITION, mf.with_log_start_offset(base, 3), base.version)
+    monkeypatch.undo()
+    assert a.read_manifest(TOPIC, PARTITION).log_start_offset == 7
+
+
+def test_conditional_first_write_catches_a_race(
+    s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = make_store(s3_bucket), make_store(s3_bucket)
+    real_load = a._load
+
+    def load_then_b_creates(*args: Any) -> Any:
+        loaded = real_load(*args)
+        b.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION, TOPIC_ID), 0)
+        return loaded
+
+    monkeypatch.setattr(a, "_load", load_then_b_creates)
+    with pytest.raises(ManifestConflictError):
+        a.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION, TOPIC_ID), 0)
+
+
+def test_without_conditional_writes_the_version_check_still_applies(
+    s3_bucket: S3Bucket,
+) -> None:
+    store = make_store(s3_bucket, conditional_writes=False)
+    stored = store.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION, TOPIC_ID), 0)
+    with pytest.raises(ManifestConflictError):
+        store.commit(TOPIC, PARTITION, stored, 0)
+    assert store.commit(TOPIC, PARTITION, stored, 1).version == 2
+
+
+def test_corrupt_manifest_names_its_s3_url(s3_bucket: S3Bucket) -> None:
+    store = make_store(s3_bucket)
+    store.fs.pipe_file(store.manifest_path(TOPIC, PARTITION), b"garbage")
+    with pytest.raises(CorruptManifestError) as info:
+        store.read_manifest(TOPIC, PARTITION)
+    where = f"s3://{s3_bucket.name}/tiered/{TOPIC}-{PARTITION}/manifest.json"
+    assert info.value.where == where
+    assert str(info.value).startswith(f"{where}: corrupt remote manifest:")
+
+
+def test_unreachable_store_is_a_quick_retriable_error(closed_log: Log) -> None:
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    store = FsspecRemoteStore("s3://bucket/tiered", s3_options(endpoint), retries=1, backoff_ms=10)
+    local = closed_log.segments[0]
+    segment = remote_segment(local, closed_log)
+    calls = [
+        lambda: store.fetch_range(segment, 0, 10),
+        lambda: store.fetch_index(segment, IndexKind.TIME),
+        lambda: store.read_manifest(TOPIC, PARTITION),
+        lambda: store.copy_segment(segment, *paths(local)),
+        lambda: store.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION), 0),
+        lambda: store.delete_segment(segment),
+        lambda: store.list_objects(TOPIC, PARTITION),
+    ]
+    for call in calls:
+        started = time.monotonic()
+        with pytest.raises(RemoteStorageUnavailableError) as info:
+            call()
+        assert info.value.retriable
+        assert "s3://bucket/tiered/" in str(info.value)  # names what it tried to reach
+        assert time.monotonic() - started < 5
+
+
+def test_store_going_away_and_coming_back(closed_log: Log) -> None:
+    """Stop the S3 server: reads fail with a retriable error; restart it on the same
+    port (moto keeps its state in the process): the same store works again."""
+    server, endpoint = start_moto()
+    port = int(endpoint.rsplit(":", 1)[1])
+    try:
+        create_bucket(endpoint, "comeback")
+        store = FsspecRemoteStore("s3://comeback/tiered", s3_options(endpoint), retries=0)
+        local = closed_log.segments[0]
+        segment = remote_segment(local, closed_log)
+        store.copy_segment(segment, *paths(local))
+        stop_moto(server)
+        with pytest.raises(RemoteStorageUnavailableError):
+            store.fetch_range(segment, 0, 100)
+        with pytest.raises(RemoteStorageUnavailableError):
+            store.copy_segment(segment, *paths(local))
+        from moto.server import ThreadedMotoServer
+
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        assert store.fetch_range(segment, 0, 100) == local.path.read_bytes()[:100]
+    finally:
+        stop_moto(server)

@@ -1,0 +1,159 @@
+"""RemoteSegmentReader answers exactly what the local segment and Log answer."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.remote.conftest import paths, remote_segment
+from tierlog.local.log import Log
+from tierlog.local.segment import LogSegment
+from tierlog.remote import manifest as mf
+from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStorageError, SegmentState
+from tierlog.remote.chunk_cache import ChunkCache
+from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.segment_reader import RemoteSegmentReader
+
+MAX_BYTES = (1, 61, 300, 4096, 20_000)
+
+
+class CountingStore(FsspecRemoteStore):
+    """Counts requests to the store, to check what the cache and the index save."""
+
+    ranges = 0
+    indexes = 0
+
+    def fetch_range(self, segment: RemoteSegment, start: int, end: int | None) -> bytes:
+        self.ranges += 1
+        return super().fetch_range(segment, start, end)
+
+    def fetch_index(self, segment: RemoteSegment, kind: IndexKind) -> bytes:
+        self.indexes += 1
+        return super().fetch_index(segment, kind)
+
+
+@pytest.fixture
+def store() -> CountingStore:
+    return CountingStore(f"memory://reader-{uuid.uuid4().hex}")
+
+
+def upload(store: FsspecRemoteStore, log: Log) -> list[tuple[LogSegment, RemoteSegment]]:
+    out = []
+    for local in log.segments[:-1]:
+        segment = remote_segment(local, log, state=SegmentState.COPY_FINISHED)
+        store.copy_segment(segment, *paths(local))
+        out.append((local, segment))
+    return out
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["direct", "cached"])
+def test_positions_and_reads_match_the_local_segment(
+    store: CountingStore, closed_log: Log, tmp_path: Path, cached: bool
+) -> None:
+    cache = ChunkCache(tmp_path / "cache", 1 << 20, chunk_bytes=2048) if cached else None
+    for local, segment in upload(store, closed_log):
+        reader = RemoteSegmentReader(store, segment, cache, scan_bytes=4096)
+        for offset in range(segment.base_offset - 1, segment.end_offset + 2):
+            assert reader.find_position(offset) == local.position_of(offset), offset
+            for max_bytes in MAX_BYTES:
+                expected = local.read(max(offset, local.base_offset), max_bytes)
+                got = reader.read(offset, max_bytes)
+                assert got == (expected.read() if expected else b""), (offset, max_bytes)
+        assert reader.read(segment.end_offset + 1, 100) == b""
+        assert (
+            reader.read(segment.base_offset, 100, min_one_batch=False)
+            == (local.path.read_bytes()[:100])
+        )
+
+
+def test_index_is_fetched_once_and_the_cache_saves_requests(
+    store: CountingStore, closed_log: Log, tmp_path: Path
+) -> None:
+    (_, segment), *_ = upload(store, closed_log)
+    cache = ChunkCache(tmp_path / "cache", 1 << 20, chunk_bytes=64 << 10)
+    reader = RemoteSegmentReader(store, segment, cache)
+    for offset in range(segment.base_offset, segment.end_offset + 1):
+        reader.read(offset, 1000)
+    assert store.indexes == 1
+    assert store.ranges == 1  # the whole segment is one chunk
+    again = RemoteSegmentReader(store, segment, cache)
+    again.read(segment.end_offset, 1000)
+    assert store.ranges == 1 and cache.hits > 0
+
+
+def test_timestamp_lookups_match_the_local_log(store: CountingStore, closed_log: Log) -> None:
+    uploaded = upload(store, closed_log)
+    m = mf.empty("orders", 3)
+    for _, segment in uploaded:
+        m = mf.with_segment(m, segment)
+    readers = {s.segment_id: RemoteSegmentReader(store, s) for _, s in uploaded}
+    remote_end = mf.end_offset(m)
+    first = min(s.first_batch_timestamp for _, s in uploaded) - 100
+    last = max(s.max_timestamp for _, s in uploaded) + 100
+    checked = 0
+    for timestamp in range(first, last, 37):
+        expected = closed_log.offset_for_timestamp(timestamp)
+        got = None
+        for segment in mf.segments_for_timestamp(m, timestamp):
+            got = readers[segment.segment_id].offset_for_timestamp(timestamp)
+            if got is not None:
+                break
+        if got is None:
+            # Only the active (local) segment, or nothing, holds the answer.
+            assert expected is None or expected[0] >= remote_end, timestamp
+        else:
+            assert got == expected, timestamp
+            checked += 1
+    assert checked > 50
+
+
+def test_timestamp_lookup_respects_the_log_start(store: CountingStore, closed_log: Log) -> None:
+    (_, segment), *_ = upload(store, closed_log)
+    reader = RemoteSegmentReader(store, segment)
+    start = segment.base_offset + 3
+    found = reader.offset_for_timestamp(-1, log_start_offset=start)
+    assert found is not None and found[0] == start
+    assert reader.offset_for_timestamp(segment.max_timestamp + 1) is None
+    assert reader.offset_for_timestamp(0, log_start_offset=segment.end_offset + 1) is None
+
+
+def test_large_batches_are_skipped_without_reading_them(
+    store: CountingStore, closed_log: Log
+) -> None:
+    """Scanning headers reads only header windows: a batch larger than the window is
+    stepped over by its length."""
+    for local, segment in upload(store, closed_log):
+        sizes = [h.size for _, h in local.batches()]
+        if max(sizes) <= 4096:
+            continue
+        reader = RemoteSegmentReader(store, segment, scan_bytes=512)
+        assert [(p, h) for p, h in reader.batches()] == list(local.batches())
+        return
+    pytest.fail("the fixture log has no large batch")
+
+
+def test_damaged_indexes_fall_back_to_scanning(closed_log: Log, tmp_path: Path) -> None:
+    store = FsspecRemoteStore(f"file://{tmp_path}/remote")
+    local = closed_log.segments[1]
+    segment = remote_segment(local, closed_log, state=SegmentState.COPY_FINISHED)
+    store.copy_segment(segment, *paths(local))
+    for kind in ("index", "timeindex"):
+        Path(store.object_path(segment, kind)).write_bytes(b"\x00" * 5)
+    reader = RemoteSegmentReader(store, segment)
+    for offset in range(segment.base_offset, segment.end_offset + 1):
+        assert reader.find_position(offset) == local.position_of(offset)
+
+
+def test_corrupt_batch_header_is_a_storage_error(closed_log: Log, tmp_path: Path) -> None:
+    store = FsspecRemoteStore(f"file://{tmp_path}/remote")
+    local = closed_log.segments[0]
+    segment = remote_segment(local, closed_log, state=SegmentState.COPY_FINISHED)
+    store.copy_segment(segment, *paths(local))
+    path = Path(store.object_path(segment, "log"))
+    data = bytearray(path.read_bytes())
+    data[16] = 7  # magic of the first batch
+    path.write_bytes(bytes(data))
+    with pytest.raises(RemoteStorageError, match="position 0"):
+        RemoteSegmentReader(store, segment).read(segment.base_offset, 100)

@@ -1,0 +1,234 @@
+"""The remote tier's two plugin interfaces, their data types and their errors (KIP-405).
+
+Only interfaces live here (style rule 4); ``tierlog.remote.fsspec_storage`` implements both
+on any fsspec URL, ``tierlog.remote.manifest`` owns the manifest's data type and JSON form.
+
+* ``RemoteStorage`` is Kafka's ``RemoteStorageManager``: copy a closed segment (data, then
+  indexes), fetch a byte range of its ``.log``, fetch an index, delete it. Every call is
+  safe to retry: a retried copy overwrites the same object names, a delete of missing
+  objects succeeds.
+* ``RemoteMetadata`` is Kafka's ``RemoteLogMetadataManager``: the per-partition manifest,
+  the one source of truth for what is remote. Writes are compare-and-set on a version
+  counter and fenced by leader epoch, so a deposed leader can never commit.
+
+Segment lifecycle (``SegmentState``, Kafka's ``RemoteLogSegmentState``)::
+
+    COPY_STARTED ----copied + committed----> COPY_FINISHED
+         |                                         |
+         | upload abandoned (orphan cleanup)       | retention / DeleteRecords
+         v                                         v
+    DELETE_STARTED <-------------------------------+
+         |
+         | objects deleted
+         v
+    (removed from the manifest)
+
+Only COPY_FINISHED segments are readable; a segment enters DELETE_STARTED in the manifest
+*before* its objects are deleted, so no reader is sent to a half-deleted segment.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from tierlog.remote.manifest import Manifest
+
+
+class SegmentState(Enum):
+    """Where a remote segment is in its lifecycle (drawn in the module docstring)."""
+
+    COPY_STARTED = "COPY_STARTED"
+    COPY_FINISHED = "COPY_FINISHED"
+    DELETE_STARTED = "DELETE_STARTED"
+
+
+# The allowed moves between states, as data (h11 style); a move to the same state is a
+# no-op, so retried transitions are harmless. Leaving DELETE_STARTED means removal from
+# the manifest (``manifest.without``), not a state.
+TRANSITIONS: dict[SegmentState, frozenset[SegmentState]] = {
+    SegmentState.COPY_STARTED: frozenset({SegmentState.COPY_FINISHED, SegmentState.DELETE_STARTED}),
+    SegmentState.COPY_FINISHED: frozenset({SegmentState.DELETE_STARTED}),
+    SegmentState.DELETE_STARTED: frozenset(),
+}
+
+
+class IndexKind(Enum):
+    """Which index of a segment to fetch; the value is the object's file suffix."""
+
+    OFFSET = "index"
+    TIME = "timeindex"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSegment:
+    """One remote copy of one closed local segment (Kafka's ``RemoteLogSegmentMetadata``).
+
+    Attributes:
+        topic, partition, topic_id: the partition; ``topic_id`` tells a recreated topic of
+            the same name apart (all zeros when unknown).
+        base_offset: first offset the segment may hold (its local file name).
+        end_offset: last offset in the segment, inclusive.
+        segment_id: a fresh UUID string per upload attempt, part of every object name, so
+            a retried or concurrent upload never overwrites a committed copy.
+        size_bytes: size of the ``.log`` object.
+        max_timestamp: largest batch max timestamp, -1 when none (retention.ms, ListOffsets).
+        first_batch_timestamp: the first batch's max timestamp, -1 when none.
+        leader_epochs: ``(epoch, start_offset)`` pairs covering the segment, epochs and
+            offsets increasing, offsets within ``[base_offset, end_offset]`` (KIP-405 uses
+            them to follow leader-epoch lineage on fetch and truncation).
+        state: lifecycle state.
+        created_ms: wall-clock time the upload attempt started (orphan age).
+    """
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    base_offset: int
+    end_offset: int
+    segment_id: str
+    size_bytes: int
+    max_timestamp: int
+    first_batch_timestamp: int
+    leader_epochs: tuple[tuple[int, int], ...]
+    state: SegmentState
+    created_ms: int
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the segment's last one."""
+        return self.end_offset + 1
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+class RemoteStorageError(Exception):
+    """Base of remote-tier failures. ``retriable`` says whether the same call may succeed
+    later unchanged (the broker answers a retriable error to clients and retries uploads).
+    """
+
+    retriable: bool = False
+
+    def __init__(self, message: str, *, retriable: bool | None = None) -> None:
+        super().__init__(message)
+        if retriable is not None:
+            self.retriable = retriable
+
+
+class RemoteStorageUnavailableError(RemoteStorageError):
+    """The store cannot be reached (connection refused, timeout, DNS, 5xx): retriable."""
+
+    retriable = True
+
+
+class RemoteResourceNotFoundError(RemoteStorageError):
+    """An object the call needs does not exist (Kafka's RemoteResourceNotFoundException)."""
+
+
+class CorruptManifestError(RemoteStorageError):
+    """A manifest cannot be decoded or breaks its invariants. The message starts with the
+    manifest's full path or URL (``where``) and says what is wrong. Never a reason to
+    delete local data."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: corrupt remote manifest: {reason}")
+        self.where = where
+        self.reason = reason
+
+
+class FencedLeaderEpochError(RemoteStorageError):
+    """A manifest write from a leader epoch older than the stored one: the writer is no
+    longer the leader and must stop (Kafka's FENCED_LEADER_EPOCH)."""
+
+    def __init__(self, message: str, *, stored_epoch: int, writer_epoch: int) -> None:
+        super().__init__(message)
+        self.stored_epoch = stored_epoch
+        self.writer_epoch = writer_epoch
+
+
+class ManifestConflictError(RemoteStorageError):
+    """Compare-and-set failed: the stored manifest is not at the expected version (another
+    write won). Re-read the manifest and redo the change if still the leader."""
+
+    def __init__(self, message: str, *, expected_version: int, actual_version: int) -> None:
+        super().__init__(message)
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+
+
+# -- interfaces ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class RemoteStorage(Protocol):
+    """Kafka's ``RemoteStorageManager``: segment objects in the store. All calls block and
+    are safe to retry; errors are ``RemoteStorageError`` subclasses."""
+
+    def copy_segment(
+        self,
+        segment: RemoteSegment,
+        log_path: Path,
+        offset_index_path: Path,
+        time_index_path: Path,
+    ) -> None:
+        """Upload the ``.log`` (streamed), then the ``.index`` and ``.timeindex``.
+
+        Idempotent: a retry with the same ``segment`` overwrites the same object names. The
+        caller commits ``segment`` to the manifest only after this returns.
+        """
+        ...
+
+    def fetch_range(self, segment: RemoteSegment, start: int, end: int | None) -> bytes:
+        """Bytes ``[start, end)`` of the segment's ``.log`` (``end`` None: to the end).
+
+        Raises:
+            RemoteResourceNotFoundError: the object is missing.
+            RemoteStorageUnavailableError: the store cannot be reached.
+        """
+        ...
+
+    def fetch_index(self, segment: RemoteSegment, kind: IndexKind) -> bytes:
+        """The whole offset or time index of the segment (Kafka's byte formats)."""
+        ...
+
+    def delete_segment(self, segment: RemoteSegment) -> None:
+        """Delete the segment's objects; objects already gone are fine."""
+        ...
+
+    def list_objects(self, topic: str, partition: int) -> list[str]:
+        """Names (relative to the partition's directory, sorted) of every object stored
+        for the partition, the manifest included: for orphan cleanup."""
+        ...
+
+
+@runtime_checkable
+class RemoteMetadata(Protocol):
+    """Kafka's ``RemoteLogMetadataManager``: one manifest per partition, strongly consistent
+    for its single writer (the partition leader)."""
+
+    def read_manifest(self, topic: str, partition: int) -> Manifest:
+        """The stored manifest, or an empty one at version 0 when none was written.
+
+        Raises:
+            CorruptManifestError: the stored manifest cannot be decoded (names its path).
+        """
+        ...
+
+    def commit(
+        self, topic: str, partition: int, manifest: Manifest, expected_version: int
+    ) -> Manifest:
+        """Store ``manifest`` if the stored one is still at ``expected_version``.
+
+        Returns:
+            What was stored: ``manifest`` with ``version = expected_version + 1``.
+
+        Raises:
+            FencedLeaderEpochError: ``manifest.leader_epoch`` is below the stored one.
+            ManifestConflictError: the stored version is not ``expected_version``.
+        """
+        ...

@@ -1,0 +1,204 @@
+"""Read records out of one remote segment the way ``LogSegment`` reads a local one.
+
+A remote segment is the local ``.log`` and its indexes uploaded as-is (DESIGN.md principle
+4), so the lookups are the local ones over byte ranges: the offset index (fetched once and
+kept) gives a position at or before the wanted batch, batch headers are scanned from there
+in windows of ``scan_bytes``, and reads return whole batches from that position (a slice may
+end in a partial batch, as a local ``FileSlice`` may). Timestamp lookups use the time index
+and decode only the batch that holds the answer.
+
+Byte ranges go through a ``ChunkCache`` when one is given, else straight to the store.
+Not thread-safe (the lazily fetched indexes): one reader per fetch or per thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import struct
+from collections.abc import Iterator
+
+from tierlog.records.errors import RecordsError
+from tierlog.records.header import HEADER_SIZE, BatchHeader, parse_header
+from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStorage, RemoteStorageError
+from tierlog.remote.chunk_cache import ChunkCache
+
+log = logging.getLogger(__name__)
+
+# Kafka's index entry layouts (see tierlog.local.offset_index / time_index).
+_OFFSET_ENTRY = struct.Struct(">iI")
+_TIME_ENTRY = struct.Struct(">qi")
+# 64 KiB: several index.interval.bytes (4 KiB) of headers per request to the store.
+DEFAULT_SCAN_BYTES = 64 << 10
+
+
+class RemoteSegmentReader:
+    """Offset and timestamp lookups and reads on one committed remote segment.
+
+    Args:
+        store: where the segment's objects are.
+        segment: a COPY_FINISHED segment from the manifest.
+        cache: the broker's chunk cache; None reads ranges from the store directly.
+        scan_bytes: bytes fetched per window while scanning batch headers.
+    """
+
+    def __init__(
+        self,
+        store: RemoteStorage,
+        segment: RemoteSegment,
+        cache: ChunkCache | None = None,
+        *,
+        scan_bytes: int = DEFAULT_SCAN_BYTES,
+    ) -> None:
+        self.store = store
+        self.segment = segment
+        self.cache = cache
+        self.scan_bytes = max(scan_bytes, HEADER_SIZE)
+        self._offsets: tuple[list[int], list[int]] | None = None
+        self._times: tuple[list[int], list[int]] | None = None
+
+    @property
+    def size(self) -> int:
+        return self.segment.size_bytes
+
+    def fetch(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the ``.log``, through the cache when there is one."""
+        if self.cache is not None:
+            return self.cache.get(self.segment, start, end, self._fetch_from_store)
+        return self._fetch_from_store(start, end)
+
+    def _fetch_from_store(self, start: int, end: int) -> bytes:
+        return self.store.fetch_range(self.segment, start, end)
+
+    # -- indexes -------------------------------------------------------------------------
+
+    def _offset_index(self) -> tuple[list[int], list[int]]:
+        """(absolute offsets, positions) of the offset index entries."""
+        if self._offsets is None:
+            data = self.store.fetch_index(self.segment, IndexKind.OFFSET)
+            offsets: list[int] = []
+            positions: list[int] = []
+            if len(data) % _OFFSET_ENTRY.size:
+                # Entries are only hints: scanning from 0 is slow but still right.
+                log.warning("%s: offset index of %d bytes is malformed", self._name, len(data))
+            else:
+                base = self.segment.base_offset
+                for relative, position in _OFFSET_ENTRY.iter_unpack(data):
+                    if position >= self.size or (offsets and base + relative <= offsets[-1]):
+                        break
+                    offsets.append(base + relative)
+                    positions.append(position)
+            self._offsets = offsets, positions
+        return self._offsets
+
+    def _time_index(self) -> tuple[list[int], list[int]]:
+        """(timestamps, absolute offsets) of the time index entries."""
+        if self._times is None:
+            data = self.store.fetch_index(self.segment, IndexKind.TIME)
+            timestamps: list[int] = []
+            offsets: list[int] = []
+            if len(data) % _TIME_ENTRY.size:
+                log.warning("%s: time index of %d bytes is malformed", self._name, len(data))
+            else:
+                base = self.segment.base_offset
+                for timestamp, relative in _TIME_ENTRY.iter_unpack(data):
+                    if timestamps and timestamp < timestamps[-1]:
+                        break
+                    timestamps.append(timestamp)
+                    offsets.append(base + relative)
+            self._times = timestamps, offsets
+        return self._times
+
+    @property
+    def _name(self) -> str:
+        seg = self.segment
+        return f"{seg.topic}-{seg.partition} remote segment {seg.base_offset}/{seg.segment_id}"
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def batches(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of every batch from ``position`` (a batch boundary),
+        reading only headers: one window per ``scan_bytes`` of small batches, one small
+        read per batch larger than that.
+
+        Raises:
+            RemoteStorageError: a malformed header (corrupt object).
+        """
+        window_start, window = position, b""
+        while position + HEADER_SIZE <= self.size:
+            if position + HEADER_SIZE > window_start + len(window):
+                window_start = position
+                window = self.fetch(position, min(position + self.scan_bytes, self.size))
+                if len(window) < HEADER_SIZE:
+                    return
+            try:
+                header = parse_header(window, position - window_start)
+            except RecordsError as exc:
+                raise RemoteStorageError(f"{self._name}: at position {position}: {exc}") from exc
+            yield position, header
+            position += header.size
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """``(position, header)`` of the first batch whose last offset is >= ``offset``."""
+        offsets, positions = self._offset_index()
+        n = bisect.bisect_right(offsets, offset) - 1
+        start = positions[n] if n >= 0 else 0
+        for position, header in self.batches(start):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def find_position(self, offset: int) -> int:
+        """Byte position of the batch holding ``offset`` (or the next one after a gap);
+        the segment size when ``offset`` is past its end."""
+        if offset > self.segment.end_offset:
+            return self.size
+        found = self.find_batch(offset)
+        return self.size if found is None else found[0]
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> bytes:
+        """Bytes from the batch holding ``offset``: at most ``max_bytes``, possibly ending
+        in a partial batch, but at least that whole batch when ``min_one_batch`` (Kafka's
+        KIP-74 rule). Empty when no batch at or after ``offset`` is in the segment."""
+        found = None if offset > self.segment.end_offset else self.find_batch(offset)
+        if found is None:
+            return b""
+        position, header = found
+        size = min(self.size - position, max_bytes)
+        if min_one_batch and size < header.size:
+            size = min(header.size, self.size - position)
+        if size <= 0:
+            return b""
+        return self.fetch(position, position + size)
+
+    def offset_for_timestamp(
+        self, timestamp: int, log_start_offset: int = 0
+    ) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or after ``timestamp`` with an
+        offset >= ``log_start_offset`` (ListOffsets), or None when the segment has none.
+        Same search as the local ``Log``: time index, then decode from there."""
+        # Imported here: decoding is off the hot path (only ListOffsets by time needs it).
+        from tierlog.records.reader import iter_records
+
+        if self.segment.max_timestamp < timestamp or log_start_offset > self.segment.end_offset:
+            return None
+        timestamps, offsets = self._time_index()
+        n = bisect.bisect_right(timestamps, timestamp) - 1
+        indexed = offsets[n] if n >= 0 else self.segment.base_offset
+        found = self.find_batch(max(indexed, log_start_offset))
+        if found is None:
+            return None
+        for position, header in self.batches(found[0]):
+            if header.max_timestamp < timestamp or header.is_control:
+                continue
+            batch = self.fetch(position, position + header.size)
+            try:
+                records = iter_records(batch)
+            except RecordsError as exc:
+                raise RemoteStorageError(f"{self._name}: at position {position}: {exc}") from exc
+            for record in records:
+                # As in Log._search_segment: the time index holds the *last* offset of the
+                # batch that reached a timestamp, so the answer may be earlier in it.
+                if record.timestamp >= timestamp and record.offset >= log_start_offset:
+                    return record.offset, record.timestamp
+        return None
