@@ -63,6 +63,22 @@ def scan_log(buf: memoryview) -> Iterator[tuple[int, BatchHeader | None, str | N
         position += header.size
 
 
+def scan_headers(buf: memoryview) -> Iterator[tuple[int, BatchHeader | None, str | None]]:
+    """Like ``scan_log`` without the CRC check: enough to know where batches start."""
+    position = 0
+    while position < len(buf):
+        try:
+            header = parse_header(buf, position)
+        except RecordsError as exc:
+            yield position, None, str(exc)
+            return
+        if position + header.size > len(buf):
+            yield position, header, "truncated"
+            return
+        yield position, header, None
+        position += header.size
+
+
 def dump_log_file(path: Path, out: TextIO, deep: bool) -> int:
     """Print one ``.log`` file; returns the number of invalid batches found."""
     from tierlog.records.reader import iter_records  # decoding is only needed with --deep
@@ -130,14 +146,19 @@ def dump_index_file(path: Path, out: TextIO, verify: bool) -> int:
     print(f"Dumping {path}", file=out)
     base = base_offset_of(path)
     log_path = path.with_suffix(LOG_SUFFIX)
+    # Batch boundaries of the log beside it: what entries are checked against, and how a
+    # preallocated (zero) tail is told from real entries. Headers only, through mmap.
     boundaries: dict[int, BatchHeader] = {}
-    if verify:
-        with open(log_path, "rb") as f:
-            data = f.read()
-        for position, header, problem in scan_log(memoryview(data)):
-            if header is None or problem:
-                break
-            boundaries[position] = header
+    if log_path.exists() and log_path.stat().st_size:
+        with open(log_path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+            view = memoryview(m)
+            try:
+                for position, header, problem in scan_headers(view):
+                    if header is None or problem:
+                        break
+                    boundaries[position] = header
+            finally:
+                view.release()
     by_last_offset = {h.last_offset: h for h in boundaries.values()}
     # Open a copy-free read of the index without ever growing it (the tool must not write).
     index_cls = OffsetIndex if path.suffix == INDEX_SUFFIX else TimeIndex
@@ -150,8 +171,10 @@ def dump_index_file(path: Path, out: TextIO, verify: bool) -> int:
         a, b = entry.unpack_from(raw, n * entry.size)
         if index_cls is OffsetIndex:
             offset, position = base + a, b
-            if offset == base and position == 0 and n > 0:
-                break  # preallocated zeros after the last entry (active segment)
+            if offset == base and position == 0 and (n > 0 or not _real_first_entry(boundaries)):
+                # Preallocated zeros after the last entry (the active segment's index). An
+                # entry (base, 0) is real only if the first batch ends at the base offset.
+                break
             line = f"offset: {offset} position: {position}"
             if verify:
                 header = boundaries.get(position)
@@ -160,14 +183,19 @@ def dump_index_file(path: Path, out: TextIO, verify: bool) -> int:
                     line += " MISMATCH: no batch ending at that offset starts there"
         else:
             timestamp, offset = a, base + b
-            if timestamp == 0 and b == 0 and n > 0:
-                break
+            if timestamp == 0 and b == 0:
+                break  # preallocated zeros: no record is stamped at the epoch start
             line = f"timestamp: {timestamp} offset: {offset}"
             if verify and offset not in by_last_offset:
                 mismatches += 1
                 line += " MISMATCH: no batch ends at that offset"
         print(line, file=out)
     return mismatches
+
+
+def _real_first_entry(boundaries: dict[int, BatchHeader]) -> bool:
+    first = boundaries.get(0)
+    return first is not None and first.last_offset == first.base_offset
 
 
 def dump(paths: list[Path], out: TextIO, *, deep: bool = False, verify_index: bool = False) -> int:
