@@ -286,7 +286,7 @@ class LogSegment:
         if self._bytes_since_index_entry > self.index_interval_bytes:
             offsets, times = self.offset_index, self.time_index
             # Both have room (the usual case), or can be grown back from a trimmed size.
-            room = offsets.entries < offsets.capacity and times.entries < times.capacity
+            room = offsets._entries < offsets.capacity and times._entries < times.capacity
             if room or self._indexes_have_room():
                 # Offsets only grow here, so the order check of OffsetIndex.append is moot.
                 offsets.append_unchecked(last_offset - self.base_offset, position)
@@ -326,7 +326,7 @@ class LogSegment:
         incoming_bytes: int,
         incoming_max_timestamp: int,
         last_offset: int,
-        now_ms: int,
+        now_ms: int | Callable[[], int],
         segment_bytes: int,
         segment_ms: int,
     ) -> bool:
@@ -335,7 +335,8 @@ class LogSegment:
 
         Age is measured as Kafka's ``timeWaitedForRoll``: the incoming batch's timestamp
         minus the segment's first batch timestamp, or wall-clock age when the segment has
-        no timestamps, so replaying old data does not roll on every append.
+        no timestamps, so replaying old data does not roll on every append. ``now_ms`` may
+        be the clock itself: it is read only in that last case (the append fast path).
         """
         # Checked even when empty (as Kafka does): a follower's first batch far past the
         # base offset cannot be indexed here, however small the segment.
@@ -346,11 +347,10 @@ class LogSegment:
         if self.size + incoming_bytes > segment_bytes:
             return True
         first = self.first_batch_timestamp
-        waited = (
-            incoming_max_timestamp - first
-            if first is not None and first >= 0
-            else now_ms - self.created_ms
-        )
+        if first is not None and first >= 0:
+            waited = incoming_max_timestamp - first
+        else:
+            waited = (now_ms() if callable(now_ms) else now_ms) - self.created_ms
         if waited > segment_ms:
             return True
         # Both indexes, as Kafka: with 12-byte entries the time index fills before the
