@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tierlog.broker.config import BrokerConfig
@@ -19,11 +19,14 @@ from tierlog.broker.group import GroupCoordinator
 from tierlog.broker.handlers import HANDLERS
 from tierlog.broker.meta_properties import check_or_write
 from tierlog.broker.offsets_topic import OffsetsTopic
+from tierlog.broker.partition import Partition
 from tierlog.broker.replica_manager import ReplicaManager, TopicError
 from tierlog.broker.server import KafkaServer
 from tierlog.local.log_manager import LogManager, LogManagerTimings
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
+from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import AsyncioScheduler
 
@@ -47,6 +50,7 @@ class Broker:
         self.replicas: ReplicaManager
         self.server: KafkaServer
         self.groups: GroupCoordinator
+        self.remote: RemoteLogManager | None = None
         self.offsets_topic: OffsetsTopic
         self.port = 0
 
@@ -91,7 +95,9 @@ class Broker:
         self.replicas = ReplicaManager(
             config.broker_id, self.log_manager, self.coordinator, config.log_config
         )
+        self.replicas.remote_storage_system_enabled = config["remote.log.storage.system.enable"]
         self.replicas.sync()
+        self._start_remote_tier()
         await self._start_groups()
         log.info(
             "broker %d listening on %s:%d (cluster %s)",
@@ -115,6 +121,49 @@ class Broker:
             interval,
         )
 
+    def _start_remote_tier(self) -> None:
+        """The remote log manager, when remote.log.storage.system.enable (the default)."""
+        config = self.config
+        if not config["remote.log.storage.system.enable"]:
+            return
+        store = FsspecRemoteStore(
+            config.remote_storage_url, config.remote_storage_options, clock=self.clock
+        )
+        self.remote = RemoteLogManager(
+            store,
+            config.log_dirs[0] / ".remote-cache",
+            config["remote.log.reader.cache.bytes"],
+            clock=self.clock,
+            copy_bytes_per_second=config["remote.log.manager.copy.max.bytes.per.second"],
+            fetch_timeout_ms=config["remote.fetch.max.wait.ms"],
+        )
+        interval = config["remote.log.manager.task.interval.ms"]
+        self.log_manager.scheduler.schedule(  # type: ignore[union-attr]
+            "remote-log-manager", lambda: asyncio.ensure_future(self.remote_cycle()), 0, interval
+        )
+        log.info("remote tier at %s", store.url_of(store.partition_path("x", 0)).rsplit("/", 1)[0])
+
+    async def remote_cycle(self) -> None:
+        """Track the tiered partitions this broker leads, then offload and retain."""
+        remote = self.remote
+        if remote is None or self.stopping:
+            return
+        wanted = set()
+        for (topic, index), partition in self.replicas.partitions.items():
+            if partition.log.config.remote_storage_enable and partition.is_leader:
+                wanted.add((topic, index))
+                remote.track(
+                    topic,
+                    index,
+                    partition.topic_id,
+                    partition.log,
+                    partition_leader_epoch(partition),
+                )
+        for key in list(remote.partitions):
+            if key not in wanted:
+                remote.untrack(*key)
+        await remote.run_cycle()
+
     def group_coordinator_node(self, group_id: str) -> BrokerRegistration | None:
         return self.offsets_topic.coordinator_node(group_id)
 
@@ -132,6 +181,8 @@ class Broker:
                 future.set_result(None)
         await self.server.stop()
         await self.groups.close()
+        if self.remote is not None:
+            self.remote.close()
         self.log_manager.shutdown()
         self.coordinator.stop()
         self._stopped.set()
@@ -175,6 +226,11 @@ class Broker:
             self._producer_ids = iter(range(first, first + PRODUCER_ID_BLOCK))
             producer_id = next(self._producer_ids)
         return int(producer_id)
+
+
+def partition_leader_epoch(partition: Partition) -> Callable[[], int]:
+    """The partition's current leader epoch, read when the remote manager writes."""
+    return lambda: partition.leader_epoch
 
 
 def _no_handler(request: Request) -> Exception:

@@ -159,6 +159,46 @@ BROKER_CONFIG = ConfigDef(
             at_least(1),
         ),
         ConfigKey(
+            "remote.log.storage.system.enable",
+            "bool",
+            True,
+            "offload closed segments of topics with remote.storage.enable (KIP-405)",
+        ),
+        ConfigKey(
+            "remote.log.storage.url",
+            "string",
+            "",
+            "fsspec URL of the remote tier (file://, s3://, ...); empty = <log dir>/remote",
+        ),
+        ConfigKey(
+            "remote.log.manager.task.interval.ms",
+            "long",
+            30_000,
+            "how often segments are offloaded and remote retention applied",
+            at_least(1),
+        ),
+        ConfigKey(
+            "remote.log.manager.copy.max.bytes.per.second",
+            "long",
+            -1,
+            "upload throttle; -1 = unthrottled",
+            at_least(-1),
+        ),
+        ConfigKey(
+            "remote.fetch.max.wait.ms",
+            "int",
+            500,
+            "bound on one read from the remote tier",
+            at_least(1),
+        ),
+        ConfigKey(
+            "remote.log.reader.cache.bytes",
+            "long",
+            256 << 20,
+            "on-disk cache of remote byte ranges",
+            at_least(4 << 20),
+        ),
+        ConfigKey(
             "zookeeper.connect",
             "string",
             "",
@@ -187,6 +227,34 @@ _TOPIC_DEFAULTS = {
 }
 
 
+REMOTE_OPTIONS_PREFIX = "remote.log.storage.options."
+
+
+def remote_options(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``remote.log.storage.options.a.b=v`` -> ``{"a": {"b": v}}`` for fsspec; "true"/
+    "false" become booleans and integers ints (s3fs wants ``anon=False``, not "false")."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if not key.startswith(REMOTE_OPTIONS_PREFIX):
+            continue
+        path = key[len(REMOTE_OPTIONS_PREFIX) :].split(".")
+        if not all(path):
+            raise ConfigError(key, "expected remote.log.storage.options.<name>[.<name>...]")
+        target = out
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise ConfigError(key, f"{part} is both a value and a group of options")
+        text = str(value).strip()
+        if text.lower() in ("true", "false"):
+            target[path[-1]] = text.lower() == "true"
+        elif text.lstrip("-").isdigit():
+            target[path[-1]] = int(text)
+        else:
+            target[path[-1]] = text
+    return out
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -210,7 +278,11 @@ class BrokerConfig:
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
         self.raw = dict(props or {})
-        self.values = BROKER_CONFIG.parse(self.raw)
+        # remote.log.storage.options.<key>=<value> go to fsspec as storage options.
+        self.remote_storage_options = remote_options(self.raw)
+        self.values = BROKER_CONFIG.parse(
+            {k: v for k, v in self.raw.items() if not k.startswith(REMOTE_OPTIONS_PREFIX)}
+        )
         v = self.values
         if v["node.id"] >= 0 and "broker.id" not in self.raw:
             v["broker.id"] = v["node.id"]
@@ -234,6 +306,12 @@ class BrokerConfig:
     @property
     def broker_id(self) -> int:
         return int(self.values["broker.id"])
+
+    @property
+    def remote_storage_url(self) -> str:
+        """The remote tier's URL: configured, or ``file://<first log dir>/remote``."""
+        url = self.values["remote.log.storage.url"]
+        return url or (self.log_dirs[0].resolve() / "remote").as_uri()
 
     @property
     def single_node(self) -> bool:

@@ -125,6 +125,7 @@ class ReplicaManager:
         self.coordinator = coordinator
         self.default_log_config = default_log_config
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.remote_storage_system_enabled = True
         self._by_id: dict[uuid.UUID, str] = {}
 
     # -- configuration -------------------------------------------------------------------
@@ -132,9 +133,17 @@ class ReplicaManager:
     def topic_config(self, overrides: Mapping[str, str]) -> LogConfig:
         """Effective config; raises TopicError(INVALID_CONFIG) naming the bad key."""
         try:
-            return self.default_log_config.with_overrides(overrides)
+            config = self.default_log_config.with_overrides(overrides)
         except ValueError as exc:
             raise TopicError(INVALID_CONFIG, str(exc)) from None
+        if config.remote_storage_enable and not self.remote_storage_system_enabled:
+            # Kafka refuses it too: nothing would ever offload, so nothing local could go.
+            raise TopicError(
+                INVALID_CONFIG,
+                "config 'remote.storage.enable': the broker's "
+                "remote tier is off (remote.log.storage.system.enable=false)",
+            )
+        return config
 
     # -- metadata -> partitions ----------------------------------------------------------
 

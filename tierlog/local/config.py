@@ -121,6 +121,26 @@ TOPIC_CONFIG = ConfigDef(
             lambda v: None if 0 <= v <= 1 else f"must be between 0 and 1, got {v}",
         ),
         ConfigKey(
+            "remote.storage.enable",
+            "bool",
+            False,
+            "offload closed segments to the remote tier (KIP-405)",
+        ),
+        ConfigKey(
+            "local.retention.ms",
+            "long",
+            -2,
+            "how long segments stay on local disk once offloaded; -2 = retention.ms",
+            at_least(-2),
+        ),
+        ConfigKey(
+            "local.retention.bytes",
+            "long",
+            -2,
+            "local bytes kept per partition once offloaded; -2 = retention.bytes",
+            at_least(-2),
+        ),
+        ConfigKey(
             "cleanup.policy",
             "list",
             ["delete"],
@@ -159,6 +179,9 @@ class LogConfig:
     min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
     max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
     min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")
+    remote_storage_enable: bool = _default("remote.storage.enable")
+    local_retention_ms: int = _default("local.retention.ms")
+    local_retention_bytes: int = _default("local.retention.bytes")
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], *, allow_unknown: bool = False) -> LogConfig:
@@ -169,6 +192,8 @@ class LogConfig:
         """
         values = TOPIC_CONFIG.parse(props, allow_unknown=allow_unknown)
         values["cleanup.policy"] = tuple(values["cleanup.policy"])
+        _check_local_retention(values, "ms")
+        _check_local_retention(values, "bytes")
         return cls(**{name.replace(".", "_"): value for name, value in values.items()})
 
     def to_props(self) -> dict[str, str]:
@@ -191,12 +216,35 @@ class LogConfig:
         return LogConfig.from_props(merged)
 
     @property
+    def effective_local_retention_ms(self) -> int:
+        """local.retention.ms with -2 resolved to retention.ms (KIP-405)."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        if self.local_retention_bytes == -2:
+            return self.retention_bytes
+        return self.local_retention_bytes
+
+    @property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
 
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+
+def _check_local_retention(values: dict[str, Any], unit: str) -> None:
+    """KIP-405: the local tier keeps at most what the whole log keeps (-1 = unlimited)."""
+    local, total = values[f"local.retention.{unit}"], values[f"retention.{unit}"]
+    if local == -2 or total == -1:
+        return
+    if local == -1 or local > total:
+        raise ConfigError(
+            f"local.retention.{unit}",
+            f"{local} must not exceed retention.{unit} ({total}); use -2 to follow it",
+        )
 
 
 __all__ = ["NEVER", "TOPIC_CONFIG", "ConfigError", "LogConfig"]

@@ -127,6 +127,9 @@ class Log:
         self.leader_epoch_cache = LeaderEpochCache(self.directory)
         self.producer_state = ProducerStateManager(self.directory, clock=self.clock)
         self.recovered_bytes_truncated = 0
+        # Set by the remote log manager for a tiered log: offsets below it are committed to
+        # the remote tier. None = not tiered (local retention uses retention.* alone).
+        self.remote_end_offset: int | None = None
         load(self, had_clean_shutdown)
 
     # -- properties ----------------------------------------------------------------------
@@ -173,7 +176,8 @@ class Log:
             InvalidRecordError: count/offset mismatch or a control batch from a client.
             RecordTooLargeError / RecordBatchTooLargeError: size limits.
         """
-        self._check_open()
+        if self.closed:
+            self._check_open()  # raises LogClosedError
         if len(records) >= HEADER_SIZE:
             h = _unpack_header(records)
             # The common case, a producer's single non-idempotent batch on a CreateTime
@@ -269,7 +273,7 @@ class Log:
                 size,
                 max_timestamp,
                 last,
-                self.clock.milliseconds(),
+                self.clock.milliseconds,
                 config.segment_bytes,
                 config.segment_ms,
             ):
@@ -290,8 +294,17 @@ class Log:
             self.flush()
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
+        # tuple.__new__: the NamedTuple without _make's length check (h came from the
+        # same struct layout).
         return AppendInfo(
-            first, last, max_timestamp, last, NO_TIMESTAMP, count, size, [BatchHeader._make(h)]
+            first,
+            last,
+            max_timestamp,
+            last,
+            NO_TIMESTAMP,
+            count,
+            size,
+            [tuple.__new__(BatchHeader, h)],
         )
 
     def _check_producers(self, info: AppendInfo) -> AppendInfo | None:
@@ -660,12 +673,22 @@ class Log:
         cleanup.policy=delete) past retention.ms by their max timestamp, then beyond
         retention.bytes, oldest first. The active segment is never deleted.
 
-        ``may_delete`` lets the remote tier keep segments whose upload is not committed.
+        A tiered log (``remote_end_offset`` set) keeps its segments locally by
+        local.retention.ms/bytes instead, and never deletes one whose upload is not
+        committed yet (KIP-405). ``may_delete`` can veto further segments.
         Returns the number of segments deleted.
         """
         self._check_open()
         now = self.clock.milliseconds()
         config = self.config
+        tiered_end = self.remote_end_offset
+        if tiered_end is None and config.remote_storage_enable:
+            tiered_end = 0  # tiered, manifest not read yet: nothing is provably remote
+        if tiered_end is None:
+            retention_ms, retention_bytes = config.retention_ms, config.retention_bytes
+        else:
+            retention_ms = config.effective_local_retention_ms
+            retention_bytes = config.effective_local_retention_bytes
         total = self.size
         doomed: list[LogSegment] = []
         for n, segment in enumerate(self.segments[:-1]):
@@ -673,16 +696,16 @@ class Log:
             below_start = next_base <= self.log_start_offset
             too_old = (
                 config.delete
-                and config.retention_ms >= 0
-                and (now - segment.largest_timestamp > config.retention_ms)
+                and retention_ms >= 0
+                and (now - segment.largest_timestamp > retention_ms)
             )
             too_big = (
-                config.delete
-                and config.retention_bytes >= 0
-                and (total - segment.size >= config.retention_bytes)
+                config.delete and retention_bytes >= 0 and (total - segment.size >= retention_bytes)
             )
             if not (below_start or too_old or too_big):
                 break
+            if tiered_end is not None and segment.next_offset > tiered_end and not below_start:
+                break  # not remote yet: the local copy is the only one
             if may_delete is not None and not may_delete(segment):
                 break
             doomed.append(segment)

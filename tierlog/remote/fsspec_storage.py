@@ -304,6 +304,13 @@ class FsspecRemoteStore:
         with suppress(FileNotFoundError):
             self.fs.rm_file(path)
 
+    def delete_object(self, topic: str, partition: int, name: str) -> None:
+        """Delete one object of a partition by its name (orphan cleanup); missing is fine."""
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError(f"not an object name: {name!r}")
+        path = f"{self.partition_path(topic, partition)}/{name}"
+        self._retrying(f"delete {self.url_of(path)}", functools.partial(self._rm, path))
+
     def list_objects(self, topic: str, partition: int) -> list[str]:
         directory = self.partition_path(topic, partition)
         return self._retrying(f"list {self.url_of(directory)}", lambda: self._list_names(directory))

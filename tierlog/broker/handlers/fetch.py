@@ -24,6 +24,7 @@ from tierlog.protocol import (
     encode_fetch_response,
 )
 from tierlog.protocol.errors import ErrorCode
+from tierlog.remote.api import RemoteStorageError
 
 if TYPE_CHECKING:
     from tierlog.broker.broker import Broker
@@ -86,37 +87,58 @@ def _plan(broker: Broker, request: Request) -> tuple[list[FetchTopicData], list[
     return topics, wanted
 
 
-def _read_all(wanted: list[_Wanted], max_bytes: int, read_committed: bool) -> tuple[int, bool]:
-    """Fill each answer; returns (bytes read, whether any partition has an error)."""
+async def _read_all(
+    broker: Broker, wanted: list[_Wanted], max_bytes: int, read_committed: bool
+) -> tuple[int, bool]:
+    """Fill each answer; returns (bytes read, whether any partition has an error).
+
+    Offsets below a tiered partition's local log start are read from the remote tier (off
+    the event loop, bounded by remote.fetch.max.wait.ms); everything else from the local
+    segment files as sendfile slices.
+    """
     total = 0
     errors = False
     for w in wanted:
         answer = w.answer
-        if w.partition is None:
+        partition = w.partition
+        if partition is None:
             errors = True
             continue
         answer.error_code = 0
         answer.records = b""
+        log_ = partition.log
+        tiered = broker.remote.get(partition.topic, partition.index) if broker.remote else None
+        earliest = tiered.earliest_offset() if tiered is not None else log_.log_start_offset
         try:
-            w.partition.check_leader_epoch(w.current_leader_epoch)
+            partition.check_leader_epoch(w.current_leader_epoch)
             room = max(0, max_bytes - total)
             # Kafka: the first partition with data may exceed the limits by one batch, so a
             # consumer always makes progress; later ones stop at the response limit.
-            result = w.partition.read(
-                w.offset,
-                min(w.partition_max_bytes, room),
-                read_committed=read_committed,
-                min_one_batch=total == 0,
+            limit = min(w.partition_max_bytes, room)
+            if tiered is not None and earliest <= w.offset < log_.log_start_offset:
+                assert broker.remote is not None
+                remote = await broker.remote.read(tiered, w.offset, limit, total == 0)
+                result = ReadResult(None, log_.high_watermark, log_.high_watermark, earliest)
+                _fill(answer, result)
+                answer.records = remote or b""
+                total += len(answer.records)
+                continue
+            result = partition.read(
+                w.offset, limit, read_committed=read_committed, min_one_batch=total == 0
             )
         except Exception as exc:
-            answer.error_code = error_code(exc)
-            log_ = w.partition.log
+            answer.error_code = (
+                ErrorCode.kafka_storage_error  # retriable: clients try again
+                if isinstance(exc, RemoteStorageError | TimeoutError)
+                else error_code(exc)
+            )
             answer.high_watermark = log_.high_watermark
             answer.last_stable_offset = log_.high_watermark
-            answer.log_start_offset = log_.log_start_offset
+            answer.log_start_offset = earliest
             errors = True
             continue
         _fill(answer, result)
+        answer.log_start_offset = earliest
         total += result.size
     return total, errors
 
@@ -146,7 +168,7 @@ async def handle_fetch(broker: Broker, request: Request) -> EncodedFetchResponse
     max_wait_s = max(0, millis(body.max_wait)) / 1000
     deadline = time.monotonic() + max_wait_s
     while True:
-        total, errors = _read_all(wanted, max_bytes, read_committed)
+        total, errors = await _read_all(broker, wanted, max_bytes, read_committed)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or broker.stopping:
             break

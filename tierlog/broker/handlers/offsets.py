@@ -34,16 +34,30 @@ def epoch_at(partition: Partition, offset: int) -> int:
     return epoch
 
 
-def list_offset(partition: Partition, timestamp: int) -> tuple[int, int]:
-    """``(offset, timestamp)`` answering one ListOffsets query; (-1, -1) when none."""
+async def list_offset(broker: Broker, partition: Partition, timestamp: int) -> tuple[int, int]:
+    """``(offset, timestamp)`` answering one ListOffsets query; (-1, -1) when none.
+
+    With the remote tier, earliest is the whole log's start (remote), -4 the local log
+    start, -5 the last offset in the remote tier, -6 the first not uploaded yet (KIP-405,
+    KIP-1005), and timestamp lookups search remote-only segments first.
+    """
     log = partition.log
     hw = log.high_watermark
+    tiered = broker.remote.get(partition.topic, partition.index) if broker.remote else None
     if timestamp == LATEST_TIMESTAMP:
         return hw, -1
-    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+    if timestamp == EARLIEST_TIMESTAMP:
+        return (tiered.earliest_offset() if tiered else log.log_start_offset), -1
+    if timestamp == EARLIEST_LOCAL_TIMESTAMP:
         return log.log_start_offset, -1
-    if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
-        return -1, -1  # nothing is tiered until the remote tier is on
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return (tiered.remote_end() - 1 if tiered and tiered.committed() else -1), -1
+    if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
+        return (max(tiered.remote_end(), log.log_start_offset) if tiered else -1), -1
+    if timestamp >= 0 and tiered is not None and broker.remote is not None:
+        found_remote = await broker.remote.offset_for_timestamp(tiered, timestamp)
+        if found_remote is not None:
+            return found_remote
     if timestamp == MAX_TIMESTAMP or timestamp >= 0:
         found = log.offset_for_timestamp(timestamp)
         if found is None or found[0] >= hw:
@@ -71,7 +85,7 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
             else:
                 try:
                     partition.check_leader_epoch(field(p, "current_leader_epoch", -1))
-                    offset, ts = list_offset(partition, p.timestamp)
+                    offset, ts = await list_offset(broker, partition, p.timestamp)
                     if p.timestamp == LATEST_TIMESTAMP:
                         # Kafka answers the latest offset with the current leader epoch
                         # (Partition.fetchOffsetForTimestamp), not the epoch of the last
@@ -145,6 +159,12 @@ async def handle_delete_records(broker: Broker, request: Request) -> Any:
                     try:
                         answer["low_watermark"] = log.advance_log_start_offset(target)
                         broker.log_manager.checkpoint()
+                        remote = broker.remote
+                        tiered = remote.get(topic.name, p.partition_index) if remote else None
+                        if remote is not None and tiered is not None and tiered.committed():
+                            answer["low_watermark"] = await remote.advance_log_start_offset(
+                                tiered, target
+                            )
                     except Exception as exc:
                         answer["error_code"] = error_code(exc)
             answers.append(answer)

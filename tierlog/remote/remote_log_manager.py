@@ -1,0 +1,470 @@
+"""The broker's remote log manager (KIP-405's RemoteLogManager): offload, remote retention,
+orphan cleanup and remote reads for the partitions this broker leads.
+
+Threads: all object-store I/O runs off the event loop. Uploads, deletes and manifest
+commits run one at a time on the ``remote-log`` worker thread, so a partition's manifest is
+only ever written by that thread; remote reads run on a small ``remote-fetch`` pool. The
+event loop only reads immutable ``Manifest`` snapshots, published by assigning
+``TieredPartition.manifest``, and tells each ``Log`` how far its upload is committed
+(``Log.remote_end_offset``), which is what lets local retention delete a segment.
+
+Rules (DESIGN.md "Remote tier"):
+- a segment is offloaded when it is closed and wholly below the high watermark; its data
+  and indexes are uploaded first, then it is committed to the manifest (COPY_FINISHED);
+  an upload interrupted by a crash leaves objects no manifest entry names, which the orphan
+  cleanup removes; the segment is simply uploaded again;
+- a local segment is deleted by local retention only once its upload is committed;
+- retention.ms / retention.bytes bound the whole log: remote-only segments past them are
+  marked DELETE_STARTED, their objects deleted, then dropped from the manifest, and the
+  remote log start offset advances;
+- the manifest is written only by the partition leader, fenced by its leader epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tierlog.local.log import Log
+from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from tierlog.remote import manifest as mf
+from tierlog.remote.api import (
+    CorruptManifestError,
+    RemoteSegment,
+    RemoteStorageError,
+    SegmentState,
+)
+from tierlog.remote.chunk_cache import ChunkCache
+from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.segment_reader import RemoteSegmentReader
+from tierlog.util.clock import Clock, SystemClock
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# Readers keep a segment's remote indexes in memory; this many stay open (an LRU).
+READER_CACHE_SIZE = 64
+# Orphans are looked for when a partition is first tracked and every this many cycles.
+ORPHAN_SCAN_EVERY = 20
+
+
+class Throttle:
+    """remote.log.manager.copy.max.bytes.per.second: a token bucket the uploader sleeps
+    on (on its own thread, never the event loop)."""
+
+    def __init__(self, bytes_per_second: int) -> None:
+        self.rate = bytes_per_second
+        self._allowance = float(bytes_per_second)
+        self._last = time.monotonic()
+
+    def __call__(self, nbytes: int) -> None:
+        if self.rate <= 0:
+            return
+        now = time.monotonic()
+        self._allowance = min(self.rate, self._allowance + (now - self._last) * self.rate)
+        self._last = now
+        self._allowance -= nbytes
+        if self._allowance < 0:
+            time.sleep(-self._allowance / self.rate)
+
+
+@dataclasses.dataclass
+class TieredPartition:
+    """What the manager knows of one partition; ``manifest`` is replaced, never mutated."""
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    log: Log
+    leader_epoch: Callable[[], int]
+    manifest: mf.Manifest | None = None
+    problem: str | None = None  # the last error, reported once per change
+    cycles: int = 0
+    readers: OrderedDict[str, RemoteSegmentReader] = dataclasses.field(default_factory=OrderedDict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def committed(self) -> list[RemoteSegment]:
+        return mf.committed_segments(self.manifest) if self.manifest else []
+
+    def remote_end(self) -> int:
+        """Next offset after the last committed remote segment (0 when none)."""
+        committed = self.committed()
+        return committed[-1].end_offset + 1 if committed else 0
+
+    def earliest_offset(self) -> int:
+        """The whole log's start: the remote log start when remote data exists."""
+        committed = self.committed()
+        if not committed or self.manifest is None:
+            return self.log.log_start_offset
+        remote_start = max(committed[0].base_offset, self.manifest.log_start_offset)
+        return min(remote_start, self.log.log_start_offset)
+
+
+class RemoteLogManager:
+    """Args:
+    store: the remote storage and metadata (one fsspec URL).
+    cache_dir, cache_bytes: the on-disk chunk cache of remote reads.
+    copy_bytes_per_second: upload throttle; <= 0 means unthrottled.
+    fetch_timeout_ms: remote.fetch.max.wait.ms, the bound on one remote read.
+    """
+
+    def __init__(
+        self,
+        store: FsspecRemoteStore,
+        cache_dir: Path,
+        cache_bytes: int,
+        *,
+        clock: Clock | None = None,
+        copy_bytes_per_second: int = 0,
+        fetch_timeout_ms: int = 500,
+    ) -> None:
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.cache = ChunkCache(cache_dir, max(cache_bytes, 4 << 20))
+        self.fetch_timeout_s = fetch_timeout_ms / 1000
+        self.throttle = Throttle(copy_bytes_per_second)
+        self.partitions: dict[tuple[str, int], TieredPartition] = {}
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="remote-log")
+        self._fetchers = ThreadPoolExecutor(2, thread_name_prefix="remote-fetch")
+        self._lock = threading.Lock()
+        self._cycle_running = False
+        self.uploaded_segments = 0
+        self.uploaded_bytes = 0
+        self.deleted_segments = 0
+        self.orphans_removed = 0
+
+    # -- tracking ------------------------------------------------------------------------
+
+    def track(
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID,
+        log: Log,
+        leader_epoch: Callable[[], int],
+    ) -> TieredPartition:
+        key = (topic, partition)
+        state = self.partitions.get(key)
+        if state is None or state.log is not log:
+            state = TieredPartition(topic, partition, topic_id, log, leader_epoch)
+            self.partitions[key] = state
+            # Until the manifest is read nothing counts as uploaded: local retention
+            # deletes nothing of a tiered log it cannot prove is remote.
+            log.remote_end_offset = 0
+        return state
+
+    def untrack(self, topic: str, partition: int) -> None:
+        state = self.partitions.pop((topic, partition), None)
+        if state is not None:
+            state.log.remote_end_offset = None
+
+    def get(self, topic: str, partition: int) -> TieredPartition | None:
+        return self.partitions.get((topic, partition))
+
+    # -- the periodic cycle --------------------------------------------------------------
+
+    async def run_cycle(self) -> None:
+        """One pass over every tracked partition: load manifests, clean orphans, offload
+        eligible segments, apply remote retention. Errors are logged and retried on the
+        next pass (the cycle itself never raises)."""
+        if self._cycle_running:
+            return
+        self._cycle_running = True
+        try:
+            for state in list(self.partitions.values()):
+                if state.log.closed:
+                    continue
+                try:
+                    await self._cycle_partition(state)
+                    if state.problem is not None:
+                        log.info("%s: remote tier reachable again", state.name)
+                        state.problem = None
+                except (RemoteStorageError, OSError, ValueError) as exc:
+                    self._report(state, exc)
+        finally:
+            self._cycle_running = False
+
+    def _report(self, state: TieredPartition, exc: BaseException) -> None:
+        problem = f"{type(exc).__name__}: {exc}"
+        if problem != state.problem:
+            if isinstance(exc, CorruptManifestError):
+                log.error("%s: %s; keeping local data until it is fixed", state.name, exc)
+            else:
+                log.warning("%s: remote tier: %s (will retry)", state.name, problem)
+            state.problem = problem
+
+    async def _cycle_partition(self, state: TieredPartition) -> None:
+        loop = asyncio.get_running_loop()
+        if state.manifest is None:
+            state.manifest = await loop.run_in_executor(
+                self._worker, self.store.read_manifest, state.topic, state.partition
+            )
+            self._publish(state)
+        if state.cycles % ORPHAN_SCAN_EVERY == 0:
+            await loop.run_in_executor(self._worker, self._remove_orphans, state)
+        state.cycles += 1
+        for segment in self._eligible(state):
+            snapshot = _SegmentFiles.of(segment, state.log)
+            state.manifest = await loop.run_in_executor(
+                self._worker, self._upload, state, snapshot, state.leader_epoch()
+            )
+            self._publish(state)
+        doomed = self._retention_candidates(state)
+        if doomed:
+            state.manifest = await loop.run_in_executor(
+                self._worker, self._delete, state, doomed, state.leader_epoch()
+            )
+            self._publish(state)
+
+    def _publish(self, state: TieredPartition) -> None:
+        state.log.remote_end_offset = state.remote_end()
+
+    def _eligible(self, state: TieredPartition) -> list[LogSegment]:
+        """Closed segments wholly below the high watermark and not yet remote, in order."""
+        log_, end = state.log, state.remote_end()
+        return [
+            s
+            for s in log_.segments[:-1]
+            if s.base_offset >= end and s.next_offset <= log_.high_watermark and s.size
+        ]
+
+    # -- worker-thread jobs --------------------------------------------------------------
+
+    def _upload(self, state: TieredPartition, files: _SegmentFiles, epoch: int) -> mf.Manifest:
+        manifest = state.manifest
+        assert manifest is not None
+        segment = RemoteSegment(
+            topic=state.topic,
+            partition=state.partition,
+            topic_id=state.topic_id,
+            base_offset=files.base_offset,
+            end_offset=files.next_offset - 1,
+            segment_id=str(uuid.uuid4()),
+            size_bytes=files.size,
+            max_timestamp=files.max_timestamp,
+            first_batch_timestamp=files.first_timestamp,
+            leader_epochs=files.leader_epochs,
+            state=SegmentState.COPY_FINISHED,
+            created_ms=self.clock.milliseconds(),
+        )
+        self.throttle(files.size)
+        self.store.copy_segment(segment, files.log_path, files.index_path, files.time_index_path)
+        # Committed only after data and indexes are all uploaded.
+        updated = dataclasses.replace(mf.with_segment(manifest, segment), leader_epoch=epoch)
+        stored = self.store.commit(state.topic, state.partition, updated, manifest.version)
+        state.manifest = stored  # the next worker job builds on it, not on a stale copy
+        self.uploaded_segments += 1
+        self.uploaded_bytes += files.size
+        log.info(
+            "%s: offloaded segment %d-%d (%d bytes)",
+            state.name,
+            segment.base_offset,
+            segment.end_offset,
+            segment.size_bytes,
+        )
+        return stored
+
+    def _delete(
+        self, state: TieredPartition, doomed: list[RemoteSegment], epoch: int
+    ) -> mf.Manifest:
+        manifest = state.manifest
+        assert manifest is not None
+        for segment in doomed:
+            marked = dataclasses.replace(
+                mf.mark(manifest, segment.segment_id, SegmentState.DELETE_STARTED),
+                leader_epoch=epoch,
+            )
+            manifest = self.store.commit(state.topic, state.partition, marked, manifest.version)
+            state.manifest = manifest
+            self.store.delete_segment(segment)
+            self.cache.remove_segment(segment.segment_id)
+            state.readers.pop(segment.segment_id, None)
+            dropped = mf.with_log_start_offset(
+                mf.without(manifest, segment.segment_id), segment.end_offset + 1
+            )
+            manifest = self.store.commit(state.topic, state.partition, dropped, manifest.version)
+            state.manifest = manifest
+            self.deleted_segments += 1
+            log.info(
+                "%s: remote retention deleted segment %d-%d",
+                state.name,
+                segment.base_offset,
+                segment.end_offset,
+            )
+        return manifest
+
+    def _remove_orphans(self, state: TieredPartition) -> None:
+        """Objects no manifest entry names: interrupted uploads, left-over temp files.
+        Runs on the worker thread, so no upload of this broker is in flight meanwhile."""
+        manifest = state.manifest
+        assert manifest is not None
+        # Entries a crash left half-way (DELETE_STARTED) finish their deletion.
+        for segment in manifest.segments:
+            if segment.state is SegmentState.DELETE_STARTED:
+                self.store.delete_segment(segment)
+        names = self.store.list_objects(state.topic, state.partition)
+        for name in mf.orphaned_objects(manifest, names):
+            self.store.delete_object(state.topic, state.partition, name)
+            self.orphans_removed += 1
+            log.info("%s: removed orphaned remote object %s", state.name, name)
+
+    # -- retention -----------------------------------------------------------------------
+
+    def _retention_candidates(self, state: TieredPartition) -> list[RemoteSegment]:
+        """Remote-only segments past retention.ms / retention.bytes (whole log), or below a
+        log start offset raised by DeleteRecords."""
+        log_, config = state.log, state.log.config
+        now = self.clock.milliseconds()
+        remote_only = [s for s in state.committed() if s.end_offset < log_.log_start_offset]
+        total = sum(s.size_bytes for s in remote_only) + log_.size
+        start = state.manifest.log_start_offset if state.manifest else 0
+        doomed = []
+        for segment in remote_only:
+            below_start = segment.end_offset < start
+            too_old = (
+                config.delete
+                and config.retention_ms >= 0
+                and (now - segment.max_timestamp > config.retention_ms)
+            )
+            too_big = (
+                config.delete
+                and config.retention_bytes >= 0
+                and (total - segment.size_bytes >= config.retention_bytes)
+            )
+            if not (below_start or too_old or too_big):
+                break
+            doomed.append(segment)
+            total -= segment.size_bytes
+        return doomed
+
+    async def advance_log_start_offset(self, state: TieredPartition, offset: int) -> int:
+        """DeleteRecords reaching into the remote tier: the remote log start moves now
+        (committed), and the next cycle deletes the segments wholly below it. Returns
+        the whole log's start offset afterwards."""
+        loop = asyncio.get_running_loop()
+
+        def commit() -> None:
+            manifest = state.manifest or self.store.read_manifest(state.topic, state.partition)
+            raised = dataclasses.replace(
+                mf.with_log_start_offset(manifest, offset), leader_epoch=state.leader_epoch()
+            )
+            state.manifest = self.store.commit(
+                state.topic, state.partition, raised, manifest.version
+            )
+
+        await loop.run_in_executor(self._worker, commit)
+        return max(offset, state.earliest_offset())
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def _reader(self, state: TieredPartition, segment: RemoteSegment) -> RemoteSegmentReader:
+        reader = state.readers.get(segment.segment_id)
+        if reader is None:
+            reader = RemoteSegmentReader(self.store, segment, self.cache)
+            state.readers[segment.segment_id] = reader
+            while len(state.readers) > READER_CACHE_SIZE:
+                state.readers.popitem(last=False)
+        else:
+            state.readers.move_to_end(segment.segment_id)
+        return reader
+
+    async def _off_loop(self, call: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await asyncio.wait_for(
+            loop.run_in_executor(self._fetchers, call), self.fetch_timeout_s
+        )
+
+    async def read(
+        self, state: TieredPartition, offset: int, max_bytes: int, min_one_batch: bool = True
+    ) -> bytes | None:
+        """Batches from the remote segment holding ``offset`` (None when no remote segment
+        does). Raises RemoteStorageError or TimeoutError when the store cannot answer."""
+        segment = mf.segment_for_offset(state.manifest, offset) if state.manifest else None
+        if segment is None or segment.state is not SegmentState.COPY_FINISHED:
+            return None
+        reader = self._reader(state, segment)
+        return await self._off_loop(
+            lambda: reader.read(
+                max(offset, segment.base_offset), max_bytes, min_one_batch=min_one_batch
+            )
+        )
+
+    async def offset_for_timestamp(
+        self, state: TieredPartition, timestamp: int
+    ) -> tuple[int, int] | None:
+        """First remote record at or after ``timestamp`` (remote-only segments)."""
+        if state.manifest is None:
+            return None
+        start = state.earliest_offset()
+        for segment in mf.segments_for_timestamp(state.manifest, timestamp):
+            if segment.end_offset >= state.log.log_start_offset:
+                break  # the local tier answers from here on
+            reader = self._reader(state, segment)
+            found = await self._off_loop(
+                functools.partial(reader.offset_for_timestamp, timestamp, start)
+            )
+            if found is not None:
+                return found
+        return None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=True, cancel_futures=True)
+        self._fetchers.shutdown(wait=False, cancel_futures=True)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "uploaded_segments": self.uploaded_segments,
+            "uploaded_bytes": self.uploaded_bytes,
+            "deleted_segments": self.deleted_segments,
+            "orphans_removed": self.orphans_removed,
+            "cache_hits": self.cache.hits,
+            "cache_misses": self.cache.misses,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class _SegmentFiles:
+    """What an upload needs of a closed local segment, read on the event loop."""
+
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+    first_timestamp: int
+    leader_epochs: tuple[tuple[int, int], ...]
+    log_path: Path
+    index_path: Path
+    time_index_path: Path
+
+    @classmethod
+    def of(cls, segment: LogSegment, log_: Log) -> _SegmentFiles:
+        stem = segment.path.with_suffix("")
+        epochs = mf.segment_leader_epochs(
+            log_.leader_epoch_cache.entries, segment.base_offset, segment.next_offset - 1
+        )
+        return cls(
+            segment.base_offset,
+            segment.next_offset,
+            segment.size,
+            max(segment.max_timestamp, -1),
+            segment.first_batch_timestamp if segment.first_batch_timestamp is not None else -1,
+            epochs,
+            segment.path,
+            stem.with_suffix(INDEX_SUFFIX),
+            stem.with_suffix(TIME_INDEX_SUFFIX),
+        )
