@@ -14,7 +14,7 @@ import time
 import zlib
 from collections import Counter
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from tierlog.local.config import LogConfig
 from tierlog.local.log_manager import LogManager
@@ -122,12 +122,27 @@ def run_demo(
 
     if data_dir.exists():
         shutil.rmtree(data_dir)
-    overrides = {"log.dirs": str(data_dir / "logs"), "group.initial.rebalance.delay.ms": "0"}
+    overrides = {
+        "log.dirs": str(data_dir / "logs"),
+        "group.initial.rebalance.delay.ms": "0",
+        # The remote tier is on by default (file://<log dir>/remote); check it often here.
+        "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "500",
+    }
     kinds: Counter[str] = Counter()
     pages: Counter[str] = Counter()
     with EmbeddedBroker(overrides) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(timeout=10)
+        # Tiered: small segments and 512 KiB of local retention per partition, so the older
+        # part of the stream lives only in the remote tier by the time it is read back.
+        tiered = {
+            "remote.storage.enable": "true",
+            "segment.bytes": str(256 << 10),
+            "local.retention.bytes": str(512 << 10),
+        }
+        admin.create_topics([NewTopic(TOPIC, partitions, 1, config=tiered)])[TOPIC].result(
+            timeout=10
+        )
         producer = Producer(
             {
                 "bootstrap.servers": broker.bootstrap,
@@ -139,7 +154,11 @@ def run_demo(
         )
         payload = 0
         started = time.perf_counter()
-        for event in activity_stream(events):
+        # Events of the last few minutes: retention.ms (7 days) would rightly delete a
+        # stream stamped long ago, from both tiers.
+        rate = 500
+        recent = int(time.time() * 1000) - events * 1000 // rate
+        for event in activity_stream(events, start_ms=recent, events_per_second=rate):
             value = event.value()
             payload += len(value)
             while True:
@@ -151,6 +170,8 @@ def run_demo(
         if producer.flush(60):
             raise SystemExit("demo failed: messages left undelivered")
         produce_s = time.perf_counter() - started
+        remote_dir = data_dir / "logs" / "remote"
+        offloaded = _wait_for_offload(remote_dir, TOPIC, partitions, timeout_s=20)
 
         consumer = Consumer(
             {
@@ -182,6 +203,11 @@ def run_demo(
         )
         consumer.close()
         bootstrap = broker.bootstrap
+        local_bytes = sum(
+            f.stat().st_size
+            for p in range(partitions)
+            for f in (data_dir / "logs" / f"{TOPIC}-{p}").glob("*.log")
+        )
     mb = payload / 1e6
     print(
         f"tierlog demo: {events} activity events (page views and clicks) through a broker "
@@ -198,8 +224,43 @@ def run_demo(
         f"{consumed / consume_s:,.0f} msgs/s; lag after commit: {lag}",
         file=out,
     )
+    print(
+        f"  remote tier ({remote_dir.as_uri()}): {offloaded['segments']} segments, "
+        f"{offloaded['bytes'] / 1e6:.1f} MB, offsets below {offloaded['ends']} per partition "
+        f"read back from it; local tier now {local_bytes / 1e6:.1f} MB",
+        file=out,
+    )
     print(f"  events by kind: {dict(kinds)}", file=out)
     print(f"  top pages: {', '.join(f'{p} {n}' for p, n in pages.most_common(3))}", file=out)
     if consumed != events or lag != 0:
         raise SystemExit(f"demo failed: produced {events}, consumed {consumed}, lag {lag}")
     return {"events": events, "consumed": consumed, "produce_s": produce_s, "consume_s": consume_s}
+
+
+def _wait_for_offload(
+    remote_dir: Path, topic: str, partitions: int, timeout_s: float
+) -> dict[str, Any]:
+    """Until every partition has remote segments, or offload has settled (bounded)."""
+    import json
+
+    deadline = time.monotonic() + timeout_s
+    summary: dict[str, Any] = {"segments": 0, "bytes": 0, "ends": []}
+    last_change = time.monotonic()
+    while time.monotonic() < deadline:
+        segments, size, ends = 0, 0, []
+        for p in range(partitions):
+            path = remote_dir / f"{topic}-{p}" / "manifest.json"
+            doc = json.loads(path.read_text()) if path.exists() else {"segments": []}
+            done = [s for s in doc["segments"] if s["state"] == "COPY_FINISHED"]
+            segments += len(done)
+            size += sum(s["size_bytes"] for s in done)
+            ends.append(max((s["end_offset"] + 1 for s in done), default=0))
+        now = {"segments": segments, "bytes": size, "ends": ends}
+        if now != summary:
+            summary, last_change = now, time.monotonic()
+        # Done when every partition has offloaded, or offload has settled (a partition
+        # too small to roll a segment never will).
+        if all(ends) or (segments and time.monotonic() - last_change > 1.5):
+            break
+        time.sleep(0.25)
+    return summary
