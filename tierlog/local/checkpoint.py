@@ -28,15 +28,24 @@ class CorruptCheckpointError(Exception):
 def write_checkpoint(path: Path, entries: Iterable[Sequence[object]]) -> None:
     rows = [" ".join(str(field) for field in entry) for entry in entries]
     text = "\n".join([str(VERSION), str(len(rows)), *rows]) + "\n"
+    atomic_write(path, text.encode())
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one,
+    never a torn one: write a temp file, fsync, rename, fsync the directory (the rename
+    itself must reach the disk before the write counts). A leftover ``*.tmp`` is removed
+    by ``Log``'s start-up clean-up."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, text.encode())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    # The rename itself must reach the disk before the checkpoint counts as written.
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -58,6 +58,7 @@ from typing import ClassVar, NamedTuple
 
 from crc32c import crc32c
 
+from tierlog.local.checkpoint import atomic_write
 from tierlog.local.errors import LogError
 from tierlog.records.errors import InvalidRecordError
 from tierlog.records.header import NO_TIMESTAMP, BatchHeader
@@ -229,24 +230,6 @@ def decode_snapshot(data: bytes, name: str = "snapshot") -> list[SnapshotEntry]:
 
 def snapshot_path(directory: Path, offset: int) -> Path:
     return Path(directory) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    # Same steps as tierlog.local.checkpoint: a crash leaves the old file or the new one,
-    # never a torn one (a leftover *.tmp is removed by Log._clean_directory).
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 # -- the manager -------------------------------------------------------------------------
@@ -472,7 +455,7 @@ class ProducerStateManager:
             )
         self.map_end_offset = offset
         path = snapshot_path(self.directory, offset)
-        _write_atomically(path, encode_snapshot(self._snapshot_entries()))
+        atomic_write(path, encode_snapshot(self._snapshot_entries()))
         log.debug("%s: wrote %d producers", path, len(self._producers))
         return path
 

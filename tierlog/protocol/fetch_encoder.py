@@ -158,7 +158,8 @@ _DEFAULT_SNAPSHOT: Final = SnapshotId()
 _SMALL_VARINTS: Final = tuple(bytes((n,)) for n in range(128))
 
 
-def _uvarint(value: int) -> bytes:
+def uvarint(value: int) -> bytes:
+    """Unsigned varint (compact lengths and counts of flexible versions)."""
     if value < 128:
         return _SMALL_VARINTS[value]
     out = bytearray()
@@ -220,7 +221,7 @@ def encode_fetch_response(
     buf += _I32.pack(throttle_time_ms)
     if version >= 7:
         buf += _I16.pack(error_code) + _I32.pack(session_id)
-    buf += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    buf += uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     part_head = _PART_V5 if version >= 5 else _PART_V4
     for topic in topics:
         if version >= 13:
@@ -229,10 +230,10 @@ def encode_fetch_response(
             buf += topic.topic_id.bytes
         else:
             name = topic.topic.encode()
-            buf += _uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
+            buf += uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
             buf += name
         partitions = topic.partitions
-        buf += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        buf += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for p in partitions:
             if version >= 5:
                 buf += part_head.pack(
@@ -250,7 +251,7 @@ def encode_fetch_response(
             if aborted is None:
                 buf += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                buf += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                buf += uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for producer_id, first_offset in aborted:
                     buf += _QQ.pack(producer_id, first_offset)
                     if flexible:
@@ -260,7 +261,7 @@ def encode_fetch_response(
             records = p.records
             size = _records_size(records)
             if flexible:
-                buf += _uvarint(size + 1)
+                buf += uvarint(size + 1)
             else:
                 buf += _I32.pack(size)
             if records is not None and size > 0:
@@ -312,15 +313,15 @@ def _partition_tags(buf: bytearray, p: FetchPartitionData) -> None:
 
 
 def _node_endpoints_tag(buf: bytearray, endpoints: Sequence[NodeEndpoint]) -> None:
-    body = bytearray(_uvarint(len(endpoints) + 1))
+    body = bytearray(uvarint(len(endpoints) + 1))
     for node in endpoints:
         host = node.host.encode()
-        body += _I32.pack(node.node_id) + _uvarint(len(host) + 1) + host + _I32.pack(node.port)
+        body += _I32.pack(node.node_id) + uvarint(len(host) + 1) + host + _I32.pack(node.port)
         if node.rack is None:
             body.append(0)
         else:
             rack = node.rack.encode()
-            body += _uvarint(len(rack) + 1) + rack
+            body += uvarint(len(rack) + 1) + rack
         body.append(0)  # NodeEndpoint tagged fields
     buf.append(1)  # one tagged field
-    buf += _uvarint(0) + _uvarint(len(body)) + body
+    buf += uvarint(0) + uvarint(len(body)) + body

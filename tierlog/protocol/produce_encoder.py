@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from tierlog.protocol.errors import ProtocolError
+from tierlog.protocol.fetch_encoder import uvarint as _uvarint
 from tierlog.protocol.versions import SUPPORTED, ApiKey
 
 # (index, error_code, base_offset, log_append_time, log_start_offset)
@@ -39,18 +40,6 @@ _I16: Final = struct.Struct(">h")
 _HEAD: Final = struct.Struct(">ii")  # size, correlation id
 _P_V3: Final = struct.Struct(">ihqq")
 _P_V5: Final = struct.Struct(">ihqqq")
-_SMALL: Final = tuple(bytes((n,)) for n in range(128))
-
-
-def _uvarint(value: int) -> bytes:
-    if value < 128:
-        return _SMALL[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def encode_produce_response(
