@@ -7,19 +7,51 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tierlog.tools.client_config import ClientSettings, add_client_options, run_tool
+from tierlog.tools.remote_tools import add_location_options
 
 
 def _dump_log(args: argparse.Namespace) -> int:
     from tierlog.tools.dump_log import dump
+    from tierlog.tools.remote_tools import is_remote, resolve_location, run_remote_tool
 
-    problems = dump(
-        [Path(p) for p in args.paths], sys.stdout, deep=args.deep, verify_index=args.verify_index
+    def run() -> int:
+        options: dict[str, Any] = {}
+        if any(is_remote(p) for p in args.paths):
+            options = resolve_location(None, args.remote_option, args.config).storage_options
+        problems = dump(
+            [p if is_remote(p) else Path(p) for p in args.paths],
+            sys.stdout,
+            deep=args.deep,
+            verify_index=args.verify_index,
+            storage_options=options,
+        )
+        if problems:
+            print(f"{problems} problem(s) found", file=sys.stderr)
+        return 1 if problems else 0
+
+    if not any(is_remote(p) for p in args.paths):
+        return run()
+    # Store failures (unreachable, unreadable) are one line and exit 1, like remote ls; a
+    # missing object or a bad name stays what it is for a local file (main(): exit 2).
+    return run_remote_tool(run, passthrough=(FileNotFoundError, ValueError))
+
+
+def _remote_ls(args: argparse.Namespace) -> int:
+    from tierlog.tools.remote_tools import remote_ls, resolve_location, run_remote_tool
+
+    return run_remote_tool(
+        lambda: remote_ls(
+            resolve_location(args.remote_url, args.remote_option, args.config),
+            args.topic,
+            args.partition,
+            sys.stdout,
+            sys.stderr,
+            as_json=args.json,
+        )
     )
-    if problems:
-        print(f"{problems} problem(s) found", file=sys.stderr)
-    return 1 if problems else 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -326,12 +358,30 @@ def build_parser() -> argparse.ArgumentParser:
     start.set_defaults(func=_broker_start)
 
     dump = sub.add_parser("dump-log", help="print batches/records/index entries of segments")
-    dump.add_argument("paths", nargs="+", help=".log/.index/.timeindex files or a partition dir")
+    dump.add_argument(
+        "paths",
+        nargs="+",
+        help=".log/.index/.timeindex files, a partition dir, or a remote segment object's URL "
+        "(file://..., s3://...)",
+    )
     dump.add_argument("--deep", action="store_true", help="print every record")
     dump.add_argument(
         "--verify-index", action="store_true", help="check index entries against the log"
     )
+    add_location_options(dump, url=False)
     dump.set_defaults(func=_dump_log)
+
+    remote = sub.add_parser(
+        "remote", help="inspect the remote tier in object storage (no broker)"
+    ).add_subparsers(dest="remote_command", required=True)
+    ls = remote.add_parser("ls", help="list a topic's remote segments from the partition manifests")
+    ls.add_argument("topic")
+    ls.add_argument(
+        "partition", nargs="?", type=_non_negative, help="default: every partition found"
+    )
+    ls.add_argument("--json", action="store_true", help="the manifests as JSON, one per line")
+    add_location_options(ls)
+    ls.set_defaults(func=_remote_ls)
 
     demo = sub.add_parser("demo", help="write and read back a sample activity stream")
     demo.add_argument("--data-dir", default="./data/demo")

@@ -3,14 +3,20 @@ Kafka's ``kafka-dump-log.sh`` (DumpLogSegments), and check indexes against their
 
 Reads files only; never writes. A corrupt batch is reported with its position and ends the
 dump of that file (nothing after a bad length can be trusted).
+
+A path may also be a remote segment object's URL (``file://``, ``s3://``..., as ``tierlog
+remote ls`` lists them: ``<base offset:020d>-<segment id>.log``): the object is read through
+fsspec (``tierlog.tools.remote_tools.fetched``) and printed exactly as the same local file
+would be, only named by its URL.
 """
 
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
@@ -24,6 +30,9 @@ from tierlog.records.header import (
 )
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+# A local segment file's stem is its base offset; a remote object's adds "-<segment id>"
+# (tierlog.remote.manifest.object_name).
+_STEM = re.compile(r"(\d+)(?:-[A-Za-z0-9_-]+)?")
 
 
 def _bool(value: bool) -> str:
@@ -38,14 +47,18 @@ def _preview(data: bytes | None, limit: int = 64) -> str:
 
 
 def base_offset_of(path: Path) -> int:
-    stem = path.name.split(".", 1)[0]
-    if not stem.isdigit():
+    """The base offset a segment file (or remote segment object) is named by."""
+    match = _STEM.fullmatch(path.name.split(".", 1)[0])
+    if match is None:
         raise ValueError(f"{path}: segment files are named by a 20-digit base offset")
-    return int(stem)
+    return int(match[1])
 
 
-def scan_log(buf: memoryview) -> Iterator[tuple[int, BatchHeader | None, str | None]]:
-    """Yield ``(position, header, problem)`` for each batch; a problem ends the scan."""
+def scan_log(
+    buf: memoryview, verify_crc: bool = True
+) -> Iterator[tuple[int, BatchHeader | None, str | None]]:
+    """Yield ``(position, header, problem)`` for each batch; a malformed or truncated batch
+    ends the scan. Without ``verify_crc`` only headers are read (where batches start)."""
     position = 0
     while position < len(buf):
         try:
@@ -57,33 +70,18 @@ def scan_log(buf: memoryview) -> Iterator[tuple[int, BatchHeader | None, str | N
             yield position, header, f"truncated: {len(buf) - position} of {header.size} bytes"
             return
         problem = None
-        if compute_crc(buf[position : position + header.size]) != header.crc:
+        if verify_crc and compute_crc(buf[position : position + header.size]) != header.crc:
             problem = "CRC-32C mismatch"
         yield position, header, problem
         position += header.size
 
 
-def scan_headers(buf: memoryview) -> Iterator[tuple[int, BatchHeader | None, str | None]]:
-    """Like ``scan_log`` without the CRC check: enough to know where batches start."""
-    position = 0
-    while position < len(buf):
-        try:
-            header = parse_header(buf, position)
-        except RecordsError as exc:
-            yield position, None, str(exc)
-            return
-        if position + header.size > len(buf):
-            yield position, header, "truncated"
-            return
-        yield position, header, None
-        position += header.size
-
-
-def dump_log_file(path: Path, out: TextIO, deep: bool) -> int:
-    """Print one ``.log`` file; returns the number of invalid batches found."""
+def dump_log_file(path: Path, out: TextIO, deep: bool, name: str | None = None) -> int:
+    """Print one ``.log`` file (headed by ``name``, default its path); returns the number
+    of invalid batches found."""
     from tierlog.records.reader import iter_records  # decoding is only needed with --deep
 
-    print(f"Dumping {path}", file=out)
+    print(f"Dumping {name or path}", file=out)
     print(f"Log starting offset: {base_offset_of(path)}", file=out)
     size = path.stat().st_size
     if size == 0:
@@ -140,10 +138,11 @@ def dump_log_file(path: Path, out: TextIO, deep: bool) -> int:
     return invalid
 
 
-def dump_index_file(path: Path, out: TextIO, verify: bool) -> int:
-    """Print an ``.index`` or ``.timeindex``; with ``verify``, check each entry against the
-    ``.log`` beside it. Returns the number of mismatches."""
-    print(f"Dumping {path}", file=out)
+def dump_index_file(path: Path, out: TextIO, verify: bool, name: str | None = None) -> int:
+    """Print an ``.index`` or ``.timeindex`` (headed by ``name``, default its path); with
+    ``verify``, check each entry against the ``.log`` beside it. Returns the number of
+    mismatches."""
+    print(f"Dumping {name or path}", file=out)
     base = base_offset_of(path)
     log_path = path.with_suffix(LOG_SUFFIX)
     # Batch boundaries of the log beside it: what entries are checked against, and how a
@@ -153,7 +152,7 @@ def dump_index_file(path: Path, out: TextIO, verify: bool) -> int:
         with open(log_path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
             view = memoryview(m)
             try:
-                for position, header, problem in scan_headers(view):
+                for position, header, problem in scan_log(view, verify_crc=False):
                     if header is None or problem:
                         break
                     boundaries[position] = header
@@ -198,12 +197,30 @@ def _real_first_entry(boundaries: dict[int, BatchHeader]) -> bool:
     return first is not None and first.last_offset == first.base_offset
 
 
-def dump(paths: list[Path], out: TextIO, *, deep: bool = False, verify_index: bool = False) -> int:
-    """Dump each path (a file, or a partition directory: all its files). Returns the count
-    of problems found (invalid batches + index mismatches)."""
+def dump(
+    paths: Sequence[Path | str],
+    out: TextIO,
+    *,
+    deep: bool = False,
+    verify_index: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> int:
+    """Dump each path (a file, a partition directory: all its files, or a remote segment
+    object's URL, read with the fsspec ``storage_options``). Returns the count of problems
+    found (invalid batches + index mismatches).
+
+    Raises:
+        FileNotFoundError: a file or remote object does not exist.
+        ValueError: a file is not a segment file.
+        ToolError: a remote store cannot be reached or read.
+    """
     problems = 0
-    files: list[Path] = []
-    for path in paths:
+    files: list[Path | str] = []
+    for item in paths:
+        if isinstance(item, str) and "://" in item:
+            files.append(item)
+            continue
+        path = Path(item)
         if path.is_dir():
             files.extend(
                 sorted(
@@ -214,19 +231,65 @@ def dump(paths: list[Path], out: TextIO, *, deep: bool = False, verify_index: bo
             )
         else:
             files.append(path)
-    for path in files:
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: no such file")
-        if path.suffix == LOG_SUFFIX:
-            problems += dump_log_file(path, out, deep)
-            if verify_index:
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    sibling = path.with_suffix(suffix)
-                    if sibling.exists() and sibling not in files:
-                        problems += dump_index_file(sibling, out, True)
-        elif path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            problems += dump_index_file(path, out, verify_index)
-        else:
-            raise ValueError(f"{path}: not a .log, .index or .timeindex file")
-        out.flush()
+    listed = {str(f) for f in files}
+    for item in files:
+        if isinstance(item, str):
+            problems += _dump_remote(item, out, deep, verify_index, listed, storage_options or {})
+            continue
+        if not item.exists():
+            raise FileNotFoundError(f"{item}: no such file")
+        problems += _dump_file(item, out, deep, verify_index, listed, str)
+    return problems
+
+
+def _dump_remote(
+    url: str,
+    out: TextIO,
+    deep: bool,
+    verify_index: bool,
+    listed: Collection[str],
+    storage_options: dict[str, Any],
+) -> int:
+    from tierlog.tools.remote_tools import fetched
+
+    suffix = Path(url).suffix
+    if suffix not in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        raise ValueError(
+            f"{url}: not a .log, .index or .timeindex object (tierlog remote ls lists them)"
+        )
+    # An index is always read with the log beside it (its batch boundaries tell real
+    # entries from a preallocated tail); a log needs its indexes only to verify them.
+    siblings: tuple[str, ...]
+    if suffix == LOG_SUFFIX:
+        siblings = (INDEX_SUFFIX, TIME_INDEX_SUFFIX) if verify_index else ()
+    else:
+        siblings = (LOG_SUFFIX,)
+    directory = url.rsplit("/", 1)[0]
+    with fetched(url, storage_options, siblings) as local:
+        return _dump_file(local, out, deep, verify_index, listed, lambda p: f"{directory}/{p.name}")
+
+
+def _dump_file(
+    path: Path,
+    out: TextIO,
+    deep: bool,
+    verify_index: bool,
+    listed: Collection[str],
+    name_of: Callable[[Path], str],
+) -> int:
+    """Dump one local file, printed under ``name_of(path)``; with ``verify_index`` a log's
+    indexes are checked too, unless they are dumped on their own (in ``listed``)."""
+    problems = 0
+    if path.suffix == LOG_SUFFIX:
+        problems += dump_log_file(path, out, deep, name_of(path))
+        if verify_index:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                sibling = path.with_suffix(suffix)
+                if sibling.exists() and name_of(sibling) not in listed:
+                    problems += dump_index_file(sibling, out, True, name_of(sibling))
+    elif path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        problems += dump_index_file(path, out, verify_index, name_of(path))
+    else:
+        raise ValueError(f"{name_of(path)}: not a .log, .index or .timeindex file")
+    out.flush()
     return problems

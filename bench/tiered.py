@@ -1,0 +1,676 @@
+"""Remote-tier benchmark: replay from the remote tier vs the hot tier, offload rate, and the
+local disk footprint under local.retention.bytes, side by side in one run.
+
+A tierlog broker runs on 127.0.0.1 with the remote tier on file:// (its default, under the
+log dir) and realistic segments (``--segment-mib``, 4 MiB full, 1 MiB quick); the client is
+confluent-kafka. Sizes are MB = 10^6 bytes of record values (1 KiB, incompressible, no
+compression).
+
+1. Replay (file://): a fresh topic, tiering off, gets ``--replay-mb`` of records. The range
+   of closed segments [0, R) is read ``--rounds`` times by an assigned consumer from the hot
+   tier. Then ``remote.storage.enable=true`` (IncrementalAlterConfigs) and the broker
+   offloads the backlog (figure 3), then ``local.retention.bytes=0`` makes the range
+   remote-only (the bench waits until the local log start passes R), and the same consumer
+   reads the same range again ``--rounds`` times. The broker's chunk cache of remote bytes
+   is set smaller than the range (16 MiB), so every round reads every byte from the store
+   again. Each rate runs from the first batch received to the last record (start-up is
+   reported beside it); best round of each tier, as noise only ever slows a round.
+   Goal: remote >= 0.8x hot. Then the broker is restarted with an empty chunk cache larger
+   than the range and the range read twice more (``big_cache``): cold without evictions,
+   then warm (every byte from the cache on local disk).
+2. Replay (S3): the same against moto's S3 server (a separate process on 127.0.0.1) and a
+   second broker whose remote.log.storage.url is s3://; a functional figure (moto is a
+   Python emulator, not S3), with ``--s3-mb`` of records.
+3. Offload: bytes committed to the manifest per second while the remote log manager catches
+   up with the backlog of 1 (and 2), from the alter to the commit covering R
+   (``catch_up_mb_s``, includes up to one task interval of start-up), and between the first
+   and last upload starts recorded in the manifest (``upload_mb_s``).
+4. Footprint: a tiered topic with ``local.retention.bytes=L`` gets 20 x L of records at a
+   steady ``--footprint-rate`` MB/s while the size of the partition's local ``.log`` files
+   and the manifest's committed bytes are sampled every 50 ms: the maximum local bytes
+   against L + one segment while the retained total grows to 20 x L.
+
+Run (from the repository root)::
+
+    .venv/bin/python bench/tiered.py --quick      # ~30 s: 100 MB replay, 1 MiB segments
+    .venv/bin/python bench/tiered.py              # ~2 min: 400 MB replay, 4 MiB segments
+
+Human-readable lines are printed as it goes; the LAST line is one JSON object with every
+figure (a part that fails is reported as ``{"error": ...}`` and the others still run). Every
+wait has a time limit; brokers and moto are stopped on exit (Ctrl-C and SIGTERM
+included). Work files go to a temporary directory, removed unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+from procs import ManagedProcess, free_port, install_signal_handlers, start_process, wait_ready
+from tierlog_ref import tierlog_command
+
+from tierlog.broker.config import BrokerConfig
+from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.manifest import Manifest, committed_segments, committed_size, end_offset
+
+MB = 1_000_000
+MiB = 1 << 20
+VALUE_BYTES = 1024
+CALL_TIMEOUT = 15.0  # one admin round trip
+GOAL_FILE_RATIO = 0.8  # issue 4: remote replay (file://) >= 0.8x the hot tier
+# The broker's periodic tasks: short, so a bench of seconds is not mostly waiting for them.
+TASK_INTERVAL_MS = 100
+S3_OPTIONS = {
+    "key": "testing",
+    "secret": "testing",
+    "client_kwargs.region_name": "us-east-1",
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes and time bounds of one run."""
+
+    segment_bytes: int
+    replay_bytes: int
+    s3_bytes: int
+    rounds: int
+    footprint_local_bytes: int
+    footprint_factor: int
+    footprint_rate: float  # MB/s
+    wait_s: float  # bound on each wait for the broker (offload, retention) and each read
+    # The broker's chunk cache of remote bytes (remote.log.reader.cache.bytes), smaller than
+    # every replay range, so each remote round reads the whole range from the store again
+    # and evicts as it goes: the steady state of a replay longer than the cache (the
+    # default, 256 MiB, would serve a short range's repeats from local disk).
+    reader_cache_bytes: int = 16 * MiB
+    fetch_bytes: int = MiB  # the consumer's max.partition.fetch.bytes (librdkafka default)
+
+
+def quick_plan() -> Plan:
+    return Plan(MiB, 100 * MB, 30 * MB, 3, 4 * MiB, 20, 20.0, 60.0)
+
+
+def full_plan() -> Plan:
+    return Plan(4 * MiB, 400 * MB, 100 * MB, 5, 16 * MiB, 20, 30.0, 180.0)
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+@dataclass
+class Broker:
+    proc: ManagedProcess
+    bootstrap: str
+    data: Path
+    store: FsspecRemoteStore
+    _admin: AdminClient | None = None
+
+    def admin(self) -> AdminClient:
+        # One client kept for the run: a dropped AdminClient cancels its pending futures.
+        if self._admin is None:
+            self._admin = AdminClient(conf(self.bootstrap))
+        return self._admin
+
+
+def conf(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "broker.address.family": "v4", "log_level": 0}
+
+
+def start_broker(
+    run_dir: Path,
+    plan: Plan,
+    remote_url: str | None = None,
+    options: dict[str, str] | None = None,
+    reader_cache_bytes: int | None = None,
+) -> Broker:
+    """A tierlog broker with the remote tier on (file://<data>/remote unless ``remote_url``);
+    started again on the same ``run_dir``, it keeps its data."""
+    port = free_port()
+    data = run_dir / "data"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "node.id=1",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        f"log.dirs={data}",
+        "num.partitions=1",
+        "offsets.topic.replication.factor=1",
+        "group.initial.rebalance.delay.ms=0",
+        f"log.segment.bytes={plan.segment_bytes}",
+        "log.segment.delete.delay.ms=0",
+        f"log.retention.check.interval.ms={TASK_INTERVAL_MS}",
+        f"remote.log.manager.task.interval.ms={TASK_INTERVAL_MS}",
+        f"remote.log.reader.cache.bytes={reader_cache_bytes or plan.reader_cache_bytes}",
+    ]
+    if remote_url:
+        lines.append(f"remote.log.storage.url={remote_url}")
+    for key, value in (options or {}).items():
+        lines.append(f"remote.log.storage.options.{key}={value}")
+    config = run_dir / "server.properties"
+    config.write_text("\n".join([*lines, ""]))
+    argv = [str(tierlog_command()), "broker", "start", "--config", str(config)]
+    proc = start_process("tierlog", argv, run_dir / "tierlog.log")
+    bootstrap = f"127.0.0.1:{port}"
+    wait_ready(proc, bootstrap, timeout=60)
+    broker_config = BrokerConfig.load(config)
+    store = FsspecRemoteStore(
+        broker_config.remote_storage_url, broker_config.remote_storage_options
+    )
+    return Broker(proc, bootstrap, data, store)
+
+
+def start_moto(run_dir: Path) -> tuple[ManagedProcess, str]:
+    """moto's S3 server in its own process on 127.0.0.1, and its endpoint URL."""
+    port = free_port()
+    argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    proc = start_process("moto", argv, run_dir / "moto.log")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"moto exited: {proc.log_tail()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"moto did not listen within 30 s: {proc.log_tail()}")
+
+
+def create_bucket(endpoint: str, name: str) -> None:
+    import boto3
+
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=name)
+
+
+# -- client helpers -----------------------------------------------------------------------
+
+
+def create_topic(broker: Broker, topic: str, configs: dict[str, str]) -> None:
+    futures = broker.admin().create_topics(
+        [NewTopic(topic, 1, 1, config=configs)], request_timeout=CALL_TIMEOUT
+    )
+    futures[topic].result(timeout=CALL_TIMEOUT)
+
+
+def alter_topic(broker: Broker, topic: str, configs: dict[str, str]) -> None:
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+    ]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    for future in broker.admin().incremental_alter_configs([resource]).values():
+        future.result(timeout=CALL_TIMEOUT)
+
+
+def produce(broker: Broker, topic: str, total_bytes: int, rate_mb_s: float = 0.0) -> dict[str, Any]:
+    """``total_bytes`` of 1 KiB records (acks=1, batched); paced at ``rate_mb_s`` if > 0."""
+    errors: list[str] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    producer = Producer(
+        {
+            **conf(broker.bootstrap),
+            "acks": "1",
+            "linger.ms": 20,
+            "batch.size": MiB,
+            "batch.num.messages": 100_000,
+            "delivery.report.only.error": True,
+            "on_delivery": on_delivery,
+        }
+    )
+    value = os.urandom(VALUE_BYTES)
+    count = max(1, total_bytes // VALUE_BYTES)
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < count:
+        try:
+            producer.produce(topic, value, partition=0)
+        except BufferError:
+            producer.poll(0.005)
+            continue
+        sent += 1
+        if sent & 255 == 0:
+            producer.poll(0)
+            if rate_mb_s > 0:
+                ahead = sent * VALUE_BYTES / (rate_mb_s * MB) - (time.perf_counter() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
+    unsent = producer.flush(120)
+    seconds = time.perf_counter() - t0
+    if unsent or errors:
+        raise RuntimeError(f"produce to {topic}: {unsent} unsent, errors {errors[:3]}")
+    return {
+        "mb": round(count * VALUE_BYTES / MB, 1),
+        "seconds": round(seconds, 2),
+        "mb_s": round(count * VALUE_BYTES / MB / seconds, 1),
+    }
+
+
+def consume_range(broker: Broker, topic: str, end: int, plan: Plan) -> dict[str, Any]:
+    """Read offsets [0, end) with an assigned consumer; the rate from the first record on."""
+    consumer = Consumer(
+        {
+            **conf(broker.bootstrap),
+            "group.id": f"tiered-bench-{topic}",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 0,
+            "queued.min.messages": 1_000_000,
+            "max.partition.fetch.bytes": plan.fetch_bytes,
+        }
+    )
+    got = nbytes = errors = first_got = first_bytes = 0
+    cpu0 = client_cpu()
+    last_offset = -1
+    t_first = 0.0
+    try:
+        t0 = time.perf_counter()
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = t0 + plan.wait_s
+        while last_offset < end - 1 and time.perf_counter() < deadline:
+            # Batches of 1,000 (1 MB): the rate runs from the first batch's arrival, so
+            # that batch is not counted in it.
+            batch = consumer.consume(num_messages=1000, timeout=0.1)
+            for msg in batch:
+                if msg.error() is not None:
+                    errors += 1
+                    continue
+                offset = msg.offset()
+                if offset >= end:
+                    last_offset = max(last_offset, offset)
+                    continue
+                if offset != last_offset + 1:
+                    errors += 1  # a gap or a repeat: the replay is not exact
+                last_offset = offset
+                got += 1
+                nbytes += len(msg.value() or b"")
+            if not t_first and got:
+                t_first, first_got, first_bytes = time.perf_counter(), got, nbytes
+        t_end = time.perf_counter()
+    finally:
+        consumer.close()
+    steady = t_end - t_first if t_first and got > first_got else 0.0
+    return {
+        "mb_s": round((nbytes - first_bytes) / steady / MB, 1) if steady else None,
+        "mb_s_incl_start": round(nbytes / (t_end - t0) / MB, 1),
+        "msgs_per_s": round((got - first_got) / steady) if steady else None,
+        "seconds": round(t_end - t0, 2),
+        "first_record_s": round(t_first - t0, 3) if t_first else None,
+        "records": got,
+        "complete": got == end and errors == 0,
+        "client_cpu_s": round(client_cpu() - cpu0, 2),
+    }
+
+
+def client_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def rate(read: dict[str, Any]) -> float:
+    """A read's steady MB/s (with start-up when the range came in one batch)."""
+    return float(read["mb_s"] if read["mb_s"] is not None else read["mb_s_incl_start"])
+
+
+# -- broker state -------------------------------------------------------------------------
+
+
+def local_logs(broker: Broker, topic: str) -> list[tuple[int, int]]:
+    """(base offset, size) of the partition's local .log files."""
+    out = []
+    with os.scandir(broker.data / f"{topic}-0") as entries:
+        for entry in entries:
+            if entry.name.endswith(".log"):
+                try:
+                    out.append((int(entry.name[:-4]), entry.stat().st_size))
+                except (FileNotFoundError, ValueError):
+                    continue  # deleted meanwhile
+    return sorted(out)
+
+
+def manifest(broker: Broker, topic: str) -> Manifest:
+    return broker.store.read_manifest(topic, 0)
+
+
+def wait_until(what: str, check: Any, timeout: float, interval: float = 0.05) -> float:
+    """Poll ``check()`` until true; returns the seconds it took."""
+    t0 = time.perf_counter()
+    while not check():
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(interval)
+    return time.perf_counter() - t0
+
+
+# -- 1-3. replay and offload ----------------------------------------------------------------
+
+
+def replay(broker: Broker, topic: str, total_bytes: int, plan: Plan, label: str) -> dict[str, Any]:
+    """Hot reads, offload catch-up, then remote reads of the same range (module docstring)."""
+    create_topic(broker, topic, {"remote.storage.enable": "false", "retention.ms": "-1"})
+    produced = produce(broker, topic, total_bytes)
+    logs = local_logs(broker, topic)
+    end = logs[-1][0]  # the active segment's base: [0, end) is closed, so it can go remote
+    range_bytes = sum(size for _, size in logs[:-1])
+    print(
+        f"{label}: produced {produced['mb']} MB at {produced['mb_s']} MB/s; range [0, {end}) "
+        f"in {len(logs) - 1} closed segments ({range_bytes / MB:.1f} MB on disk)",
+        flush=True,
+    )
+    hot = [consume_range(broker, topic, end, plan) for _ in range(plan.rounds)]
+    print(f"{label}: hot tier    " + ", ".join(f"{rate(r)} MB/s" for r in hot), flush=True)
+
+    t0 = time.perf_counter()
+    alter_topic(broker, topic, {"remote.storage.enable": "true"})
+    wait_until(
+        f"{label}: offload of [0, {end})",
+        lambda: end_offset(manifest(broker, topic)) >= end,
+        plan.wait_s,
+    )
+    catch_up = time.perf_counter() - t0
+    done = manifest(broker, topic)
+    committed = committed_segments(done)
+    uploaded = committed_size(done)
+    span_ms = committed[-1].created_ms - committed[0].created_ms if len(committed) > 1 else 0
+    offload = {
+        "segments": len(committed),
+        "mb": round(uploaded / MB, 1),
+        "catch_up_s": round(catch_up, 2),
+        "catch_up_mb_s": round(uploaded / MB / catch_up, 1),
+        # Upload starts of the first and last segment: all but the last one's bytes moved.
+        "upload_mb_s": (
+            round((uploaded - committed[-1].size_bytes) / MB / (span_ms / 1000), 1)
+            if span_ms > 0
+            else None
+        ),
+    }
+    print(
+        f"{label}: offloaded {offload['mb']} MB in {offload['segments']} segments in "
+        f"{offload['catch_up_s']} s -> {offload['catch_up_mb_s']} MB/s "
+        f"(between upload starts {offload['upload_mb_s']} MB/s)",
+        flush=True,
+    )
+
+    alter_topic(broker, topic, {"local.retention.bytes": "0"})
+    trimmed = wait_until(
+        f"{label}: local log start past {end}",
+        lambda: local_logs(broker, topic)[0][0] >= end,
+        plan.wait_s,
+    )
+    remote = [consume_range(broker, topic, end, plan) for _ in range(plan.rounds)]
+    print(
+        f"{label}: remote tier " + ", ".join(f"{rate(r)} MB/s" for r in remote),
+        flush=True,
+    )
+    hot_best = max(rate(r) for r in hot)
+    remote_best = max(rate(r) for r in remote)
+    result = {
+        "range_records": end,
+        "range_mb": round(range_bytes / MB, 1),
+        "produce": produced,
+        "hot": hot,
+        "remote": remote,
+        "hot_mb_s": hot_best,
+        "remote_mb_s": remote_best,
+        "ratio_remote_hot": round(remote_best / hot_best, 3),
+        "ratio_remote_hot_median": round(
+            statistics.median(rate(r) for r in remote) / statistics.median(rate(r) for r in hot),
+            3,
+        ),
+        "complete": all(r["complete"] for r in hot + remote),
+        "local_trim_s": round(trimmed, 2),
+        "offload": offload,
+    }
+    print(
+        f"{label}: remote/hot = {result['ratio_remote_hot']} (best rounds), "
+        f"{result['ratio_remote_hot_median']} (medians); every record in order: "
+        f"{result['complete']}",
+        flush=True,
+    )
+    return result
+
+
+def replay_big_cache(run_dir: Path, plan: Plan, topic: str, end: int) -> dict[str, Any]:
+    """Restart the file:// broker with an empty chunk cache larger than the range, and read
+    the remote range twice: cold without evictions, then warm (served from the cache)."""
+    cache_bytes = max(2 * plan.replay_bytes, 256 * MiB)
+    broker = start_broker(run_dir, plan, reader_cache_bytes=cache_bytes)
+    try:
+        reads = [consume_range(broker, topic, end, plan) for _ in range(2)]
+    finally:
+        broker.proc.stop()
+    print(
+        f"file://: remote tier, empty {cache_bytes // MiB} MiB chunk cache: "
+        f"{rate(reads[0])} MB/s cold (no evictions), {rate(reads[1])} MB/s warm (from the cache)",
+        flush=True,
+    )
+    return {
+        "reader_cache_bytes": cache_bytes,
+        "reads": reads,
+        "cold_mb_s": rate(reads[0]),
+        "warm_mb_s": rate(reads[1]),
+    }
+
+
+# -- 4. footprint -----------------------------------------------------------------------------
+
+
+class Sampler:
+    """Samples local .log bytes and the manifest's committed bytes every 50 ms (a thread)."""
+
+    def __init__(self, broker: Broker, topic: str) -> None:
+        self.broker, self.topic = broker, topic
+        self.max_local = 0
+        self.samples: list[tuple[float, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> tuple[int, int]:
+        logs = local_logs(self.broker, self.topic)
+        local = sum(size for _, size in logs)
+        remote = committed_size(manifest(self.broker, self.topic))
+        self.max_local = max(self.max_local, local)
+        self.samples.append((time.perf_counter(), local, remote))
+        return local, remote
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.sample()
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def footprint(broker: Broker, plan: Plan) -> dict[str, Any]:
+    topic = "footprint"
+    limit = plan.footprint_local_bytes
+    create_topic(
+        broker,
+        topic,
+        {
+            "remote.storage.enable": "true",
+            "local.retention.bytes": str(limit),
+            "retention.ms": "-1",
+        },
+    )
+    total = limit * plan.footprint_factor
+    with Sampler(broker, topic) as sampler:
+        produced = produce(broker, topic, total, rate_mb_s=plan.footprint_rate)
+        active = local_logs(broker, topic)[-1][0]
+        wait_until(
+            "footprint: offload caught up",
+            lambda: end_offset(manifest(broker, topic)) >= active,
+            plan.wait_s,
+        )
+        time.sleep(3 * TASK_INTERVAL_MS / 1000)  # a retention pass after the last upload
+        local, remote = sampler.sample()
+    bound = limit + plan.segment_bytes
+    # Offload and local retention are periodic: a segment closes, waits up to one
+    # remote-log-manager interval to be uploaded and one retention check to be deleted, and
+    # meanwhile records keep arriving at the produce rate.
+    lag = int(produced["mb_s"] * MB * 2 * TASK_INTERVAL_MS / 1000)
+    result = {
+        "local_retention_bytes": limit,
+        "segment_bytes": plan.segment_bytes,
+        "produced_mb": produced["mb"],
+        "produce_mb_s": produced["mb_s"],
+        "growth_x": round((local + remote) / limit, 1),
+        "max_local_bytes": sampler.max_local,
+        "bound_bytes": bound,
+        "max_local_over_bound": round(sampler.max_local / bound, 3),
+        "within_bound": sampler.max_local <= bound,
+        "bound_with_task_lag_bytes": bound + lag,
+        "within_bound_with_task_lag": sampler.max_local <= bound + lag,
+        "final_local_bytes": local,
+        "final_remote_bytes": remote,
+        "samples": len(sampler.samples),
+    }
+    print(
+        f"footprint: produced {produced['mb']} MB at {produced['mb_s']} MB/s into "
+        f"local.retention.bytes={limit} ({result['growth_x']}x retained): local max "
+        f"{sampler.max_local} bytes vs bound "
+        f"{bound} (L + one segment) -> {result['max_local_over_bound']}x, within L + one "
+        f"segment + 2 task intervals of produce ({bound + lag}): "
+        f"{result['within_bound_with_task_lag']}; final local {local}, remote {remote}",
+        flush=True,
+    )
+    return result
+
+
+def part(figures: dict[str, Any], name: str, run: Callable[[], dict[str, Any]]) -> bool:
+    """Run one part of the bench into ``figures[name]``; a failure is recorded, not raised."""
+    try:
+        figures[name] = run()
+        return True
+    except Exception as exc:  # report and go on with the other parts
+        figures[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(f"{name}: FAILED: {exc}", flush=True)
+        return False
+
+
+def run_all(work: Path, plan: Plan, figures: dict[str, Any]) -> None:
+    broker = start_broker(work / "file", plan)
+    print(f"broker on {broker.bootstrap}, remote tier {broker.store.url}", flush=True)
+    replayed = part(
+        figures, "replay_file", lambda: replay(broker, "replay", plan.replay_bytes, plan, "file://")
+    )
+    part(figures, "footprint", lambda: footprint(broker, plan))
+    broker.proc.stop()
+    if replayed:
+        replay_file = figures["replay_file"]
+        shutil.rmtree(broker.data / ".remote-cache")  # the broker's disposable chunk cache
+        if part(
+            replay_file,
+            "big_cache",
+            lambda: replay_big_cache(work / "file", plan, "replay", replay_file["range_records"]),
+        ):
+            replay_file["ratio_big_cache_cold_hot"] = round(
+                replay_file["big_cache"]["cold_mb_s"] / replay_file["hot_mb_s"], 3
+            )
+    if plan.s3_bytes:
+        moto, endpoint = start_moto(work)
+        try:
+            create_bucket(endpoint, "tierlog-bench")
+            options = {**S3_OPTIONS, "endpoint_url": endpoint}
+            s3 = start_broker(work / "s3", plan, "s3://tierlog-bench/tiered", options)
+            part(
+                figures,
+                "replay_s3",
+                lambda: replay(s3, "replay", plan.s3_bytes, plan, "s3 (moto)"),
+            )
+            s3.proc.stop()
+        finally:
+            moto.stop()
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (~1 minute)")
+    parser.add_argument("--replay-mb", type=int, help="records for the file:// replay (MB)")
+    parser.add_argument("--s3-mb", type=int, help="records for the S3 replay (MB); 0 = skip")
+    parser.add_argument("--segment-mib", type=int, help="log.segment.bytes in MiB")
+    parser.add_argument("--rounds", type=int, help="reads of each tier")
+    parser.add_argument("--footprint-rate", type=float, help="MB/s produced in the footprint")
+    parser.add_argument("--fetch-mib", type=int, help="consumer max.partition.fetch.bytes")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    plan = quick_plan() if args.quick else full_plan()
+    overrides = {
+        "replay_bytes": args.replay_mb and args.replay_mb * MB,
+        "s3_bytes": None if args.s3_mb is None else args.s3_mb * MB,
+        "segment_bytes": args.segment_mib and args.segment_mib * MiB,
+        "rounds": args.rounds,
+        "footprint_rate": args.footprint_rate,
+        "fetch_bytes": args.fetch_mib and args.fetch_mib * MiB,
+    }
+    plan = Plan(**{**asdict(plan), **{k: v for k, v in overrides.items() if v is not None}})
+    install_signal_handlers()
+    work = Path(tempfile.mkdtemp(prefix="tierlog-tiered-"))
+    figures: dict[str, Any] = {"plan": asdict(plan)}
+    started = time.perf_counter()
+    try:
+        run_all(work, plan, figures)
+    finally:
+        if args.keep:
+            print(f"work directory kept: {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    file_replay = figures.get("replay_file", {})
+    footprint_ = figures.get("footprint", {})
+    figures["offload"] = {
+        name: figures[key]["offload"]
+        for name, key in (("file", "replay_file"), ("s3", "replay_s3"))
+        if "offload" in figures.get(key, {})
+    }
+    figures["goal_file_ratio"] = GOAL_FILE_RATIO
+    ratio = file_replay.get("ratio_remote_hot")
+    figures["meets_goal"] = ratio is not None and ratio >= GOAL_FILE_RATIO
+    figures["seconds"] = round(time.perf_counter() - started, 1)
+    print(
+        f"summary: file:// remote/hot {ratio} (goal >= {GOAL_FILE_RATIO}: "
+        f"{'met' if figures['meets_goal'] else 'NOT met'}); footprint max local / (L + one "
+        f"segment) {footprint_.get('max_local_over_bound')}; offload MB/s "
+        + ", ".join(f"{k} {v['catch_up_mb_s']}" for k, v in figures["offload"].items()),
+        flush=True,
+    )
+    print(json.dumps({"bench": "tiered", "quick": args.quick, **figures}))
+
+
+if __name__ == "__main__":
+    main()
