@@ -86,6 +86,7 @@ def test_restart_keeps_complete_chunks_and_drops_the_rest(tmp_path: Path) -> Non
     cache = ChunkCache(directory, max_bytes=10 * CHUNK, chunk_bytes=CHUNK)
     seg, src = make_segment(2500), Source(2500)
     cache.get(seg, 0, 2500, src)
+    cache.close()
     name = f"{seg.segment_id}.{CHUNK}.0.chunk"
     # A crash mid-write leaves a temp file; another chunk size, junk and a cut file too.
     (directory / f"{name}.tmp-0123abcd").write_bytes(b"partial")
@@ -112,9 +113,21 @@ def test_restart_with_a_smaller_bound_evicts_least_recent(tmp_path: Path) -> Non
         path = directory / f"{seg.segment_id}.{CHUNK}.{index}.chunk"
         os.utime(path, (1_000_000 + index, 1_000_000 + index))
     os.utime(directory / f"{seg.segment_id}.{CHUNK}.0.chunk", (2_000_000, 2_000_000))
+    cache.close()
     smaller = ChunkCache(directory, max_bytes=2 * CHUNK, chunk_bytes=CHUNK)
     assert smaller.size == 2 * CHUNK
     assert (seg.segment_id, 0) in smaller and (seg.segment_id, 3) in smaller
+
+
+def test_restart_after_a_crash_starts_empty(tmp_path: Path) -> None:
+    """Chunks are not fsynced: without a clean close, none of them is trusted."""
+    directory = tmp_path / "cache"
+    cache = ChunkCache(directory, max_bytes=10 * CHUNK, chunk_bytes=CHUNK)
+    seg, src = make_segment(2500), Source(2500)
+    cache.get(seg, 0, 2500, src)  # no close(): as if the broker died
+    reopened = ChunkCache(directory, max_bytes=10 * CHUNK, chunk_bytes=CHUNK)
+    assert len(reopened) == 0 and list(directory.iterdir()) == []
+    assert reopened.get(seg, 0, 2500, src) == src.data  # fetched again, correct
 
 
 def test_short_fetch_is_an_error_and_caches_nothing(tmp_path: Path) -> None:

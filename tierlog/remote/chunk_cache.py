@@ -11,10 +11,14 @@ Chunk ``i`` of a segment covers ``.log`` bytes ``[i * chunk_bytes, (i + 1) * chu
     <directory>/<segment_id>.<chunk_bytes>.<i>.chunk     exactly the chunk's bytes
     <directory>/<...>.chunk.tmp-<random>                  being written; never trusted
 
-A chunk is written to a temp name, fsynced and renamed, so a file with a final name is
-whole; on start the cache deletes temp files and files of another chunk size and
-rebuilds its index from the rest, least recently used first by mtime (touched on every
-hit). Eviction is LRU by total bytes, so the directory stays within ``max_bytes``.
+A chunk is written to a temp name and renamed, so a file with a final name is whole while
+the machine runs. Chunks are not fsynced (it is a cache: the fsync made both the write
+and the later eviction's unlink several times slower, measured); instead ``close`` leaves
+a ``.clean`` marker, and a start without one (a crash or power loss could leave renamed
+but unwritten chunks) begins with an empty cache. On a clean start the cache deletes temp
+files and files of another chunk size and rebuilds its index from the rest, least
+recently used first by mtime (touched on every hit). Eviction is LRU by total bytes, so
+the directory stays within ``max_bytes``.
 
 Thread-safe: one lock guards the index and the renames/unlinks that must agree with it;
 fetches, reads and chunk writes happen outside it. Two threads missing the same chunk may
@@ -40,6 +44,7 @@ log = logging.getLogger(__name__)
 # a cache of a few hundred MiB holds many segments' read positions.
 DEFAULT_CHUNK_BYTES = 4 << 20
 _SUFFIX = ".chunk"
+_CLEAN_MARKER = ".clean"
 _TMP = ".tmp-"
 
 Fetch = Callable[[int, int], bytes]
@@ -185,7 +190,6 @@ class ChunkCache:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)  # a renamed file must be whole after a power loss, too
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -231,12 +235,23 @@ class ChunkCache:
     def _path(self, segment_id: str, index: int) -> Path:
         return self.directory / f"{segment_id}.{self.chunk_bytes}.{index}{_SUFFIX}"
 
+    def close(self) -> None:
+        """Mark the directory as cleanly written: the next start may keep its chunks."""
+        (self.directory / _CLEAN_MARKER).touch()
+
     def _load(self) -> None:
         """Rebuild the index from the directory: keep whole chunks of this chunk size,
-        delete temp files and anything else that is not one."""
+        delete temp files and anything else that is not one. Without the clean marker
+        (the last run did not close the cache), every chunk is dropped."""
+        marker = self.directory / _CLEAN_MARKER
+        trusted = marker.exists()
+        marker.unlink(missing_ok=True)  # a crash from here on must be seen at next start
         found: list[tuple[float, tuple[str, int], int]] = []
         for entry in os.scandir(self.directory):
             if not entry.is_file():
+                continue
+            if not trusted:
+                os.unlink(entry.path)
                 continue
             key = self._parse(entry.name)
             stat = entry.stat()
