@@ -17,7 +17,11 @@ Rules (DESIGN.md "Remote tier"):
 - retention.ms / retention.bytes bound the whole log: remote-only segments past them are
   marked DELETE_STARTED, their objects deleted, then dropped from the manifest, and the
   remote log start offset advances;
-- the manifest is written only by the partition leader, fenced by its leader epoch.
+- the manifest is written only by the partition leader, fenced by its leader epoch; a
+  manifest stored by a newer epoch stops this broker's uploads, deletes and orphan cleanup;
+- a failed cycle marks the cached manifest stale (re-read before the next change), and it
+  is re-read before every orphan scan too; while it cannot be decoded nothing counts as
+  remote (``Log.remote_end_offset = 0``), so local retention deletes nothing because of it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import (
     CorruptManifestError,
+    FencedLeaderEpochError,
     RemoteSegment,
     RemoteStorageError,
     SegmentState,
@@ -89,6 +94,10 @@ class TieredPartition:
     leader_epoch: Callable[[], int]
     manifest: mf.Manifest | None = None
     problem: str | None = None  # the last error, reported once per change
+    # After a failed cycle the cached manifest may be wrong (a commit that landed though
+    # its response was lost, a conflicting or fencing writer, a corrupted file): the next
+    # cycle reads it again before building on it.
+    stale: bool = False
     cycles: int = 0
     readers: OrderedDict[str, RemoteSegmentReader] = dataclasses.field(default_factory=OrderedDict)
 
@@ -193,6 +202,12 @@ class RemoteLogManager:
                         log.info("%s: remote tier reachable again", state.name)
                         state.problem = None
                 except (RemoteStorageError, OSError, ValueError) as exc:
+                    state.stale = True
+                    if isinstance(exc, CorruptManifestError):
+                        # Nothing is provably remote while the manifest cannot be read, so
+                        # local retention must delete nothing because of it (issue 4,
+                        # "Failures"); the last good snapshot still serves remote reads.
+                        state.log.remote_end_offset = 0
                     self._report(state, exc)
         finally:
             self._cycle_running = False
@@ -208,13 +223,21 @@ class RemoteLogManager:
 
     async def _cycle_partition(self, state: TieredPartition) -> None:
         loop = asyncio.get_running_loop()
-        if state.manifest is None:
+        scan = state.cycles % ORPHAN_SCAN_EVERY == 0
+        # Also re-read before each orphan scan: the scan must compare the listing with the
+        # stored manifest, and an idle partition (no commit to fail) still finds out that
+        # its manifest was corrupted or replaced, and stops vouching for local deletion.
+        if state.manifest is None or state.stale or scan:
             state.manifest = await loop.run_in_executor(
                 self._worker, self.store.read_manifest, state.topic, state.partition
             )
+            state.stale = False
             self._publish(state)
-        if state.cycles % ORPHAN_SCAN_EVERY == 0:
-            await loop.run_in_executor(self._worker, self._remove_orphans, state)
+        self._check_not_fenced(state, state.manifest)
+        if scan:
+            await loop.run_in_executor(
+                self._worker, self._remove_orphans, state, state.leader_epoch()
+            )
         state.cycles += 1
         for segment in self._eligible(state):
             snapshot = _SegmentFiles.of(segment, state.log)
@@ -231,6 +254,20 @@ class RemoteLogManager:
 
     def _publish(self, state: TieredPartition) -> None:
         state.log.remote_end_offset = state.remote_end()
+
+    def _check_not_fenced(self, state: TieredPartition, manifest: mf.Manifest) -> None:
+        """A manifest written by a newer leader epoch means this broker is deposed: it must
+        not upload (each commit would be fenced, leaving an orphan per cycle) nor clean up
+        orphans (they may be the new leader's uploads in flight)."""
+        epoch = state.leader_epoch()
+        if manifest.leader_epoch > epoch:
+            where = self.store.url_of(self.store.manifest_path(state.topic, state.partition))
+            raise FencedLeaderEpochError(
+                f"{where}: leader epoch {epoch} is fenced by the stored epoch "
+                f"{manifest.leader_epoch}; not offloading",
+                stored_epoch=manifest.leader_epoch,
+                writer_epoch=epoch,
+            )
 
     def _eligible(self, state: TieredPartition) -> list[LogSegment]:
         """Closed segments wholly below the high watermark and not yet remote, in order."""
@@ -306,15 +343,29 @@ class RemoteLogManager:
             )
         return manifest
 
-    def _remove_orphans(self, state: TieredPartition) -> None:
+    def _remove_orphans(self, state: TieredPartition, epoch: int) -> None:
         """Objects no manifest entry names: interrupted uploads, left-over temp files.
         Runs on the worker thread, so no upload of this broker is in flight meanwhile."""
         manifest = state.manifest
         assert manifest is not None
-        # Entries a crash left half-way (DELETE_STARTED) finish their deletion.
+        # Entries a crash left half-way (DELETE_STARTED) finish their deletion, as
+        # ``_delete`` would have: objects, then the entry, and the log start moves past it.
+        # Deleting the objects alone left the entry in the manifest for ever, and the
+        # remote log start never advanced over it.
         for segment in manifest.segments:
             if segment.state is SegmentState.DELETE_STARTED:
                 self.store.delete_segment(segment)
+                self.cache.remove_segment(segment.segment_id)
+                dropped = dataclasses.replace(
+                    mf.with_log_start_offset(
+                        mf.without(manifest, segment.segment_id), segment.end_offset + 1
+                    ),
+                    leader_epoch=epoch,
+                )
+                manifest = self.store.commit(
+                    state.topic, state.partition, dropped, manifest.version
+                )
+                state.manifest = manifest
         names = self.store.list_objects(state.topic, state.partition)
         for name in mf.orphaned_objects(manifest, names):
             self.store.delete_object(state.topic, state.partition, name)
@@ -365,7 +416,11 @@ class RemoteLogManager:
                 state.topic, state.partition, raised, manifest.version
             )
 
-        await loop.run_in_executor(self._worker, commit)
+        try:
+            await loop.run_in_executor(self._worker, commit)
+        except RemoteStorageError:
+            state.stale = True  # the next cycle re-reads what was (or was not) stored
+            raise
         return max(offset, state.earliest_offset())
 
     # -- reads ---------------------------------------------------------------------------
@@ -373,7 +428,10 @@ class RemoteLogManager:
     def _reader(self, state: TieredPartition, segment: RemoteSegment) -> RemoteSegmentReader:
         reader = state.readers.get(segment.segment_id)
         if reader is None:
-            reader = RemoteSegmentReader(self.store, segment, self.cache)
+            # A store on the local filesystem is read in place: copying its objects into
+            # a local cache would only add a copy (measured: it halved replay speed).
+            cache = None if self.store.is_local else self.cache
+            reader = RemoteSegmentReader(self.store, segment, cache)
             state.readers[segment.segment_id] = reader
             while len(state.readers) > READER_CACHE_SIZE:
                 state.readers.popitem(last=False)
@@ -425,6 +483,7 @@ class RemoteLogManager:
     def close(self) -> None:
         self._worker.shutdown(wait=True, cancel_futures=True)
         self._fetchers.shutdown(wait=False, cancel_futures=True)
+        self.cache.close()  # its chunks may be kept by the next start
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -24,7 +24,7 @@ from tierlog.protocol import (
     encode_fetch_response,
 )
 from tierlog.protocol.errors import ErrorCode
-from tierlog.remote.api import RemoteStorageError
+from tierlog.remote.api import RemoteStorageError, RemoteStorageUnavailableError
 
 if TYPE_CHECKING:
     from tierlog.broker.broker import Broker
@@ -87,6 +87,16 @@ def _plan(broker: Broker, request: Request) -> tuple[list[FetchTopicData], list[
     return topics, wanted
 
 
+def remote_tier_unknown(broker: Broker, partition: Partition) -> bool:
+    """True for a tiered partition whose manifest this broker has not read: not tracked
+    yet (start-up) or unreadable since start-up (store down, manifest corrupt). Its remote
+    range, and so its earliest offset, is unknown until then."""
+    if broker.remote is None or not partition.log.config.remote_storage_enable:
+        return False
+    tiered = broker.remote.get(partition.topic, partition.index)
+    return tiered is None or tiered.manifest is None
+
+
 async def _read_all(
     broker: Broker, wanted: list[_Wanted], max_bytes: int, read_committed: bool
 ) -> tuple[int, bool]:
@@ -115,6 +125,13 @@ async def _read_all(
             # Kafka: the first partition with data may exceed the limits by one batch, so a
             # consumer always makes progress; later ones stop at the response limit.
             limit = min(w.partition_max_bytes, room)
+            if w.offset < earliest and remote_tier_unknown(broker, partition):
+                # What lies below the local log start is unknown, not gone: answering
+                # OFFSET_OUT_OF_RANGE would make consumers with auto.offset.reset jump
+                # past the remote data; a retriable error makes them wait for it.
+                raise RemoteStorageUnavailableError(
+                    f"{partition.topic}-{partition.index}: remote tier not loaded yet"
+                )
             if tiered is not None and earliest <= w.offset < log_.log_start_offset:
                 assert broker.remote is not None
                 remote = await broker.remote.read(tiered, w.offset, limit, total == 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.handlers.fetch import remote_tier_unknown
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.kio_build import build, field
 from tierlog.broker.partition import Partition
@@ -13,6 +14,7 @@ from tierlog.local.errors import OffsetOutOfRangeError
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
+from tierlog.remote.api import RemoteStorageError, RemoteStorageUnavailableError
 
 if TYPE_CHECKING:
     from tierlog.broker.broker import Broker
@@ -46,6 +48,17 @@ async def list_offset(broker: Broker, partition: Partition, timestamp: int) -> t
     tiered = broker.remote.get(partition.topic, partition.index) if broker.remote else None
     if timestamp == LATEST_TIMESTAMP:
         return hw, -1
+    if (
+        (timestamp == EARLIEST_TIMESTAMP or timestamp >= 0)
+        and log.log_start_offset > 0
+        and remote_tier_unknown(broker, partition)
+    ):
+        # The manifest is not read yet (start-up, store down, manifest corrupt): the local
+        # log start is not the earliest offset, and a timestamp may fall in the remote
+        # range. A retriable error rather than a local answer that skips remote data.
+        raise RemoteStorageUnavailableError(
+            f"{partition.topic}-{partition.index}: remote tier not loaded yet"
+        )
     if timestamp == EARLIEST_TIMESTAMP:
         return (tiered.earliest_offset() if tiered else log.log_start_offset), -1
     if timestamp == EARLIEST_LOCAL_TIMESTAMP:
@@ -94,6 +107,12 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
                     else:
                         epoch = epoch_at(partition, offset) if offset >= 0 else -1
                     answer.update(offset=offset, timestamp=ts, leader_epoch=epoch)
+                except (RemoteStorageError, TimeoutError):
+                    # A lookup in the remote tier failed or timed out (store down, object
+                    # missing): retriable, as Fetch answers it. error_code() knows no
+                    # remote errors: it said UNKNOWN_SERVER_ERROR, which clients do not
+                    # retry, and logged a timeout as an ERROR with an empty message.
+                    answer["error_code"] = ErrorCode.kafka_storage_error
                 except Exception as exc:
                     answer["error_code"] = error_code(exc)
             answers.append(answer)
@@ -165,6 +184,9 @@ async def handle_delete_records(broker: Broker, request: Request) -> Any:
                             answer["low_watermark"] = await remote.advance_log_start_offset(
                                 tiered, target
                             )
+                    except RemoteStorageError:
+                        # The remote log start could not be committed: retriable (as above).
+                        answer["error_code"] = ErrorCode.kafka_storage_error
                     except Exception as exc:
                         answer["error_code"] = error_code(exc)
             answers.append(answer)

@@ -1,0 +1,541 @@
+"""RemoteLogManager on a real Log and FsspecRemoteStore (memory:// and file://): offload
+order and eligibility, commit-after-upload, local and remote retention, orphans, a corrupt
+manifest and leader-epoch fencing. Each cycle is driven by hand (``run_cycle``) on a
+ManualClock, so nothing here waits on a timer."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.remote.conftest import PARTITION, T0, TOPIC, TOPIC_ID, batch, paths, remote_segment
+from tierlog.local.config import LogConfig
+from tierlog.local.log import Log
+from tierlog.remote import manifest as mf
+from tierlog.remote.api import (
+    FencedLeaderEpochError,
+    RemoteSegment,
+    RemoteStorageUnavailableError,
+    SegmentState,
+)
+from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.remote_log_manager import (
+    ORPHAN_SCAN_EVERY,
+    RemoteLogManager,
+    TieredPartition,
+)
+from tierlog.util.clock import ManualClock
+
+BATCHES = 48  # 4 records each, ~300 bytes a batch: 7 segments of 2 KiB
+BATCH_MS = 1000  # batch n has timestamps T0 + n * BATCH_MS (+ 7 ms per record)
+
+
+@pytest.fixture(params=["memory", "file"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FsspecRemoteStore]:
+    if request.param == "memory":
+        root = f"memory://tierlog-rlm-{uuid.uuid4().hex}"
+        yield FsspecRemoteStore(root, retries=0)
+        import fsspec
+
+        fs = fsspec.filesystem("memory")
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+    else:
+        yield FsspecRemoteStore(f"file://{tmp_path}/remote", retries=0)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+def make_log(tmp_path: Path, clock: ManualClock, **props: Any) -> Log:
+    """A tiered log of 2 KiB segments, its high watermark at the log end."""
+    config = LogConfig.from_props(
+        {
+            "segment.bytes": 2048,
+            "remote.storage.enable": True,
+            "retention.ms": -1,
+            "retention.bytes": -1,
+            "local.retention.ms": -2,
+            "local.retention.bytes": -2,
+            "file.delete.delay.ms": 0,
+            **props,
+        }
+    )
+    log = Log(tmp_path / "data" / f"{TOPIC}-{PARTITION}", config, clock=clock)
+    for n in range(BATCHES):
+        log.append(batch(4, T0 + n * BATCH_MS), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    assert len(log.segments) >= 6
+    return log
+
+
+class Harness:
+    """One manager tracking one log, driven cycle by cycle."""
+
+    def __init__(
+        self, store: FsspecRemoteStore, log: Log, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        self.store, self.log, self.epoch = store, log, 0
+        self.manager = RemoteLogManager(
+            store, tmp_path / f"cache-{uuid.uuid4().hex}", 0, clock=clock
+        )
+        self.state: TieredPartition = self.manager.track(
+            TOPIC, PARTITION, TOPIC_ID, log, lambda: self.epoch
+        )
+
+    def cycle(self, times: int = 1) -> None:
+        for _ in range(times):
+            asyncio.run(self.manager.run_cycle())
+
+    def stored(self) -> mf.Manifest:
+        return self.store.read_manifest(TOPIC, PARTITION)
+
+    def committed(self) -> list[RemoteSegment]:
+        return mf.committed_segments(self.stored())
+
+    def objects(self) -> list[str]:
+        return self.store.list_objects(TOPIC, PARTITION)
+
+    def close(self) -> None:
+        self.manager.close()
+
+
+@pytest.fixture
+def harness(store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock) -> Iterator[Harness]:
+    log = make_log(tmp_path, clock)
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        yield h
+    finally:
+        h.close()
+        log.close()
+
+
+def local_bases(log: Log) -> list[int]:
+    return [s.base_offset for s in log.segments]
+
+
+def files_on_disk(log: Log) -> list[str]:
+    return sorted(p.name for p in log.directory.glob("*.log"))
+
+
+# -- offload ----------------------------------------------------------------------------
+
+
+def test_offloads_closed_segments_below_the_high_watermark_in_order(harness: Harness) -> None:
+    log = harness.log
+    closed = log.segments[:-1]
+    # The high watermark inside the fourth segment: only the first three are eligible.
+    log.high_watermark = closed[3].base_offset + 2
+    harness.cycle()
+    committed = harness.committed()
+    assert [(s.base_offset, s.end_offset) for s in committed] == [
+        (s.base_offset, s.next_offset - 1) for s in closed[:3]
+    ]
+    assert log.remote_end_offset == closed[3].base_offset
+    # Once the high watermark reaches the log end, every closed segment goes, the active
+    # one never does; nothing is uploaded twice.
+    log.high_watermark = log.log_end_offset
+    harness.cycle(2)
+    committed = harness.committed()
+    assert [s.base_offset for s in committed] == [s.base_offset for s in closed]
+    assert log.active_segment.base_offset not in {s.base_offset for s in committed}
+    assert log.remote_end_offset == log.active_segment.base_offset
+    assert harness.manager.uploaded_segments == len(closed)
+    # The objects are the local files, byte for byte, and ordered versions were committed.
+    for seg, local in zip(committed, closed, strict=True):
+        assert harness.store.fetch_range(seg, 0, None) == local.path.read_bytes()
+        assert seg.size_bytes == local.size and seg.state is SegmentState.COPY_FINISHED
+        assert seg.leader_epochs == ((0, seg.base_offset),)
+    assert harness.stored().version == len(closed)
+    assert len(harness.objects()) == 3 * len(closed) + 1  # + manifest.json
+
+
+def test_commit_comes_after_the_upload(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, log = harness.store, harness.log
+    real_copy, real_commit = store.copy_segment, store.commit
+    failures = [RemoteStorageUnavailableError("store down")]
+
+    def copy_segment(segment: RemoteSegment, *files: Path) -> None:
+        if failures:
+            real_copy(segment, *files)  # the data lands, then the upload fails
+            raise failures.pop()
+        real_copy(segment, *files)
+
+    seen_at_commit: list[set[str]] = []
+
+    def commit(topic: str, partition: int, manifest: mf.Manifest, expected: int) -> mf.Manifest:
+        # Every committed segment's objects must already be in the store.
+        present = set(store.list_objects(topic, partition))
+        for seg in mf.committed_segments(manifest):
+            assert set(mf.object_names(seg).values()) <= present, "committed before uploaded"
+        seen_at_commit.append(present)
+        return real_commit(topic, partition, manifest, expected)
+
+    monkeypatch.setattr(store, "copy_segment", copy_segment)
+    monkeypatch.setattr(store, "commit", commit)
+    harness.cycle()
+    # The failed upload committed nothing, so nothing counts as remote and local retention
+    # keeps every segment.
+    assert harness.stored().version == 0 and harness.committed() == []
+    assert log.remote_end_offset == 0
+    assert harness.state.problem is not None and "store down" in harness.state.problem
+    assert len(harness.objects()) == 3  # the failed attempt's objects: an orphan, for now
+    assert log.delete_old_segments() == 0
+    harness.cycle()
+    committed = harness.committed()
+    assert [s.base_offset for s in committed] == [s.base_offset for s in log.segments[:-1]]
+    assert seen_at_commit and harness.state.problem is None
+
+
+# -- local retention --------------------------------------------------------------------
+
+
+def test_local_retention_deletes_only_committed_segments_never_the_active_one(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock
+) -> None:
+    log = make_log(tmp_path, clock, **{"local.retention.bytes": 0})
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        before = local_bases(log)
+        # Tracked, manifest not read yet: nothing is provably remote.
+        assert log.remote_end_offset == 0 and log.delete_old_segments() == 0
+        log.high_watermark = log.segments[2].base_offset  # two segments eligible
+        h.cycle()
+        assert log.delete_old_segments() == 2
+        assert local_bases(log) == before[2:]
+        assert log.log_start_offset == before[2]
+        # Everything committed: local.retention.bytes=0 empties the local tier but for the
+        # active segment.
+        log.high_watermark = log.log_end_offset
+        h.cycle()
+        assert log.delete_old_segments() == len(before) - 3
+        assert local_bases(log) == [before[-1]]
+        assert files_on_disk(log) == [log.active_segment.path.name]
+        assert log.delete_old_segments() == 0
+    finally:
+        h.close()
+        log.close()
+
+
+def test_local_retention_by_time_waits_for_the_upload(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock
+) -> None:
+    log = make_log(tmp_path, clock, **{"local.retention.ms": 1000})
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        clock.advance(BATCHES * BATCH_MS + 10_000)  # every segment is past local.retention.ms
+        log.high_watermark = log.segments[1].base_offset
+        h.cycle()
+        assert log.delete_old_segments() == 1  # only the committed one
+        assert local_bases(log)[0] == log.log_start_offset == h.committed()[-1].next_offset
+    finally:
+        h.close()
+        log.close()
+
+
+# -- remote retention -------------------------------------------------------------------
+
+
+def test_remote_retention_by_time_marks_then_deletes_objects_then_entries(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = make_log(tmp_path, clock, **{"retention.ms": 20 * BATCH_MS, "local.retention.bytes": 0})
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        h.cycle()
+        log.delete_old_segments()
+        committed = h.committed()
+        assert local_bases(log) == [log.active_segment.base_offset]  # the rest is remote-only
+        # Each deletion: the entry is DELETE_STARTED in the stored manifest while its
+        # objects are deleted; afterwards objects and entry are gone.
+        real_delete = store.delete_segment
+        order: list[tuple[str, SegmentState | None, bool]] = []
+
+        def delete_segment(segment: RemoteSegment) -> None:
+            stored = {s.segment_id: s.state for s in h.stored().segments}
+            present = mf.object_names(segment)["log"] in h.objects()
+            order.append((segment.segment_id, stored.get(segment.segment_id), present))
+            real_delete(segment)
+
+        monkeypatch.setattr(store, "delete_segment", delete_segment)
+        # Segments whose newest record is older than retention.ms go, oldest first; the
+        # ones within it stay.
+        clock.advance(BATCHES * BATCH_MS - 20 * BATCH_MS + 1)
+        now = clock.milliseconds()
+        expired = [s for s in committed if now - s.max_timestamp > 20 * BATCH_MS]
+        kept = committed[len(expired) :]
+        assert expired and kept
+        h.cycle()
+        assert order == [(s.segment_id, SegmentState.DELETE_STARTED, True) for s in expired]
+        stored = h.stored()
+        assert [s.segment_id for s in stored.segments] == [s.segment_id for s in kept]
+        assert stored.log_start_offset == expired[-1].next_offset
+        assert h.state.earliest_offset() == expired[-1].next_offset
+        names = set(h.objects())
+        for seg in expired:
+            assert not set(mf.object_names(seg).values()) & names
+        for seg in kept:
+            assert set(mf.object_names(seg).values()) <= names
+        assert h.manager.deleted_segments == len(expired)
+    finally:
+        h.close()
+        log.close()
+
+
+def test_remote_retention_by_size_counts_the_whole_log(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock
+) -> None:
+    log = make_log(tmp_path, clock, **{"retention.bytes": 7000, "local.retention.bytes": 2500})
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        assert log.size > 7000
+        h.cycle()
+        assert log.delete_old_segments() > 0
+        local_before = local_bases(log)
+        committed = h.committed()
+        remote_only = [s for s in committed if s.next_offset <= log.log_start_offset]
+        # Kafka's rule, oldest first: drop a segment while the rest still fills
+        # retention.bytes (remote-only segments and the local log together).
+        total = sum(s.size_bytes for s in remote_only) + log.size
+        expected = []
+        for seg in remote_only:
+            if total - seg.size_bytes < 7000:
+                break
+            expected.append(seg)
+            total -= seg.size_bytes
+        assert expected and len(expected) < len(remote_only)
+        h.cycle()
+        stored = h.stored()
+        assert mf.committed_segments(stored) == committed[len(expected) :]
+        assert stored.log_start_offset == expected[-1].next_offset
+        assert h.manager.deleted_segments == len(expected)
+        # Segments still held locally are never deleted remotely, nor locally by it.
+        assert local_bases(log) == local_before
+        h.cycle()
+        assert h.manager.deleted_segments == len(expected)
+    finally:
+        h.close()
+        log.close()
+
+
+# -- orphans and half-finished deletions ------------------------------------------------
+
+
+def test_orphans_of_an_interrupted_upload_are_removed(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock
+) -> None:
+    log = make_log(tmp_path, clock)
+    first = Harness(store, log, tmp_path, clock)
+    log.high_watermark = log.segments[2].base_offset
+    first.cycle()
+    first.close()
+    committed = first.committed()
+    assert len(committed) == 2
+    # A crash mid-upload of the third segment: its objects, no manifest entry; plus the
+    # temp file of a manifest write that never got renamed.
+    local = log.segments[2]
+    orphan = remote_segment(local, log, segment_id=str(uuid.uuid4()))
+    store.copy_segment(orphan, *paths(local))
+    stray = f"{store.partition_path(TOPIC, PARTITION)}/manifest.json.tmp-{uuid.uuid4().hex}"
+    store.fs.pipe_file(stray, b"half a manifest")
+    orphan_names = set(mf.object_names(orphan).values()) | {stray.rsplit("/", 1)[1]}
+    assert orphan_names <= set(store.list_objects(TOPIC, PARTITION))
+
+    restarted = Harness(store, log, tmp_path, clock)
+    try:
+        log.high_watermark = log.log_end_offset
+        restarted.cycle()
+        assert restarted.manager.orphans_removed == len(orphan_names)
+        names = set(restarted.objects())
+        assert not orphan_names & names
+        # The segment is uploaded again under a new id; the committed ones are untouched.
+        now = restarted.committed()
+        assert now[:2] == committed
+        assert now[2].base_offset == local.base_offset
+        assert now[2].segment_id != orphan.segment_id
+        for seg in now:
+            assert set(mf.object_names(seg).values()) <= names
+    finally:
+        restarted.close()
+        log.close()
+
+
+def test_a_deletion_interrupted_by_a_crash_is_finished(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock
+) -> None:
+    log = make_log(tmp_path, clock)
+    first = Harness(store, log, tmp_path, clock)
+    first.cycle()
+    first.close()
+    committed = first.committed()
+    # A crash between marking the oldest segment DELETE_STARTED and dropping its entry:
+    # its .log is still there, its indexes are gone.
+    doomed = committed[0]
+    marked = mf.mark(first.stored(), doomed.segment_id, SegmentState.DELETE_STARTED)
+    store.commit(TOPIC, PARTITION, marked, marked.version)
+    store.delete_object(TOPIC, PARTITION, mf.object_names(doomed)["index"])
+
+    restarted = Harness(store, log, tmp_path, clock)
+    try:
+        restarted.cycle()
+        stored = restarted.stored()
+        assert doomed.segment_id not in {s.segment_id for s in stored.segments}
+        assert not set(mf.object_names(doomed).values()) & set(restarted.objects())
+        assert stored.log_start_offset == doomed.next_offset
+        assert mf.committed_segments(stored) == committed[1:]
+    finally:
+        restarted.close()
+        log.close()
+
+
+# -- a corrupt manifest -----------------------------------------------------------------
+
+
+def test_corrupt_manifest_is_reported_with_its_path_and_no_local_data_is_deleted(
+    store: FsspecRemoteStore,
+    tmp_path: Path,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = make_log(tmp_path, clock, **{"local.retention.bytes": 0})
+    path = store.manifest_path(TOPIC, PARTITION)
+    store.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    store.fs.pipe_file(path, b"{not json")
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        before = files_on_disk(log)
+        with caplog.at_level(logging.WARNING):
+            h.cycle(3)
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(errors) == 1  # reported once, not once per cycle
+        message = errors[0].getMessage()
+        assert store.url_of(path) in message and "corrupt remote manifest" in message
+        # Nothing uploaded, nothing deleted: the manifest cannot prove anything is remote.
+        assert log.remote_end_offset == 0
+        assert log.delete_old_segments() == 0
+        assert files_on_disk(log) == before
+        assert store.fs.cat_file(path) == b"{not json"  # and it is not overwritten
+        assert store.list_objects(TOPIC, PARTITION) == ["manifest.json"]
+    finally:
+        h.close()
+        log.close()
+
+
+def test_manifest_corrupted_under_a_running_manager_stops_local_deletion(
+    store: FsspecRemoteStore,
+    tmp_path: Path,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = make_log(tmp_path, clock, **{"local.retention.bytes": 0})
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        log.high_watermark = log.segments[3].base_offset
+        h.cycle()  # three segments committed, none deleted locally yet
+        assert log.remote_end_offset == log.segments[3].base_offset
+        path = store.manifest_path(TOPIC, PARTITION)
+        good = store.fs.cat_file(path)
+        store.fs.pipe_file(path, b"\x00garbage")
+        log.high_watermark = log.log_end_offset
+        before = files_on_disk(log)
+        with caplog.at_level(logging.ERROR):
+            h.cycle(2)
+        errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(errors) == 1 and store.url_of(path) in errors[0]
+        # The manager no longer vouches for any remote data: local retention keeps it all.
+        assert log.remote_end_offset == 0
+        assert log.delete_old_segments() == 0
+        assert files_on_disk(log) == before
+        assert store.fs.cat_file(path) == b"\x00garbage"  # never overwritten
+        # Reads of the remote range keep using the last good manifest.
+        assert h.state.manifest is not None and len(h.state.committed()) == 3
+        # Repaired: offload resumes where the good manifest left off.
+        store.fs.pipe_file(path, good)
+        h.cycle()
+        assert h.state.problem is None
+        assert log.remote_end_offset == log.active_segment.base_offset
+        assert [s.base_offset for s in h.committed()] == [s.base_offset for s in log.segments[:-1]]
+    finally:
+        h.close()
+        log.close()
+
+
+def test_an_idle_partition_notices_a_corrupted_manifest(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = make_log(tmp_path, clock)
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        h.cycle()  # everything closed is committed; nothing left to commit
+        assert log.remote_end_offset == log.active_segment.base_offset
+        store.fs.pipe_file(store.manifest_path(TOPIC, PARTITION), b"[]")
+        with caplog.at_level(logging.ERROR):
+            h.cycle(ORPHAN_SCAN_EVERY)  # the manifest is re-read at the next orphan scan
+        assert any("corrupt remote manifest" in r.getMessage() for r in caplog.records)
+        assert log.remote_end_offset == 0
+    finally:
+        h.close()
+        log.close()
+
+
+# -- fencing ----------------------------------------------------------------------------
+
+
+def test_a_newer_leader_epoch_fences_the_manager_without_local_deletion(
+    store: FsspecRemoteStore,
+    tmp_path: Path,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log = make_log(tmp_path, clock, **{"local.retention.bytes": 0})
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        log.high_watermark = 0
+        h.cycle()  # the manager reads the (empty) manifest at epoch 0
+        assert h.state.manifest is not None and h.state.manifest.version == 0
+        # A newer leader (epoch 5) commits meanwhile.
+        newer = dataclasses.replace(mf.empty(TOPIC, PARTITION, TOPIC_ID), leader_epoch=5)
+        store.commit(TOPIC, PARTITION, newer, 0)
+        errors: list[BaseException] = []
+        real_commit = store.commit
+
+        def commit(*args: Any) -> mf.Manifest:
+            try:
+                return real_commit(*args)
+            except FencedLeaderEpochError as exc:
+                errors.append(exc)
+                raise
+
+        monkeypatch.setattr(store, "commit", commit)
+        log.high_watermark = log.log_end_offset
+        before = files_on_disk(log)
+        with caplog.at_level(logging.WARNING):
+            h.cycle(3)
+        assert errors and errors[0].stored_epoch == 5 and errors[0].writer_epoch == 0
+        assert any("fenced" in r.getMessage() for r in caplog.records)
+        stored = h.stored()
+        assert stored.leader_epoch == 5 and stored.segments == ()
+        assert log.remote_end_offset == 0
+        assert log.delete_old_segments() == 0
+        assert files_on_disk(log) == before
+        # Once deposed, it stops uploading (no new orphans every cycle).
+        assert len(h.objects()) <= 1 + 3
+        # Promoted to a newer epoch, the same manager offloads again.
+        h.epoch = 6
+        h.cycle()
+        assert len(h.committed()) == len(before) - 1
+        assert h.stored().leader_epoch == 6
+    finally:
+        h.close()
+        log.close()
