@@ -5,6 +5,11 @@ rules that span segments: offset assignment, rolling, the flush policy, retentio
 and recovery after an unclean stop. The broker never decodes records here: appends read only
 batch headers and write the producer's bytes with baseOffset/partitionLeaderEpoch rewritten.
 
+Size: ~780 lines, past the ~600 guideline, because append (with its unrolled single-batch
+fast path), read, retention and truncation all work on the same segment list and offsets;
+loading already lives in ``log_loader.py``, and the append validation is the next part to
+move out (into an appender owned by the log) when it grows again.
+
 Single-threaded by contract, like Kafka's ``LocalLog``: the broker calls it from its event
 loop and the ``LogManager``'s scheduled tasks run on that same loop. Whoever adds threads
 takes a lock around the whole ``Log``.
