@@ -225,7 +225,7 @@ def run_demo(
         file=out,
     )
     print(
-        f"  remote tier ({remote_dir.as_uri()}): {offloaded['segments']} segments, "
+        f"  remote tier ({remote_dir.resolve().as_uri()}): {offloaded['segments']} segments, "
         f"{offloaded['bytes'] / 1e6:.1f} MB, offsets below {offloaded['ends']} per partition "
         f"read back from it; local tier now {local_bytes / 1e6:.1f} MB",
         file=out,
