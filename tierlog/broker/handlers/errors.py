@@ -19,10 +19,15 @@ from tierlog.records.errors import (
     UnsupportedCompressionError,
     UnsupportedMagicError,
 )
+from tierlog.remote.api import RemoteStorageError
 
 log = logging.getLogger(__name__)
 
 _BY_TYPE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    # The remote tier could not answer (store down, object missing, read timed out):
+    # retriable, so clients wait for the data instead of skipping it.
+    (RemoteStorageError, ErrorCode.kafka_storage_error),
+    (TimeoutError, ErrorCode.kafka_storage_error),
     (UnsupportedMagicError, ErrorCode.unsupported_for_message_format),
     (CorruptBatchError, ErrorCode.corrupt_message),
     (InvalidRecordError, ErrorCode.invalid_record),

@@ -24,7 +24,7 @@ from tierlog.protocol import (
     encode_fetch_response,
 )
 from tierlog.protocol.errors import ErrorCode
-from tierlog.remote.api import RemoteStorageError, RemoteStorageUnavailableError
+from tierlog.remote.api import RemoteStorageUnavailableError
 
 if TYPE_CHECKING:
     from tierlog.broker.broker import Broker
@@ -144,11 +144,7 @@ async def _read_all(
                 w.offset, limit, read_committed=read_committed, min_one_batch=total == 0
             )
         except Exception as exc:
-            answer.error_code = (
-                ErrorCode.kafka_storage_error  # retriable: clients try again
-                if isinstance(exc, RemoteStorageError | TimeoutError)
-                else error_code(exc)
-            )
+            answer.error_code = error_code(exc)
             answer.high_watermark = log_.high_watermark
             answer.last_stable_offset = log_.high_watermark
             answer.log_start_offset = earliest

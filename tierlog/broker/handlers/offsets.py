@@ -14,7 +14,7 @@ from tierlog.local.errors import OffsetOutOfRangeError
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
-from tierlog.remote.api import RemoteStorageError, RemoteStorageUnavailableError
+from tierlog.remote.api import RemoteStorageUnavailableError
 
 if TYPE_CHECKING:
     from tierlog.broker.broker import Broker
@@ -107,13 +107,7 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
                     else:
                         epoch = epoch_at(partition, offset) if offset >= 0 else -1
                     answer.update(offset=offset, timestamp=ts, leader_epoch=epoch)
-                except (RemoteStorageError, TimeoutError):
-                    # A lookup in the remote tier failed or timed out (store down, object
-                    # missing): retriable, as Fetch answers it. error_code() knows no
-                    # remote errors: it said UNKNOWN_SERVER_ERROR, which clients do not
-                    # retry, and logged a timeout as an ERROR with an empty message.
-                    answer["error_code"] = ErrorCode.kafka_storage_error
-                except Exception as exc:
+                except Exception as exc:  # remote-tier failures map to 56 (retriable)
                     answer["error_code"] = error_code(exc)
             answers.append(answer)
         topics.append({"name": topic.name, "partitions": answers})
@@ -184,9 +178,6 @@ async def handle_delete_records(broker: Broker, request: Request) -> Any:
                             answer["low_watermark"] = await remote.advance_log_start_offset(
                                 tiered, target
                             )
-                    except RemoteStorageError:
-                        # The remote log start could not be committed: retriable (as above).
-                        answer["error_code"] = ErrorCode.kafka_storage_error
                     except Exception as exc:
                         answer["error_code"] = error_code(exc)
             answers.append(answer)
