@@ -179,14 +179,30 @@ class Broker:
         for future in list(self._stop_waiters):
             if not future.done():
                 future.set_result(None)
-        await self.server.stop()
-        await self.groups.close()
-        if self.remote is not None:
-            self.remote.close()
-        self.log_manager.shutdown()
-        self.coordinator.stop()
+        # Each step runs even if an earlier one fails (say the data dir was removed under
+        # a running broker): a SIGTERM must always end the process.
+        clean = True
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("server", self.server.stop),
+            ("groups", self.groups.close),
+            ("remote tier", self.remote.close if self.remote is not None else _nothing),
+            ("logs", self.log_manager.shutdown),
+            ("coordination", self.coordinator.stop),
+        ]
+        for what, step in steps:
+            try:
+                result = step()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                clean = False
+                log.exception("stopping the %s failed; continuing the shutdown", what)
         self._stopped.set()
-        log.info("broker %d stopped cleanly", self.config.broker_id)
+        log.info(
+            "broker %d stopped %s",
+            self.config.broker_id,
+            "cleanly" if clean else "with errors (see above)",
+        )
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
@@ -226,6 +242,10 @@ class Broker:
             self._producer_ids = iter(range(first, first + PRODUCER_ID_BLOCK))
             producer_id = next(self._producer_ids)
         return int(producer_id)
+
+
+def _nothing() -> None:
+    return None
 
 
 def partition_leader_epoch(partition: Partition) -> Callable[[], int]:

@@ -145,6 +145,9 @@ class RemoteLogManager:
         self.cache = ChunkCache(cache_dir, max(cache_bytes, 4 << 20))
         self.fetch_timeout_s = fetch_timeout_ms / 1000
         self.throttle = Throttle(copy_bytes_per_second)
+        if store.throttle is None:
+            # Paced per uploaded chunk (8 MiB) by the store, not per segment up front.
+            store.throttle = self.throttle
         self.partitions: dict[tuple[str, int], TieredPartition] = {}
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="remote-log")
         self._fetchers = ThreadPoolExecutor(2, thread_name_prefix="remote-fetch")
@@ -297,7 +300,6 @@ class RemoteLogManager:
             state=SegmentState.COPY_FINISHED,
             created_ms=self.clock.milliseconds(),
         )
-        self.throttle(files.size)
         self.store.copy_segment(segment, files.log_path, files.index_path, files.time_index_path)
         # Committed only after data and indexes are all uploaded.
         updated = dataclasses.replace(mf.with_segment(manifest, segment), leader_epoch=epoch)

@@ -37,6 +37,9 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 async def handle_create_topics(broker: Broker, request: Request) -> Any:
     body: Any = request.body
     validate_only = field(body, "validate_only", False)
+    # Kafka refuses every entry of a topic named more than once in one request.
+    names = [t.name for t in body.topics]
+    repeated = {name for name in names if names.count(name) > 1}
     answers = []
     for t in body.topics:
         answer: dict[str, Any] = {
@@ -48,6 +51,11 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
             "replication_factor": -1,
             "configs": [],
         }
+        if t.name in repeated:
+            answer["error_code"] = ErrorCode.invalid_request
+            answer["error_message"] = f"topic {t.name!r} appears more than once in the request"
+            answers.append(answer)
+            continue
         try:
             configs = {c.name: c.value for c in t.configs}
             replicas = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
