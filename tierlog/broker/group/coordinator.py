@@ -425,17 +425,9 @@ class GroupCoordinator(OffsetsApi):
             return SyncGroupResult(E.rebalance_in_progress)
         if error:
             return SyncGroupResult(error)
-        group = self._manager.get_group(group_id)
+        group, error = self._member_of(group_id, member_id, group_instance_id, generation_id)
         if group is None:
-            return SyncGroupResult(E.unknown_member_id)
-        if group.is_(S.DEAD):
-            return SyncGroupResult(E.coordinator_not_available)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return SyncGroupResult(E.fenced_instance_id)
-        if not group.has(member_id):
-            return SyncGroupResult(E.unknown_member_id)
-        if generation_id != group.generation_id:
-            return SyncGroupResult(E.illegal_generation)
+            return SyncGroupResult(error)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
             protocol_name is not None and protocol_name != group.protocol_name
         ):
@@ -481,6 +473,24 @@ class GroupCoordinator(OffsetsApi):
 
     # ================================================================ Heartbeat
 
+    def _member_of(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> tuple[GroupMetadata | None, int]:
+        """The group, when ``member_id`` is a current member of this generation; otherwise
+        None and the error SyncGroup and Heartbeat answer (Kafka's checks, in its order)."""
+        group = self._manager.get_group(group_id)
+        if group is None:
+            return None, E.unknown_member_id
+        if group.is_(S.DEAD):
+            return None, E.coordinator_not_available
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return None, E.fenced_instance_id
+        if not group.has(member_id):
+            return None, E.unknown_member_id
+        if generation_id != group.generation_id:
+            return None, E.illegal_generation
+        return group, E.none
+
     def heartbeat(
         self,
         group_id: str,
@@ -495,17 +505,9 @@ class GroupCoordinator(OffsetsApi):
             return HeartbeatResult(E.none)  # Kafka answers blindly while loading
         if error:
             return HeartbeatResult(error)
-        group = self._manager.get_group(group_id)
+        group, error = self._member_of(group_id, member_id, group_instance_id, generation_id)
         if group is None:
-            return HeartbeatResult(E.unknown_member_id)
-        if group.is_(S.DEAD):
-            return HeartbeatResult(E.coordinator_not_available)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return HeartbeatResult(E.fenced_instance_id)
-        if not group.has(member_id):
-            return HeartbeatResult(E.unknown_member_id)
-        if generation_id != group.generation_id:
-            return HeartbeatResult(E.illegal_generation)
+            return HeartbeatResult(error)
         if group.is_(S.EMPTY):
             return HeartbeatResult(E.unknown_member_id)
         self._arm_heartbeat(group, group.get(member_id))
