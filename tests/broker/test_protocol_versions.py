@@ -22,8 +22,8 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 
 from tests.broker.harness import BrokerProcess
-from tierlog.broker.kio_build import build
 from tierlog.protocol import SUPPORTED, ApiKey, decode_response, encode_request
+from tierlog.protocol.kio_build import build
 from tierlog.records.builder import Record, build_batch
 
 ZERO_UUID = uuid.UUID(int=0)

@@ -29,8 +29,8 @@ from kio.index import load_request_schema
 
 from tests.broker.harness import BrokerProcess
 from tests.remote.conftest import S3Bucket, create_bucket, s3_options, start_moto, stop_moto
-from tierlog.broker.kio_build import build
 from tierlog.protocol import ApiKey, ErrorCode, decode_response, encode_request
+from tierlog.protocol.kio_build import build
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

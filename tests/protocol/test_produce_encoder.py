@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from kio.index import load_response_schema
 
-from tierlog.broker.kio_build import build
 from tierlog.protocol import Request
 from tierlog.protocol.codec import encode_response
+from tierlog.protocol.kio_build import build
 from tierlog.protocol.produce_encoder import encode_produce_response
 from tierlog.protocol.versions import SUPPORTED, ApiKey
 

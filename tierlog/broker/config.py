@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.local.config import LogConfig
+from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
 from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, one_of
 from tierlog.util.properties import load_properties
 
@@ -225,34 +226,6 @@ _TOPIC_DEFAULTS = {
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
-
-
-REMOTE_OPTIONS_PREFIX = "remote.log.storage.options."
-
-
-def remote_options(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """``remote.log.storage.options.a.b=v`` -> ``{"a": {"b": v}}`` for fsspec; "true"/
-    "false" become booleans and integers ints (s3fs wants ``anon=False``, not "false")."""
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if not key.startswith(REMOTE_OPTIONS_PREFIX):
-            continue
-        path = key[len(REMOTE_OPTIONS_PREFIX) :].split(".")
-        if not all(path):
-            raise ConfigError(key, "expected remote.log.storage.options.<name>[.<name>...]")
-        target = out
-        for part in path[:-1]:
-            target = target.setdefault(part, {})
-            if not isinstance(target, dict):
-                raise ConfigError(key, f"{part} is both a value and a group of options")
-        text = str(value).strip()
-        if text.lower() in ("true", "false"):
-            target[path[-1]] = text.lower() == "true"
-        elif text.lstrip("-").isdigit():
-            target[path[-1]] = int(text)
-        else:
-            target[path[-1]] = text
-    return out
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ class RemoteLocation:
 def parse_remote_options(items: list[str]) -> dict[str, Any]:
     """``--remote-option a.b=v`` items -> nested fsspec options, by the same rules as the
     broker's ``remote.log.storage.options.a.b=v`` (booleans and integers converted)."""
-    from tierlog.broker.config import REMOTE_OPTIONS_PREFIX, remote_options
+    from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
 
     pairs = parse_key_values(items, "--remote-option")
     try:

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from tierlog.broker.config import BROKER_CONFIG
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.handlers.metadata import ZERO_UUID, request_response_type
-from tierlog.broker.kio_build import build, field
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.kio_build import build, field
 from tierlog.util.configdef import ConfigKey
 
 if TYPE_CHECKING:

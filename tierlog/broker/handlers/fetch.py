@@ -14,7 +14,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
-from tierlog.broker.kio_build import field, millis
 from tierlog.broker.partition import Partition, ReadResult
 from tierlog.protocol import (
     EncodedFetchResponse,
@@ -24,6 +23,7 @@ from tierlog.protocol import (
     encode_fetch_response,
 )
 from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.kio_build import field, millis
 from tierlog.remote.api import RemoteStorageUnavailableError
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.metadata import request_response_type
-from tierlog.broker.kio_build import build, field, millis
 from tierlog.broker.server import CLIENT_ADDRESS
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.kio_build import build, field, millis
 
 if TYPE_CHECKING:
     from tierlog.broker.broker import Broker

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tierlog.broker.kio_build import build, field
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError
 from tierlog.protocol import Request, api_versions_response
 from tierlog.protocol.codec import response_type_for
 from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.kio_build import build, field
 
 if TYPE_CHECKING:
     from tierlog.broker.broker import Broker

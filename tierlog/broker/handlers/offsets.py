@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.handlers.fetch import remote_tier_unknown
 from tierlog.broker.handlers.metadata import request_response_type
-from tierlog.broker.kio_build import build, field
 from tierlog.broker.partition import Partition
 from tierlog.broker.replica_manager import INTERNAL_TOPICS
 from tierlog.local.errors import OffsetOutOfRangeError
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.kio_build import build, field
 from tierlog.remote.api import RemoteStorageUnavailableError
 
 if TYPE_CHECKING:
