@@ -1,0 +1,236 @@
+"""Spark read benchmark (issue 5): Kafka record batches -> Arrow, and Spark reading tierlog.
+
+Run: ``.venv/bin/python bench/spark_read.py [--quick] [--only decode|spark]``. The last line
+printed is one JSON object with every figure; the lines before it are for people.
+
+1. ``decode`` — ``tierlog.records.arrow.to_record_batches``, the function the Spark data
+   source runs on segment bytes and Fetch responses, in records/s on ONE core (one thread,
+   pyarrow's pool set to one thread; best of N passes, since the machine is shared). The
+   data is what producers send: 200-byte records (a 10-20 byte user-id key and a JSON-ish
+   activity event whose fields vary, so compression ratios are realistic), batched
+
+   * like librdkafka (``batch.size`` 1,000,000 bytes; its snappy is one raw block), and
+   * like the Java client (``batch.size`` 16 KiB; snappy in xerial framing),
+
+   with every codec (none, gzip, snappy, lz4, zstd). Each call decodes up to
+   ``--call-mib`` of wire bytes (whole batches), as a fetch or a segment chunk would hold.
+   Beside each figure: the same pass with only decompression (``codecs.decompress`` per
+   batch), which bounds what record decoding can reach with that codec, and the CRC-32C
+   check alone.
+2. ``spark`` — reserved for the tierlog data source vs Spark's own Kafka source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+from crc32c import crc32c
+
+from tierlog.records.arrow import to_record_batches
+from tierlog.records.builder import Record, build_batch
+from tierlog.records.codecs import decompress
+from tierlog.records.header import CRC_OFFSET, HEADER_SIZE, Compression, iter_batches
+
+MiB = 1 << 20
+RECORD_BYTES = 200  # key + value, on average
+LIBRDKAFKA_BATCH = 1_000_000  # librdkafka's batch.size default
+JAVA_BATCH = 16 * 1024  # the Java producer's batch.size default
+PRODUCE_RATE = 100_000  # records/s of the simulated producer: spreads timestamps over ms
+BASE_TS = 1_763_712_000_000
+
+SHAPES = {"librdkafka_1mib": LIBRDKAFKA_BATCH, "java_16kib": JAVA_BATCH}
+
+_EVENTS = ["page_view", "add_to_cart", "search", "checkout", "login", "logout", "click"]
+_PAGES = ["/", "/products", "/products/shoes", "/cart", "/search", "/account", "/deals/today"]
+_DEVICES = ["android", "ios", "web-chrome", "web-firefox", "web-safari"]
+_COUNTRIES = ["DE", "FR", "US", "GB", "BR", "IN", "JP", "NL", "ES", "IT"]
+_REFS = ["direct", "search", "email", "social", "ads"]
+_WORDS = [b"ok", b"fast", b"slow", b"new", b"old", b"red", b"blue", b"big", b"tiny", b"sale"]
+
+
+def make_records(count: int, seed: int = 5) -> list[Record]:
+    """``count`` records of ~200 bytes: user-id keys, JSON-ish activity events as values."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        user = rng.randrange(10_000_000)
+        key = rng.choice((b"user-%d", b"u:%07d:eu", b"customer-%08d")) % user
+        # Draw the fields in a fixed order (the data must not change between runs).
+        kind, session, page, item, ref = (
+            rng.choice(_EVENTS),
+            rng.randbytes(6).hex(),
+            rng.choice(_PAGES),
+            rng.randrange(100_000),
+            rng.choice(_REFS),
+        )
+        device, country, euros, cents, qty, ms = (
+            rng.choice(_DEVICES),
+            rng.choice(_COUNTRIES),
+            rng.randrange(500),
+            rng.randrange(100),
+            rng.randrange(1, 5),
+            rng.randrange(5_000),
+        )
+        event = (
+            f'{{"event":"{kind}","user":{user},"session":"{session}","page":"{page}/{item}",'
+            f'"ref":"{ref}","device":"{device}","country":"{country}",'
+            f'"price":{euros}.{cents:02d},"qty":{qty},"ms":{ms},"note":"'
+        ).encode()
+        # Pad with word-like filler so key + value average RECORD_BYTES (+- 8).
+        want = RECORD_BYTES - len(key) - len(event) - 2 + rng.randrange(-8, 9)
+        filler = b" ".join(rng.choice(_WORDS) for _ in range(max(0, want) // 4 + 1))
+        value = event + filler[: max(0, want)] + b'"}'
+        out.append(Record(key, value, timestamp=BASE_TS + i * 1000 // PRODUCE_RATE))
+    return out
+
+
+def _librdkafka_snappy(batch: bytes) -> bytes:
+    """Re-encode an uncompressed batch as librdkafka does snappy: one raw block, no xerial."""
+    import snappy
+
+    body = snappy.compress(batch[HEADER_SIZE:])
+    out = bytearray(batch[:HEADER_SIZE] + body)
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">h", out, 21, int(Compression.SNAPPY))
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+def build_log(records: list[Record], batch_bytes: int, codec: Compression) -> list[bytes]:
+    """The records as a producer with ``batch.size`` = ``batch_bytes`` batches them."""
+    batches = []
+    offset = 0
+    i = 0
+    while i < len(records):
+        size, j = 0, i
+        while j < len(records) and (j == i or size + _wire_size(records[j]) <= batch_bytes):
+            size += _wire_size(records[j])
+            j += 1
+        chunk = records[i:j]
+        raw_snappy = codec is Compression.SNAPPY and batch_bytes == LIBRDKAFKA_BATCH
+        batch = build_batch(
+            chunk, base_offset=offset, compression=Compression.NONE if raw_snappy else codec
+        )
+        batches.append(_librdkafka_snappy(batch) if raw_snappy else batch)
+        offset += len(chunk)
+        i = j
+    return batches
+
+
+def _wire_size(record: Record) -> int:
+    # key + value + length/attribute/delta/header bytes of a typical small record
+    return len(record.key or b"") + len(record.value or b"") + 9
+
+
+def group_calls(batches: list[bytes], call_bytes: int) -> list[bytes]:
+    """Whole batches joined into buffers of at most ``call_bytes`` (one batch at least)."""
+    calls, current, size = [], [], 0
+    for batch in batches:
+        if current and size + len(batch) > call_bytes:
+            calls.append(b"".join(current))
+            current, size = [], 0
+        current.append(batch)
+        size += len(batch)
+    if current:
+        calls.append(b"".join(current))
+    return calls
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Best wall and CPU seconds of ``repeats`` runs of ``fn`` (gc left on, as in use)."""
+    best_wall = best_cpu = float("inf")
+    fn()  # warm-up: imports, codec libraries, caches
+    for _ in range(repeats):
+        gc.collect()
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        best_wall = min(best_wall, time.perf_counter() - wall)
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+    return best_wall, best_cpu
+
+
+def bench_decode(args: argparse.Namespace) -> dict[str, Any]:
+    """records/s of to_record_batches per batch shape and codec; see the module docstring."""
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    count = args.records or (20_000 if args.quick else 100_000)
+    repeats = args.repeats or (3 if args.quick else 7)
+    records = make_records(count)
+    codecs = [Compression[name.upper()] for name in args.codecs.split(",")]
+    out: dict[str, Any] = {"records": count, "repeats": repeats, "call_mib": args.call_mib}
+    for shape, batch_bytes in SHAPES.items():
+        out[shape] = per_codec = {}
+        for codec in codecs:
+            batches = build_log(records, batch_bytes, codec)
+            calls = group_calls(batches, int(args.call_mib * MiB))
+            wire = sum(map(len, batches))
+
+            def decode(calls: list[bytes] = calls) -> None:
+                rows = 0
+                for buf in calls:
+                    rows += sum(b.num_rows for b in to_record_batches(buf, "events", 0))
+                assert rows == count, rows
+
+            def only_decompress(batches: list[bytes] = batches, codec: Compression = codec) -> None:
+                for batch in batches:
+                    decompress(codec, memoryview(batch)[HEADER_SIZE:])
+
+            def only_crc(calls: list[bytes] = calls) -> None:
+                for buf in calls:
+                    for _ in iter_batches(buf):
+                        pass
+
+            wall, cpu = best_of(decode, repeats)
+            inflate, _ = best_of(only_decompress, repeats) if codec else (0.0, 0.0)
+            crc, _ = best_of(only_crc, repeats)
+            per_codec[codec.name.lower()] = r = {
+                "records_per_s": count / wall,
+                "cpu_over_wall": cpu / wall,
+                "batches": len(batches),
+                "records_per_batch": count / len(batches),
+                "calls": len(calls),
+                "wire_mb": wire / 1e6,
+                "compression_ratio": sum(len(r.key or b"") + len(r.value or b"") for r in records)
+                / wire,
+                "decompress_only_records_per_s": count / inflate if inflate else None,
+                "decompress_share": inflate / wall,
+                "crc_share": crc / wall,
+                "us_per_record": wall / count * 1e6,
+            }
+            print(
+                f"decode {shape:16s} {codec.name.lower():6s}: {r['records_per_s'] / 1e6:5.2f}M "
+                f"records/s ({r['us_per_record']:.2f} us/record; decompression "
+                f"{r['decompress_share']:4.0%}, CRC {r['crc_share']:4.0%}; "
+                f"{len(batches)} batches, compression x{r['compression_ratio']:.1f})",
+                flush=True,
+            )
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--only", choices=["decode", "spark"], help="run one section only")
+    parser.add_argument("--records", type=int, help="records per log (100,000; quick 20,000)")
+    parser.add_argument("--repeats", type=int, help="timed passes, best kept (7; quick 3)")
+    parser.add_argument("--call-mib", type=float, default=4.0, help="wire MiB per call (4)")
+    parser.add_argument(
+        "--codecs", default="none,gzip,snappy,lz4,zstd", help="comma-separated codec names"
+    )
+    args = parser.parse_args(argv)
+    figures: dict[str, Any] = {}
+    if args.only in (None, "decode"):
+        figures["decode"] = bench_decode(args)
+    print(json.dumps({"bench": "spark_read", "quick": args.quick, **figures}))
+
+
+if __name__ == "__main__":
+    main()
