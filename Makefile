@@ -13,15 +13,15 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/tierlog demo --data-dir ./data/demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check tierlog tests bench
-	$(BIN)/ruff format --check tierlog tests bench
+	$(BIN)/ruff check tierlog pipelines tests bench
+	$(BIN)/ruff format --check tierlog pipelines tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -1,0 +1,8 @@
+"""Data pipelines on tierlog topics: each module is a function plus a CLI entry
+(``python -m pipelines.NAME --config configs/NAME.toml``) that lands data in Delta tables.
+
+* ``ingest``: topic -> bronze table, incremental and exactly once.
+* ``ingest_stream``: the same with Structured Streaming (``Trigger.AvailableNow``).
+* ``replay``: rebuild a table for an offset or time range straight from object storage.
+* ``aggregate``: page views per minute per page, bronze -> silver.
+"""

@@ -1,0 +1,30 @@
+"""tierlog for Spark: the ``tierlog`` data source (batch and streaming) that reads the hot
+and the cold tier together, and ``session()`` that sets Spark up with Delta.
+
+    from tierlog.spark import session
+    spark = session()
+    df = (spark.read.format("tierlog")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "activity")
+          .option("remote.log.storage.url", "file:///data/remote")
+          .load())
+
+Importing this package does not import pyspark; ``session()`` and ``TierlogDataSource``
+do, on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierlog.spark.session import session
+
+__all__ = ["TierlogDataSource", "session"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TierlogDataSource":
+        from tierlog.spark.datasource import TierlogDataSource
+
+        return TierlogDataSource
+    raise AttributeError(name)

@@ -1,0 +1,202 @@
+"""The PySpark data source ``tierlog``: batch (``spark.read``) and streaming
+(``spark.readStream``) reads of topics across the hot and the cold tier.
+
+Driver side, ``partitions()`` plans (``discovery`` + ``planning``); executor side, ``read()``
+runs ``split_readers`` and yields Arrow batches. Readers are pickled to the executors, so
+they hold only options and plain data; clients and stores are made where they are used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.spark.discovery import Discovery, SourceError
+from tierlog.spark.options import SourceOptions, parse
+from tierlog.spark.planning import OffsetRange, RemoteSplit, Split, limit_ranges, plan
+from tierlog.spark.split_readers import finish, read_leader, read_remote
+
+NAME = "tierlog"
+
+
+def spark_schema(options: SourceOptions) -> StructType:
+    """Spark's Kafka-source schema (``headers`` unless includeHeaders=false; ``tier`` with
+    tierlog.includeTier=true)."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if options.include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    if options.include_tier:
+        fields.append(StructField("tier", StringType()))
+    return StructType(fields)
+
+
+class SplitPartition(InputPartition):
+    """One split, as Spark ships it to an executor."""
+
+    def __init__(self, split: Split) -> None:
+        super().__init__(split)
+        self.split = split
+
+
+class TierlogDataSource(DataSource):
+    """``spark.read.format("tierlog")`` / ``spark.readStream.format("tierlog")``; the options
+    are documented in ``tierlog.spark.options``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        return spark_schema(parse(dict(self.options)))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TierlogBatchReader(parse(dict(self.options)))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return TierlogStreamReader(parse(dict(self.options), streaming=True))
+
+
+def _read_split(options: SourceOptions, split: Split) -> Iterator[pa.RecordBatch]:
+    if isinstance(split, RemoteSplit):
+        assert options.remote_url is not None
+        store = FsspecRemoteStore(options.remote_url, options.storage_options)
+        batches = read_remote(split, store)
+    else:
+        assert options.bootstrap_servers is not None
+        batches = read_leader(
+            split, options.bootstrap_servers, fail_on_data_loss=options.fail_on_data_loss
+        )
+    tier = split.tier if options.include_tier else None
+    for batch in batches:
+        yield finish(batch, include_headers=options.include_headers, tier=tier)
+
+
+def _partitions(splits: list[Split]) -> list[InputPartition]:
+    # Spark wants at least one partition; an empty read is one partition with no split.
+    return [SplitPartition(s) for s in splits] or [InputPartition(None)]
+
+
+class TierlogBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        with Discovery(self.options) as discovery:
+            ranges, manifests = discovery.ranges(self.options.starting, self.options.ending)
+        return _partitions(plan(ranges, manifests, self.options.leader_split_offsets))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        split = getattr(partition, "split", None)
+        if split is not None:
+            yield from _read_split(self.options, split)
+
+
+Offsets = dict[str, dict[str, int]]
+
+
+def _to_json(offsets: dict[tuple[str, int], int]) -> Offsets:
+    """Spark's Kafka-source offset form: ``{"topic": {"0": 23}}``."""
+    out: Offsets = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out
+
+
+def _from_json(doc: dict[str, Any]) -> dict[tuple[str, int], int]:
+    return {(t, int(p)): int(o) for t, parts in doc.items() for p, o in parts.items()}
+
+
+class TierlogStreamReader(DataSourceStreamReader):
+    """Micro-batches over offsets; ``maxOffsetsPerTrigger`` bounds each one, except under
+    ``Trigger.AvailableNow``, where Spark asks for everything available (ReadAllAvailable)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def initialOffset(self) -> Offsets:
+        with Discovery(self.options) as discovery:
+            partitions = discovery.partitions()
+            manifests = discovery.manifests(partitions)
+            earliest, latest = discovery.earliest_latest(partitions, manifests)
+            start = discovery.resolve(
+                self.options.starting, partitions, manifests, earliest, latest, starting=True
+            )
+        return _to_json(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.options.max_offsets_per_trigger)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> Offsets:
+        begin = _from_json(start)
+        with Discovery(self.options) as discovery:
+            partitions = discovery.partitions()
+            manifests = discovery.manifests(partitions)
+            earliest, latest = discovery.earliest_latest(partitions, manifests)
+        ranges = [
+            # A partition that appeared since the last batch is read from its start.
+            OffsetRange(t, p, begin.get((t, p), earliest[t, p]), latest[t, p])
+            for t, p in partitions
+        ]
+        ranges = [OffsetRange(r.topic, r.partition, r.start, max(r.start, r.end)) for r in ranges]
+        if isinstance(limit, ReadMaxRows):
+            ranges = limit_ranges(ranges, int(limit.max_rows))
+        end = {**begin, **{(r.topic, r.partition): r.end for r in ranges}}
+        return _to_json(end)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, stop = _from_json(start), _from_json(end)
+        with Discovery(self.options) as discovery:
+            manifests = discovery.manifests(list(stop))
+            earliest, _ = discovery.earliest_latest(list(stop), manifests)
+            ranges = []
+            for tp, until in sorted(stop.items()):
+                since = begin.get(tp, earliest[tp])
+                if since < earliest[tp]:
+                    if self.options.fail_on_data_loss:
+                        raise SourceError(
+                            f"{tp[0]}-{tp[1]}: offsets {since}..{earliest[tp] - 1} were deleted "
+                            "(retention) before this micro-batch read them; "
+                            "failOnDataLoss=false skips them"
+                        )
+                    since = earliest[tp]
+                ranges.append(OffsetRange(tp[0], tp[1], since, max(since, until)))
+        return _partitions(plan(ranges, manifests, self.options.leader_split_offsets))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        split = getattr(partition, "split", None)
+        if split is not None:
+            yield from _read_split(self.options, split)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, not in a consumer group."""

@@ -1,0 +1,252 @@
+"""What a query reads: its partitions, their manifests and their offset bounds (driver side).
+
+The broker (``LogClient``) answers topics, partitions and offsets; the object store answers
+manifests. With ``tierlog.tiers=remote`` there is no broker: partitions are the
+``<topic>-<n>`` directories under the remote root and offsets come from the manifests
+(earliest = remote log start, latest = remote end), timestamps from remote time indexes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from tierlog.client import EARLIEST, LATEST, ClientError, LogClient
+from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.manifest import Manifest, check_topic, segments_for_timestamp
+from tierlog.remote.segment_reader import RemoteSegmentReader
+from tierlog.spark.options import OffsetBound, SourceOptions
+from tierlog.spark.planning import OffsetRange, remote_end
+
+TopicPartition = tuple[str, int]
+
+
+class SourceError(Exception):
+    """The query cannot be planned or read as asked (missing topic, data loss...)."""
+
+
+class Discovery:
+    """Planning-time lookups for one query; ``close()`` when done.
+
+    Args:
+        options: the parsed source options.
+        client: a ``LogClient`` to use instead of one built from the options (tests).
+        store: a remote store to use instead of one built from the options (tests).
+    """
+
+    def __init__(
+        self,
+        options: SourceOptions,
+        *,
+        client: LogClient | None = None,
+        store: FsspecRemoteStore | None = None,
+    ) -> None:
+        self.options = options
+        self.client = client
+        if self.client is None and options.bootstrap_servers and not options.remote_only:
+            self.client = LogClient(options.bootstrap_servers, client_id="tierlog-spark")
+        self.store = store
+        if self.store is None and options.remote_url:
+            self.store = FsspecRemoteStore(options.remote_url, options.storage_options)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    def __enter__(self) -> Discovery:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- partitions ----------------------------------------------------------------------
+
+    def partitions(self) -> list[TopicPartition]:
+        """The subscribed partitions, sorted.
+
+        Raises:
+            SourceError: a subscribed topic does not exist.
+        """
+        opts = self.options
+        if opts.assign:
+            return sorted(opts.assign)
+        if opts.subscribe_pattern is not None:
+            topics = [t for t in self._all_topics() if opts.topic_matches(t)]
+        else:
+            topics = list(opts.subscribe)
+        out: list[TopicPartition] = []
+        for topic in topics:
+            parts = self._partitions_of(topic)
+            if not parts and opts.subscribe_pattern is None:
+                where = self.store.url if opts.remote_only and self.store else "the cluster"
+                raise SourceError(f"topic {topic!r} has no partition in {where}")
+            out.extend((topic, p) for p in parts)
+        return sorted(out)
+
+    def _all_topics(self) -> list[str]:
+        if self.client is not None:
+            return self.client.topics()
+        assert self.store is not None
+        names = self._root_entries()
+        found = set()
+        for name in names:
+            match = re.fullmatch(r"(.+)-(\d+)", name)
+            if match:
+                found.add(match.group(1))
+        return sorted(found)
+
+    def _partitions_of(self, topic: str) -> list[int]:
+        if self.client is not None:
+            try:
+                return self.client.partitions(topic)
+            except ClientError as exc:
+                raise SourceError(str(exc)) from exc
+        check_topic(topic)
+        pattern = re.compile(re.escape(topic) + r"-(\d+)")
+        return sorted(int(m.group(1)) for m in map(pattern.fullmatch, self._root_entries()) if m)
+
+    def _root_entries(self) -> list[str]:
+        assert self.store is not None
+        root = self.store.partition_path("x", 0).rsplit("/", 1)[0] or "/"
+        fs = self.store.fs
+        try:
+            fs.invalidate_cache(root)
+            entries = fs.ls(root, detail=True)
+        except FileNotFoundError:
+            return []
+        return [
+            str(e["name"]).rstrip("/").rsplit("/", 1)[-1]
+            for e in entries
+            if e.get("type") == "directory"
+        ]
+
+    # -- manifests and offsets -----------------------------------------------------------
+
+    def manifests(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, Manifest | None]:
+        """Each partition's manifest now (None for every partition without a store)."""
+        if self.store is None:
+            return dict.fromkeys(partitions)
+        return {tp: self.store.read_manifest(*tp) for tp in partitions}
+
+    def earliest_latest(
+        self, partitions: list[TopicPartition], manifests: dict[TopicPartition, Manifest | None]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """Log start and end offset of each partition (remote-only: of its remote tier)."""
+        if self.client is None:
+            earliest = {}
+            latest = {}
+            for tp in partitions:
+                manifest = manifests.get(tp)
+                end = remote_end(manifest)
+                latest[tp] = end
+                earliest[tp] = min(manifest.log_start_offset if manifest else 0, end)
+            return earliest, latest
+        answer = self._list_offsets({tp: EARLIEST for tp in partitions})
+        earliest = dict(answer)
+        latest = self._list_offsets({tp: LATEST for tp in partitions})
+        return earliest, latest
+
+    def _list_offsets(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        assert self.client is not None
+        try:
+            return self.client.list_offsets(wanted)
+        except ClientError as exc:
+            raise SourceError(str(exc)) from exc
+
+    def resolve(
+        self,
+        bound: OffsetBound,
+        partitions: list[TopicPartition],
+        manifests: dict[TopicPartition, Manifest | None],
+        earliest: dict[TopicPartition, int],
+        latest: dict[TopicPartition, int],
+        *,
+        starting: bool,
+    ) -> dict[TopicPartition, int]:
+        """``bound`` as one offset per partition, within ``[earliest, latest]``.
+
+        Raises:
+            SourceError: an explicit offset below the log start with failOnDataLoss, or a
+                starting timestamp no record reaches with the "error" strategy.
+        """
+        out: dict[TopicPartition, int] = {}
+        if bound.kind in ("earliest", "latest"):
+            source = earliest if bound.kind == "earliest" else latest
+            return {tp: source[tp] for tp in partitions}
+        if bound.kind == "offsets":
+            for tp in partitions:
+                value = bound.offsets.get(tp, EARLIEST if starting else LATEST)
+                if value == EARLIEST:
+                    out[tp] = earliest[tp]
+                elif value == LATEST:
+                    out[tp] = latest[tp]
+                else:
+                    out[tp] = self._clamp(tp, value, earliest[tp], latest[tp])
+            return out
+        stamps = (
+            dict.fromkeys(partitions, bound.timestamp)
+            if bound.kind == "timestamp"
+            else {tp: bound.offsets[tp] for tp in partitions if tp in bound.offsets}
+        )
+        found = self._offsets_for_times(stamps, manifests)
+        for tp in partitions:
+            if tp not in stamps:
+                out[tp] = earliest[tp] if starting else latest[tp]
+            elif found.get(tp, -1) >= 0:
+                out[tp] = max(earliest[tp], min(found[tp], latest[tp]))
+            elif starting and self.options.timestamp_strategy == "error":
+                raise SourceError(
+                    f"{tp[0]}-{tp[1]} has no record at or after timestamp {stamps[tp]} "
+                    "(startingOffsetsByTimestampStrategy=latest starts at the end instead)"
+                )
+            else:
+                out[tp] = latest[tp]
+        return out
+
+    def _clamp(self, tp: TopicPartition, offset: int, earliest: int, latest: int) -> int:
+        if offset < earliest:
+            if self.options.fail_on_data_loss:
+                raise SourceError(
+                    f"{tp[0]}-{tp[1]}: offset {offset} is below the log start {earliest} "
+                    "(deleted by retention); failOnDataLoss=false starts at the log start"
+                )
+            return earliest
+        return min(offset, latest)
+
+    def _offsets_for_times(
+        self, stamps: dict[TopicPartition, int], manifests: dict[TopicPartition, Manifest | None]
+    ) -> dict[TopicPartition, int]:
+        if not stamps:
+            return {}
+        if self.client is not None:
+            return self._list_offsets(stamps)
+        out = {}
+        for tp, stamp in stamps.items():
+            out[tp] = self._remote_offset_for_time(manifests.get(tp), stamp)
+        return out
+
+    def _remote_offset_for_time(self, manifest: Manifest | None, stamp: int) -> int:
+        if manifest is None or self.store is None:
+            return -1
+        for segment in segments_for_timestamp(manifest, stamp):
+            hit = RemoteSegmentReader(self.store, segment).offset_for_timestamp(
+                stamp, manifest.log_start_offset
+            )
+            if hit is not None:
+                return hit[0]
+        return -1
+
+    def ranges(
+        self, starting: OffsetBound, ending: OffsetBound
+    ) -> tuple[list[OffsetRange], dict[TopicPartition, Manifest | None]]:
+        """The batch query's ranges and the manifests they were planned with."""
+        partitions = self.partitions()
+        manifests = self.manifests(partitions)
+        earliest, latest = self.earliest_latest(partitions, manifests)
+        start = self.resolve(starting, partitions, manifests, earliest, latest, starting=True)
+        end = self.resolve(ending, partitions, manifests, earliest, latest, starting=False)
+        return [
+            OffsetRange(t, p, start[t, p], max(start[t, p], end[t, p])) for t, p in partitions
+        ], manifests
