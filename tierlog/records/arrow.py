@@ -6,33 +6,58 @@ needs pyarrow, so it is imported explicitly and never by ``tierlog.records`` its
 the broker does not pay for pyarrow.
 
 How columns are built without a Python object per key/value: all records blocks of a
-call are joined into one bytes object, ``reader.decode_columns`` records the
-``start, end`` positions of every non-null key (value) in it, and those positions become
-the offsets of a binary array over the joined bytes whose even elements are the keys
-and whose odd elements are the bytes between them. One ``take`` of the even elements
-then copies the keys out in C. Offsets, timestamps and the per-batch columns are built
-from plain lists in bulk.
+call are joined into one bytes object and the ``start, end`` positions of every key
+(value) in it are found; those positions become the offsets of a binary array over the
+joined bytes whose even elements are the keys and whose odd elements are the bytes
+between them. One ``take`` of the even elements then copies the keys out in C.
+
+Finding the positions has two implementations that give the same answer:
+
+* the fast path (needs numpy): ``reader.record_starts`` walks the records' length
+  prefixes — the only serial dependency in a records block — and every other field of
+  every record of the call is then decoded at once with numpy (``_decode_fast``),
+  offsets and timestamps as base + delta arrays. It handles the common shapes: varints
+  of up to 4 bytes (8 for timestampDelta), any keys and values, records with headers
+  (those rows' headers are decoded in Python). Anything it does not accept, including
+  every malformed input, makes it give up without a result;
+* the reference path, ``reader.decode_columns`` (one Python loop per record), which
+  then decodes the call again and raises the precise ``CorruptBatchError``.
 """
 
 from __future__ import annotations
 
 import itertools
 from bisect import bisect_left
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tierlog.records.codecs import DEFAULT_MAX_SIZE
-from tierlog.records.errors import CorruptBatchError
+from tierlog.records.errors import CorruptBatchError, RecordsError
 from tierlog.records.header import Attr, BatchHeader
 from tierlog.records.reader import (
+    MIN_RECORD_SIZE,
     Headers,
     RecordColumns,
     decode_columns,
+    decode_headers,
     iter_whole_batches,
+    record_starts,
     records_block,
 )
-from tierlog.records.varint import BytesLike
+from tierlog.records.varint import INT64_MAX, BytesLike
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover - numpy comes with pandas/pyspark; see FAST_DECODE
+    HAVE_NUMPY = False
+else:
+    HAVE_NUMPY = True
+
+# Whether _to_record_batch tries the numpy fast path first. Tests and bench/spark_read.py
+# turn it off to compare with the reference path; the results are the same.
+FAST_DECODE = HAVE_NUMPY
 
 HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 # PySpark maps ArrayType to a list whose item field is called "element"
@@ -136,6 +161,247 @@ def _headers_column(rows: list[int], values: list[Headers], lo: int, hi: int) ->
     )
 
 
+# Varints the fast path decodes: 4 bytes (28 bits, so int32 fields never overflow) and 8
+# for timestampDelta; longer codes are legal but rare and go to the reference path.
+_VARINT_BYTES = 4
+_VARLONG_BYTES = 8
+# Bases the fast path adds deltas to without overflowing int64 (deltas of up to 4 and 8
+# bytes are below 2**27 and 2**55 in magnitude); batches past them go to the reference.
+_OFFSET_BASE_LIMIT = INT64_MAX - (1 << 27)
+_TIMESTAMP_BASE_LIMIT = 1 << 62
+
+
+class _Columns(NamedTuple):
+    """What _decode_fast finds: one row per record of the call, numpy arrays."""
+
+    offsets: np.ndarray  # int64, absolute
+    millis: np.ndarray  # int64, as reported (LogAppendTime batches: maxTimestamp)
+    timestamp_types: np.ndarray  # int32, 0 create time, 1 log append time
+    key_starts: np.ndarray  # int64 positions in the data; a null key spans nothing
+    key_ends: np.ndarray
+    key_nulls: np.ndarray  # bool
+    value_starts: np.ndarray
+    value_ends: np.ndarray
+    value_nulls: np.ndarray
+    header_rows: list[int]  # sparse, as in RecordColumns
+    header_values: list[Headers]
+
+
+def _varints(u8: np.ndarray, pos: np.ndarray, max_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Decode the zigzag varints at ``pos``: ``(values, positions after them)``.
+
+    Reads are clipped to the buffer; the caller's tiling check rejects whatever a clipped
+    read produced. Raises _GiveUp for a code longer than ``max_bytes``.
+    """
+    b = u8.take(pos, mode="clip")
+    live = b >= 0x80
+    raw = (b & 0x7F).astype(np.int64)
+    after = pos + 1
+    shift = 7
+    while live.any():
+        if shift == 7 * max_bytes:
+            raise _GiveUp
+        b = u8.take(after, mode="clip")
+        raw |= ((b & 0x7F).astype(np.int64) << shift) * live
+        after += live
+        live &= b >= 0x80
+        shift += 7
+    return (raw >> 1) ^ -(raw & 1), after
+
+
+class _GiveUp(Exception):
+    """The fast path does not handle this input; the reference path decides."""
+
+
+def _decode_fast(data: bytes, blocks: list[tuple[BatchHeader, int, int]]) -> _Columns:
+    """Decode every record of ``blocks`` (``header, start, end`` in ``data``) at once.
+
+    Raises:
+        _GiveUp: an input the fast path does not take, which includes every malformed one.
+    """
+    counts = [header.record_count for header, _, _ in blocks]
+    starts = record_starts(
+        data, [(start, end, n) for (_, start, end), n in zip(blocks, counts, strict=True)]
+    )
+    if starts is None:
+        raise _GiveUp
+    for header, _, _ in blocks:
+        if (
+            not -_OFFSET_BASE_LIMIT <= header.base_offset <= _OFFSET_BASE_LIMIT
+            or not -_TIMESTAMP_BASE_LIMIT <= header.base_timestamp <= _TIMESTAMP_BASE_LIMIT
+        ):
+            raise _GiveUp
+    per_batch = np.array(counts, np.int64)
+    count = len(starts)
+    u8 = np.frombuffer(data, np.uint8)
+    rec = np.fromiter(starts, np.int64, count)
+
+    # The records must tile each block: a length of at least a minimal record, and each
+    # record ending where the next one (or the block) starts.
+    length, body = _varints(u8, rec, _VARINT_BYTES)
+    rec_end = body + length
+    expected_end = np.empty(count, np.int64)
+    expected_end[:-1] = rec[1:]
+    nonempty = per_batch > 0
+    last_rows = np.cumsum(per_batch)[nonempty] - 1
+    expected_end[last_rows] = [end for (_, _, end), n in zip(blocks, counts, strict=True) if n > 0]
+    if not (length >= MIN_RECORD_SIZE - 1).all() or not (rec_end == expected_end).all():
+        raise _GiveUp
+
+    # Fields in order; positions only increase, so if the last one lands on rec_end no
+    # read strayed out of its record (see the module docstring).
+    ts_delta, pos = _varints(u8, body + 1, _VARLONG_BYTES)  # + 1: the attributes byte
+    offset_delta, pos = _varints(u8, pos, _VARINT_BYTES)
+    key_len, key_starts = _varints(u8, pos, _VARINT_BYTES)
+    key_nulls = key_len == -1
+    if (key_len < -1).any():
+        raise _GiveUp
+    key_ends = key_starts + np.maximum(key_len, 0)
+    value_len, value_starts = _varints(u8, key_ends, _VARINT_BYTES)
+    value_nulls = value_len == -1
+    if (value_len < -1).any():
+        raise _GiveUp
+    value_ends = value_starts + np.maximum(value_len, 0)
+    with_headers = u8.take(value_ends, mode="clip") != 0
+    fields_end = value_ends + 1
+    header_rows: list[int] = []
+    header_values: list[Headers] = []
+    if with_headers.any():
+        fields_end = _decode_header_rows(
+            data,
+            blocks,
+            counts,
+            with_headers,
+            value_ends,
+            rec_end,
+            fields_end,
+            header_rows,
+            header_values,
+        )
+    if not (fields_end == rec_end).all():
+        raise _GiveUp
+
+    offsets = np.repeat(np.array([h.base_offset for h, _, _ in blocks], np.int64), per_batch)
+    offsets += offset_delta
+    millis = np.repeat(np.array([h.base_timestamp for h, _, _ in blocks], np.int64), per_batch)
+    millis += ts_delta
+    log_append = [bool(h.attributes & Attr.TIMESTAMP_TYPE) for h, _, _ in blocks]
+    timestamp_types = np.repeat(np.array(log_append, np.int32), per_batch)
+    if any(log_append):
+        # Kafka reports maxTimestamp for every record of a LogAppendTime batch.
+        max_ts = np.repeat(np.array([h.max_timestamp for h, _, _ in blocks], np.int64), per_batch)
+        np.copyto(millis, max_ts, where=timestamp_types.astype(bool))
+    return _Columns(
+        offsets,
+        millis,
+        timestamp_types,
+        key_starts,
+        key_ends,
+        key_nulls,
+        value_starts,
+        value_ends,
+        value_nulls,
+        header_rows,
+        header_values,
+    )
+
+
+def _decode_header_rows(
+    data: bytes,
+    blocks: list[tuple[BatchHeader, int, int]],
+    counts: list[int],
+    with_headers: np.ndarray,
+    value_ends: np.ndarray,
+    rec_end: np.ndarray,
+    fields_end: np.ndarray,
+    header_rows: list[int],
+    header_values: list[Headers],
+) -> np.ndarray:
+    """Decode the headers of the rows ``with_headers`` in Python; fill header_rows/values.
+
+    Returns ``fields_end`` with those rows' ends corrected.
+    """
+    fields_end = fields_end.copy()
+    first_rows = list(itertools.accumulate(counts, initial=0))
+    batch = 0
+    for row in np.flatnonzero(with_headers).tolist():
+        while first_rows[batch + 1] <= row:
+            batch += 1
+        end = int(rec_end[row])
+        try:
+            headers, after = decode_headers(
+                data, int(value_ends[row]), end, blocks[batch][0], row - first_rows[batch]
+            )
+        except RecordsError:
+            raise _GiveUp from None
+        fields_end[row] = after
+        if headers:  # a zero count can still arrive as a padded varint
+            header_rows.append(row)
+            header_values.append(headers)
+    return fields_end
+
+
+def _binary_fast(
+    data: pa.Buffer,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    nulls: np.ndarray,
+) -> pa.Array:
+    """A key or value column from positions into ``data`` (one slice of _Columns)."""
+    count = len(starts)
+    null_count = int(np.count_nonzero(nulls))
+    if null_count == count:
+        return pa.nulls(count, pa.binary())
+    bounds = np.empty(2 * count, np.int32)
+    bounds[0::2] = starts
+    bounds[1::2] = ends
+    spans = pa.Array.from_buffers(pa.binary(), 2 * count - 1, [None, pa.py_buffer(bounds), data])
+    out = spans.take(_even_indices(count))
+    if null_count == 0:
+        return out
+    # Null rows span nothing; a validity bitmap marks them.
+    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.binary(), count, [validity, *out.buffers()[1:]], null_count=null_count
+    )
+
+
+def _from_fast_columns(
+    joined: bytes,
+    cols: _Columns,
+    topic: str,
+    partition: int,
+    start_offset: int | None,
+    end_offset: int | None,
+) -> pa.RecordBatch | None:
+    offsets = cols.offsets
+    # Offsets increase through a well-formed log, so the wanted rows are one slice
+    # (bisect, as the reference path does, so that both agree even when they do not).
+    lo = 0 if start_offset is None else bisect_left(offsets, start_offset)
+    hi = len(offsets) if end_offset is None else bisect_left(offsets, end_offset, lo)
+    count = hi - lo
+    if count <= 0:
+        return None
+    data = pa.py_buffer(joined)
+    # Unchecked multiply: a timestamp past year 294247 wraps rather than raising.
+    micros = cols.millis[lo:hi] * 1000
+    return pa.RecordBatch.from_arrays(
+        [
+            _binary_fast(data, cols.key_starts[lo:hi], cols.key_ends[lo:hi], cols.key_nulls[lo:hi]),
+            _binary_fast(
+                data, cols.value_starts[lo:hi], cols.value_ends[lo:hi], cols.value_nulls[lo:hi]
+            ),
+            pa.repeat(pa.scalar(topic, pa.string()), count),
+            pa.repeat(pa.scalar(partition, pa.int32()), count),
+            pa.array(offsets[lo:hi]),
+            pa.Array.from_buffers(TIMESTAMP_TYPE, count, [None, pa.py_buffer(micros)]),
+            pa.array(cols.timestamp_types[lo:hi]),
+            _headers_column(cols.header_rows, cols.header_values, lo, hi),
+        ],
+        schema=KAFKA_SCHEMA,
+    )
+
+
 def _to_record_batch(
     pending: list[tuple[BatchHeader, bytes | memoryview, int, int]],
     topic: str,
@@ -143,8 +409,6 @@ def _to_record_batch(
     start_offset: int | None,
     end_offset: int | None,
 ) -> pa.RecordBatch | None:
-    cols = RecordColumns()
-    timestamp_types: list[int] = []
     first_data = pending[0][1]
     joined: bytes
     if (
@@ -160,6 +424,33 @@ def _to_record_batch(
         joined = b"".join(memoryview(data)[start:end] for _, data, start, end in pending)
         ends = list(itertools.accumulate(end - start for _, _, start, end in pending))
         spans = list(zip([0, *ends[:-1]], ends, strict=True))
+    if FAST_DECODE:
+        blocks = [
+            (header, start, end)
+            for (header, _, _, _), (start, end) in zip(pending, spans, strict=True)
+        ]
+        try:
+            fast = _decode_fast(joined, blocks)
+        except _GiveUp:
+            pass
+        else:
+            return _from_fast_columns(joined, fast, topic, partition, start_offset, end_offset)
+    return _reference_record_batch(
+        pending, joined, spans, topic, partition, start_offset, end_offset
+    )
+
+
+def _reference_record_batch(
+    pending: list[tuple[BatchHeader, bytes | memoryview, int, int]],
+    joined: bytes,
+    spans: list[tuple[int, int]],
+    topic: str,
+    partition: int,
+    start_offset: int | None,
+    end_offset: int | None,
+) -> pa.RecordBatch | None:
+    cols = RecordColumns()
+    timestamp_types: list[int] = []
     for (header, _, _, _), (start, end) in zip(pending, spans, strict=True):
         decode_columns(cols, joined, start, end, header)
         timestamp_types += [1 if header.attributes & Attr.TIMESTAMP_TYPE else 0] * (

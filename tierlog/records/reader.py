@@ -12,6 +12,8 @@ This module owns record *decoding* (the per-record layout is documented in
 Decoding happens column-wise into ``RecordColumns`` (plain lists, positions instead of
 byte copies) so that ``tierlog.records.arrow`` can build Arrow arrays without a Python
 object per field; ``iter_records`` turns the columns into ``DecodedRecord`` tuples.
+``record_starts`` is the serial part of the Arrow fast path: it only walks the records'
+length prefixes, and ``tierlog.records.arrow`` decodes the rest with numpy.
 """
 
 from __future__ import annotations
@@ -132,6 +134,19 @@ def _decode_headers(
             raise _corrupt(header, index, f"negative header value length {value_len}")
         out.append((key, value))
     return tuple(out), pos
+
+
+def decode_headers(
+    data: bytes, pos: int, rec_end: int, header: BatchHeader, index: int
+) -> tuple[Headers, int]:
+    """Decode the headers field (count, then headers) at ``data[pos:]`` of record
+    ``index`` of batch ``header``, which ends at ``rec_end``: ``(headers, position after)``.
+
+    Raises:
+        CorruptBatchError: as ``decode_columns`` raises it for headers.
+    """
+    count, pos = decode_varint(data, pos)
+    return _decode_headers(data, pos, rec_end, count, header, index)
 
 
 def decode_columns(
@@ -279,6 +294,54 @@ def decode_columns(
         )
     if header.attributes & Attr.TIMESTAMP_TYPE:
         cols.timestamps[row:] = [header.max_timestamp] * count
+
+
+# Bytes one record's length code plus body take, by the code's first byte (one-byte codes)
+# and by its 14 raw bits (two-byte codes); record_starts walks with these.
+_STEP_1 = [v + 1 for v in ZIGZAG_1]
+_STEP_2 = [v + 2 for v in ZIGZAG_2]
+
+
+def record_starts(data: bytes, blocks: list[tuple[int, int, int]]) -> list[int] | None:
+    """Where each record's length varint starts, for every ``(start, end, count)`` block.
+
+    Only the length prefixes are read (the one serial dependency of a records block);
+    ``tierlog.records.arrow`` decodes every other field of all records at once, and
+    checks what this walk does not: that each length is at least a minimal record and
+    that the records tile their block exactly. A negative length can make a position
+    here point backwards; that check rejects it.
+
+    Returns:
+        The positions, records of all blocks in order, or None when a block does not
+        walk cleanly (wrong count, overrun, malformed prefix): ``decode_columns`` then
+        says what is wrong.
+    """
+    starts: list[int] = []
+    append = starts.append
+    step_1 = _STEP_1
+    step_2 = _STEP_2
+    try:
+        for start, end, count in blocks:
+            if count < 0 or count * MIN_RECORD_SIZE > end - start:
+                return None
+            pos = start
+            for _ in range(count):
+                append(pos)
+                b = data[pos]
+                if b < 0x80:
+                    pos += step_1[b]
+                else:
+                    b2 = data[pos + 1]
+                    if b2 < 0x80:
+                        pos += step_2[(b & 0x7F) | (b2 << 7)]
+                    else:  # records past 8 KiB
+                        length, pos = decode_varint(data, pos)
+                        pos += length
+            if pos != end:
+                return None
+    except (IndexError, CorruptBatchError):
+        return None
+    return starts
 
 
 def records_block(
