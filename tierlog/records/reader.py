@@ -296,10 +296,24 @@ def decode_columns(
         cols.timestamps[row:] = [header.max_timestamp] * count
 
 
-# Bytes one record's length code plus body take, by the code's first byte (one-byte codes)
-# and by its 14 raw bits (two-byte codes); record_starts walks with these.
-_STEP_1 = [v + 1 for v in ZIGZAG_1]
-_STEP_2 = [v + 2 for v in ZIGZAG_2]
+# _STEPS[b0 | b1 << 8]: the bytes a record whose length code starts with bytes b0, b1
+# takes (code plus body), for codes of one or two bytes; None for longer codes. Built on
+# first use (64K slots, ~1 MB), as only the Arrow path walks records this way.
+_STEPS: list[int | None] = []
+
+
+def _steps() -> list[int | None]:
+    if not _STEPS:
+        one = [v + 1 for v in ZIGZAG_1]
+        two = [v + 2 for v in ZIGZAG_2]
+        table: list[int | None] = [None] * (1 << 16)
+        for b1 in range(256):
+            high = b1 << 8
+            table[high : high + 0x80] = one
+            if b1 < 0x80:
+                table[high + 0x80 : high + 0x100] = two[b1 << 7 : (b1 + 1) << 7]
+        _STEPS[:] = table
+    return _STEPS
 
 
 def record_starts(data: bytes, blocks: list[tuple[int, int, int]]) -> list[int] | None:
@@ -316,27 +330,50 @@ def record_starts(data: bytes, blocks: list[tuple[int, int, int]]) -> list[int] 
         walk cleanly (wrong count, overrun, malformed prefix): ``decode_columns`` then
         says what is wrong.
     """
+    for start, end, count in blocks:
+        if count < 0 or count * MIN_RECORD_SIZE > end - start:
+            return None
     starts: list[int] = []
     append = starts.append
-    step_1 = _STEP_1
-    step_2 = _STEP_2
+    steps = _steps()
+    # One table lookup per record, unrolled four times: this loop is most of the
+    # Python time per record left on the Arrow path. A record of 8 KiB or more has a
+    # 3-byte length code, whose None step raises TypeError; the loop below takes those.
     try:
         for start, end, count in blocks:
-            if count < 0 or count * MIN_RECORD_SIZE > end - start:
+            pos = start
+            for _ in range(count >> 2):
+                append(pos)
+                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+                append(pos)
+                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+                append(pos)
+                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+                append(pos)
+                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+            for _ in range(count & 3):
+                append(pos)
+                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+            if pos != end:
                 return None
+    except TypeError:
+        return _record_starts_any_length(data, blocks)
+    except IndexError:
+        return None
+    return starts
+
+
+def _record_starts_any_length(data: bytes, blocks: list[tuple[int, int, int]]) -> list[int] | None:
+    """record_starts for blocks holding records with length codes of any size."""
+    starts: list[int] = []
+    append = starts.append
+    try:
+        for start, end, count in blocks:
             pos = start
             for _ in range(count):
                 append(pos)
-                b = data[pos]
-                if b < 0x80:
-                    pos += step_1[b]
-                else:
-                    b2 = data[pos + 1]
-                    if b2 < 0x80:
-                        pos += step_2[(b & 0x7F) | (b2 << 7)]
-                    else:  # records past 8 KiB
-                        length, pos = decode_varint(data, pos)
-                        pos += length
+                length, pos = decode_varint(data, pos)
+                pos += length
             if pos != end:
                 return None
     except (IndexError, CorruptBatchError):
