@@ -7,6 +7,7 @@ import random
 import struct
 import subprocess
 import sys
+import threading
 
 import lz4.frame
 import pytest
@@ -196,6 +197,39 @@ def test_zstd_reads_frames_without_content_size_and_several_frames() -> None:
     assert decompress(Compression.ZSTD, streaming) == SAMPLE
     two = zstandard.ZstdCompressor().compress(b"ab") + streaming
     assert decompress(Compression.ZSTD, two) == b"ab" + SAMPLE
+
+
+def test_zstd_declared_size_is_checked_against_the_limit_and_the_data() -> None:
+    sized = zstandard.ZstdCompressor().compress(SAMPLE)
+    assert zstandard.frame_content_size(sized) == len(SAMPLE)
+    with pytest.raises(CorruptBatchError, match="past"):
+        decompress(Compression.ZSTD, sized, max_size=len(SAMPLE) - 1)
+    # A frame whose header understates its content is corrupt, whichever path reads it.
+    small = zstandard.ZstdCompressor().compress(b"abc" * 100)
+    assert small[4] == 0x60  # single segment, 2-byte content size (value - 256) next
+    lying = bytearray(small)
+    lying[5] -= 1  # declares 299 bytes
+    with pytest.raises(CorruptBatchError):
+        decompress(Compression.ZSTD, bytes(lying))
+
+
+def test_zstd_decompressor_reused_after_errors_and_per_thread() -> None:
+    packed = compress(Compression.ZSTD, SAMPLE)
+    for bad in (packed[:-9], packed[:40], b"\x28\xb5\x2f\xfd" + bytes(20), packed + b"x"):
+        with pytest.raises(CorruptBatchError):
+            decompress(Compression.ZSTD, bad)
+        assert decompress(Compression.ZSTD, packed) == SAMPLE
+    results: list[bool] = []
+
+    def work() -> None:
+        results.append(all(decompress(Compression.ZSTD, packed) == SAMPLE for _ in range(20)))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 4
 
 
 def test_zstd_trailing_garbage_is_corrupt() -> None:

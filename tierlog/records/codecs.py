@@ -28,8 +28,10 @@ import functools
 import gzip
 import importlib
 import struct
+import threading
 import zlib
 from types import ModuleType
+from typing import Any
 
 from tierlog.records.errors import CorruptBatchError, RecordsError, UnsupportedCompressionError
 from tierlog.records.header import Compression
@@ -57,6 +59,9 @@ _INT32 = struct.Struct(">i")
 # remaining_budget / 32768 bytes keeps the overshoot past max_size small.
 _ZSTD_MAX_RATIO = 32768
 _ZSTD_MIN_FEED = 64
+
+# Per-thread decompressor state worth keeping between batches (see _zstd_dctx).
+_THREAD = threading.local()
 
 _INSTALL_HINTS = {
     "snappy": "python-snappy",
@@ -275,12 +280,36 @@ def _lz4_decompress(data: BytesLike, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def _zstd_dctx(zstandard: ModuleType) -> Any:
+    """This thread's ZstdDecompressor: creating one costs ~4 us, a fifth of decompressing
+    a 16 KiB batch, and one must not be used by two threads at once."""
+    dctx = getattr(_THREAD, "zstd", None)
+    if dctx is None:
+        dctx = _THREAD.zstd = zstandard.ZstdDecompressor()
+    return dctx
+
+
 def _zstd_decompress(data: BytesLike, limit: int) -> bytes:
     zstandard = _load("zstandard")
+    dctx = _zstd_dctx(zstandard)
+    # A single frame that states its size (librdkafka's and zstd's one-shot compressors
+    # write it) decompresses in one call into one allocation of that size, which the
+    # limit bounds. Anything else — no size, several frames, trailing bytes, errors —
+    # takes the streaming path below, which also says what is wrong.
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:  # not even a frame header: the streaming path says so
+        declared = -1
+    if 0 < declared <= limit:
+        try:
+            out: bytes = dctx.decompress(data, allow_extra_data=False)
+        except zstandard.ZstdError:
+            pass
+        else:
+            return out
     # ZstdDecompressor.decompress() trusts the frame header's content size and allocates
     # it up front, so a hostile header could ask for any amount. The streaming object
     # allocates as it goes; we feed it bounded slices and check after each.
-    dctx = zstandard.ZstdDecompressor()
     view = memoryview(data)
     parts: list[bytes] = []
     total = 0
