@@ -16,8 +16,8 @@ from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.manifest import end_offset
 from tierlog.tools.activity import activity_stream
 
-SEGMENT_BYTES = 16384
-LOCAL_RETENTION_BYTES = 40000
+SEGMENT_BYTES = 6000
+LOCAL_RETENTION_BYTES = 15000
 FAST = {
     "log.segment.bytes": str(SEGMENT_BYTES),
     "remote.log.manager.task.interval.ms": "200",

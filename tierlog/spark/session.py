@@ -48,6 +48,10 @@ def session(
     # venv has tierlog), whatever `python3` on PATH is.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    master = master or os.environ.get("SPARK_MASTER", "local[*]")
+    if master.startswith("local"):
+        # Local mode talks to itself only: keep Spark off the machine's other interfaces.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     jars = [str(p) for p in extra_jars]
     if delta:
         jars += [str(p) for p in resolve(DELTA)]
@@ -70,9 +74,7 @@ def session(
             "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
     settings.update(conf or {})
-    builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get("SPARK_MASTER", "local[*]")
-    )
+    builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,0 +1,211 @@
+"""The ``tierlog`` source in Spark local mode against a real broker whose topic is partly
+offloaded to a file:// remote tier: rows equal the topic's across the tier boundary, for
+batch, remote-only and streaming reads, with batches of every codec."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.tiered_data import TieredTopic, produce_activity, tiered_topic
+from tierlog.client import LATEST, LogClient
+from tierlog.spark.datasource import SplitPartition, TierlogBatchReader
+from tierlog.spark.options import parse
+
+Row = tuple[int, int, bytes | None, bytes, int]  # partition, offset, key, value, timestamp ms
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
+    topic = tiered_topic(tmp_path_factory.mktemp("source") / "data", count=3000)
+    try:
+        yield topic
+    finally:
+        topic.broker.stop()
+
+
+def topic_rows(tiered: TieredTopic, topic: str | None = None) -> list[Row]:
+    """Every record of the topic as a plain Kafka consumer reads it through the broker."""
+    name = topic or tiered.topic
+    consumer = Consumer(
+        {"bootstrap.servers": tiered.bootstrap, "group.id": "ref", "enable.auto.commit": False}
+    )
+    rows: list[Row] = []
+    try:
+        ends = {}
+        for p in range(tiered.partitions):
+            ends[p] = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)[1]
+        consumer.assign([TopicPartition(name, p, 0) for p in range(tiered.partitions)])
+        deadline = time.monotonic() + 60
+        while len(rows) < sum(ends.values()) and time.monotonic() < deadline:
+            for m in consumer.consume(500, timeout=1):
+                assert m.error() is None, m.error()
+                rows.append((m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]))
+    finally:
+        consumer.close()
+    return sorted(rows)
+
+
+def spark_rows(df: Any) -> list[Row]:
+    out = df.selectExpr(
+        "partition", "offset", "key", "value", "cast(unix_micros(timestamp) / 1000 as long) as ts"
+    ).collect()
+    return sorted((r[0], r[1], r[2], bytes(r[3]), r[4]) for r in out)
+
+
+def source_options(tiered: TieredTopic, **extra: str) -> dict[str, str]:
+    return {
+        "kafka.bootstrap.servers": tiered.bootstrap,
+        "subscribe": tiered.topic,
+        "remote.log.storage.url": tiered.remote_url,
+        **extra,
+    }
+
+
+def read(spark: Any, options: dict[str, str]) -> Any:
+    return spark.read.format("tierlog").options(**options).load()
+
+
+def test_rows_equal_the_topic_across_the_tier_boundary(spark: Any, tiered: TieredTopic) -> None:
+    expected = topic_rows(tiered)
+    assert len(expected) == tiered.produced
+    df = read(spark, source_options(tiered, **{"tierlog.includeTier": "true"}))
+    assert spark_rows(df) == expected
+    by_tier = {r["tier"]: r["count"] for r in df.groupBy("tier").count().collect()}
+    remote_rows = sum(tiered.remote_ends().values())  # no compaction: one row per offset
+    assert by_tier == {"remote": remote_rows, "local": tiered.produced - remote_rows}
+    assert by_tier["local"] > 0 and by_tier["remote"] > 0
+
+
+def test_schema_is_the_kafka_sources(spark: Any, tiered: TieredTopic) -> None:
+    df = read(spark, source_options(tiered))
+    assert df.columns == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"
+    ]  # fmt: skip
+    no_headers = read(spark, source_options(tiered, includeHeaders="false"))
+    assert "headers" not in no_headers.columns
+    first = df.where("partition = 0 and offset = 0").collect()[0]
+    event = json.loads(first["value"])
+    assert first["key"] == event["user"].encode() and first["timestampType"] == 0
+
+
+def test_remote_only_reads_without_a_broker_path(spark: Any, tiered: TieredTopic) -> None:
+    ends = tiered.remote_ends()
+    df = read(
+        spark,
+        {
+            "subscribe": tiered.topic,
+            "remote.log.storage.url": tiered.remote_url,
+            "tierlog.tiers": "remote",
+        },
+    )
+    expected = [r for r in topic_rows(tiered) if r[1] < ends[r[0]]]
+    assert spark_rows(df) == expected
+
+
+def test_offset_and_timestamp_bounds(spark: Any, tiered: TieredTopic) -> None:
+    expected = topic_rows(tiered)
+    bounds = {"startingOffsets": json.dumps({tiered.topic: {"0": 10, "1": -2}}),
+              "endingOffsets": json.dumps({tiered.topic: {"0": 500}})}  # fmt: skip
+    df = read(spark, source_options(tiered, **bounds))
+    assert spark_rows(df) == [r for r in expected if (r[0] == 0 and 10 <= r[1] < 500) or r[0] == 1]
+    middle = sorted(r[4] for r in expected)[len(expected) // 2]
+    by_time = read(spark, source_options(tiered, startingTimestamp=str(middle)))
+    first_at = {p: min((r[1] for r in expected if r[0] == p and r[4] >= middle), default=None)
+                for p in (0, 1)}  # fmt: skip
+    assert spark_rows(by_time) == [
+        r for r in expected if first_at[r[0]] is not None and r[1] >= first_at[r[0]]
+    ]
+
+
+def test_unknown_topic_is_a_clear_error(spark: Any, tiered: TieredTopic) -> None:
+    with pytest.raises(Exception, match="no-such-topic"):
+        read(spark, {**source_options(tiered), "subscribe": "no-such-topic"}).collect()
+
+
+def test_streaming_available_now_then_only_new_rows(
+    spark: Any, tiered: TieredTopic, tmp_path: Path
+) -> None:
+    stream = spark.readStream.format("tierlog").options(
+        **source_options(tiered, startingOffsets="earliest")
+    )
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run() -> list[Row]:
+        query = (
+            stream.load()
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(90)
+        assert query.exception() is None
+        return spark_rows(spark.read.parquet(str(out)))
+
+    assert run() == topic_rows(tiered)
+    produce_activity(tiered.bootstrap, tiered.topic, 300, first=tiered.produced, codecs=("lz4",))
+    tiered.produced += 300
+    assert run() == topic_rows(tiered)  # the new rows once, the old ones not again
+
+
+def test_max_offsets_per_trigger_bounds_each_micro_batch(spark: Any, tiered: TieredTopic) -> None:
+    query = (
+        spark.readStream.format("tierlog")
+        .options(**source_options(tiered, startingOffsets="earliest", maxOffsetsPerTrigger="1000"))
+        .load()
+        .writeStream.format("memory")
+        .queryName("bounded")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    finally:
+        query.stop()
+    assert sum(sizes) == len(topic_rows(tiered))
+    assert len(sizes) >= 3 and max(sizes) <= 1000 + 2  # at least one offset per partition
+
+
+def local_log_start(tiered: TieredTopic, partition: int) -> int:
+    segments = (tiered.broker.data_dir / f"{tiered.topic}-{partition}").glob("*.log")
+    return min(int(f.stem) for f in segments)
+
+
+def test_no_offset_twice_or_skipped_while_offload_runs_during_the_query(
+    tiered: TieredTopic,
+) -> None:
+    """Plan, then let the broker offload and delete the planned hot range locally, then
+    read: the leader serves the moved offsets from the remote tier; nothing doubles."""
+    with LogClient(tiered.bootstrap) as client:
+        latest = client.list_offsets({(tiered.topic, p): LATEST for p in (0, 1)})
+    reader = TierlogBatchReader(parse(source_options(tiered)))
+    planned = [p.split for p in reader.partitions()]
+    ends_at_plan = tiered.remote_ends()
+    # Uncompressed, so the new data pushes the planned hot range out of local retention.
+    produce_activity(tiered.bootstrap, tiered.topic, 3000, first=tiered.produced, codecs=("none",))
+    tiered.produced += 3000
+    deadline = time.monotonic() + 60
+    while any(local_log_start(tiered, p) <= ends_at_plan[p] for p in (0, 1)):
+        assert time.monotonic() < deadline, "the planned hot range was never deleted locally"
+        time.sleep(0.2)
+    for p in (0, 1):
+        assert (
+            min(s.start for s in planned if s.partition == p and s.tier == "local")
+            == ends_at_plan[p]
+        )
+    got: dict[int, list[int]] = {0: [], 1: []}
+    for split in planned:
+        for batch in reader.read(SplitPartition(split)):
+            partitions, offsets = batch.column("partition"), batch.column("offset")
+            for p, o in zip(partitions.to_pylist(), offsets.to_pylist(), strict=True):
+                got[p].append(o)
+    for p in (0, 1):
+        assert sorted(got[p]) == list(range(latest[tiered.topic, p]))
