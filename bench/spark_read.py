@@ -14,9 +14,10 @@ printed is one JSON object with every figure; the lines before it are for people
 
    with every codec (none, gzip, snappy, lz4, zstd). Each call decodes up to
    ``--call-mib`` of wire bytes (whole batches), as a fetch or a segment chunk would hold.
-   Beside each figure: the same pass with only decompression (``codecs.decompress`` per
-   batch), which bounds what record decoding can reach with that codec, and the CRC-32C
-   check alone.
+   Beside each figure, measured in the same rounds: the reference path
+   (``arrow.FAST_DECODE`` off: the per-record Python loop of ``reader.decode_columns``,
+   which is what every call ran before the numpy fast path), decompression alone
+   (``codecs.decompress`` per batch: the bound the codec sets) and the CRC-32C check alone.
 2. ``spark`` — reserved for the tierlog data source vs Spark's own Kafka source.
 """
 
@@ -29,11 +30,13 @@ import random
 import struct
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 from crc32c import crc32c
 
+from tierlog.records import arrow
 from tierlog.records.arrow import to_record_batches
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.codecs import decompress
@@ -144,17 +147,23 @@ def group_calls(batches: list[bytes], call_bytes: int) -> list[bytes]:
     return calls
 
 
-def best_of(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """Best wall and CPU seconds of ``repeats`` runs of ``fn`` (gc left on, as in use)."""
-    best_wall = best_cpu = float("inf")
-    fn()  # warm-up: imports, codec libraries, caches
+def best_of(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[float, float]]:
+    """Best wall and CPU seconds of each function over ``repeats`` rounds.
+
+    The functions alternate within each round, so a noisy neighbour slows all of them
+    alike; gc stays on, as in use.
+    """
+    best = {name: (float("inf"), float("inf")) for name in fns}
+    for fn in fns.values():
+        fn()  # warm-up: imports, codec libraries, caches
     for _ in range(repeats):
-        gc.collect()
-        wall, cpu = time.perf_counter(), time.process_time()
-        fn()
-        best_wall = min(best_wall, time.perf_counter() - wall)
-        best_cpu = min(best_cpu, time.process_time() - cpu)
-    return best_wall, best_cpu
+        for name, fn in fns.items():
+            gc.collect()
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
+    return best
 
 
 def bench_decode(args: argparse.Namespace) -> dict[str, Any]:
@@ -164,55 +173,79 @@ def bench_decode(args: argparse.Namespace) -> dict[str, Any]:
     count = args.records or (20_000 if args.quick else 100_000)
     repeats = args.repeats or (3 if args.quick else 7)
     records = make_records(count)
+    payload = sum(len(r.key or b"") + len(r.value or b"") for r in records)
     codecs = [Compression[name.upper()] for name in args.codecs.split(",")]
-    out: dict[str, Any] = {"records": count, "repeats": repeats, "call_mib": args.call_mib}
+    out: dict[str, Any] = {
+        "records": count,
+        "repeats": repeats,
+        "call_mib": args.call_mib,
+        "fast_path": arrow.FAST_DECODE,
+    }
     for shape, batch_bytes in SHAPES.items():
         out[shape] = per_codec = {}
         for codec in codecs:
             batches = build_log(records, batch_bytes, codec)
             calls = group_calls(batches, int(args.call_mib * MiB))
             wire = sum(map(len, batches))
-
-            def decode(calls: list[bytes] = calls) -> None:
-                rows = 0
-                for buf in calls:
-                    rows += sum(b.num_rows for b in to_record_batches(buf, "events", 0))
-                assert rows == count, rows
-
-            def only_decompress(batches: list[bytes] = batches, codec: Compression = codec) -> None:
-                for batch in batches:
-                    decompress(codec, memoryview(batch)[HEADER_SIZE:])
-
-            def only_crc(calls: list[bytes] = calls) -> None:
-                for buf in calls:
-                    for _ in iter_batches(buf):
-                        pass
-
-            wall, cpu = best_of(decode, repeats)
-            inflate, _ = best_of(only_decompress, repeats) if codec else (0.0, 0.0)
-            crc, _ = best_of(only_crc, repeats)
+            fns = {"decode": partial(decode_all, calls, count, arrow.FAST_DECODE)}
+            if args.reference:
+                fns["reference"] = partial(decode_all, calls, count, False)
+            fns["crc"] = partial(check_all, calls)
+            if codec:
+                fns["decompress"] = partial(decompress_all, batches, codec)
+            best = best_of(fns, repeats)
+            wall, cpu = best["decode"]
             per_codec[codec.name.lower()] = r = {
                 "records_per_s": count / wall,
+                "us_per_record": wall / count * 1e6,
                 "cpu_over_wall": cpu / wall,
+                "reference_records_per_s": count / best["reference"][0] if args.reference else None,
+                "decompress_only_records_per_s": count / best["decompress"][0] if codec else None,
+                "decompress_share": best["decompress"][0] / wall if codec else 0.0,
+                "crc_share": best["crc"][0] / wall,
                 "batches": len(batches),
                 "records_per_batch": count / len(batches),
                 "calls": len(calls),
                 "wire_mb": wire / 1e6,
-                "compression_ratio": sum(len(r.key or b"") + len(r.value or b"") for r in records)
-                / wire,
-                "decompress_only_records_per_s": count / inflate if inflate else None,
-                "decompress_share": inflate / wall,
-                "crc_share": crc / wall,
-                "us_per_record": wall / count * 1e6,
+                "compression_ratio": payload / wire,
             }
+            reference = (
+                f", reference path {r['reference_records_per_s'] / 1e6:4.2f}M"
+                if args.reference
+                else ""
+            )
             print(
                 f"decode {shape:16s} {codec.name.lower():6s}: {r['records_per_s'] / 1e6:5.2f}M "
-                f"records/s ({r['us_per_record']:.2f} us/record; decompression "
+                f"records/s{reference} ({r['us_per_record']:.2f} us/record; decompression "
                 f"{r['decompress_share']:4.0%}, CRC {r['crc_share']:4.0%}; "
                 f"{len(batches)} batches, compression x{r['compression_ratio']:.1f})",
                 flush=True,
             )
     return out
+
+
+def decode_all(calls: list[bytes], count: int, fast: bool) -> None:
+    """to_record_batches on every call (fast path on or off); checks the row count."""
+    arrow.FAST_DECODE = fast
+    try:
+        rows = 0
+        for buf in calls:
+            rows += sum(b.num_rows for b in to_record_batches(buf, "events", 0))
+    finally:
+        arrow.FAST_DECODE = arrow.HAVE_NUMPY
+    assert rows == count, rows
+
+
+def decompress_all(batches: list[bytes], codec: Compression) -> None:
+    for batch in batches:
+        decompress(codec, memoryview(batch)[HEADER_SIZE:])
+
+
+def check_all(calls: list[bytes]) -> None:
+    """The CRC-32C check (and header parse) of every batch, nothing else."""
+    for buf in calls:
+        for _ in iter_batches(buf):
+            pass
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -222,6 +255,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, help="records per log (100,000; quick 20,000)")
     parser.add_argument("--repeats", type=int, help="timed passes, best kept (7; quick 3)")
     parser.add_argument("--call-mib", type=float, default=4.0, help="wire MiB per call (4)")
+    parser.add_argument(
+        "--no-reference",
+        dest="reference",
+        action="store_false",
+        help="skip the reference (pure Python) path figures",
+    )
     parser.add_argument(
         "--codecs", default="none,gzip,snappy,lz4,zstd", help="comma-separated codec names"
     )
