@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+JARS   := $(VENV)/.jars
 
-.PHONY: demo test lint typecheck unit bench bench-storage bench-throughput clean setup
+.PHONY: demo test lint typecheck unit bench bench-storage bench-throughput bench-spark clean setup
 
 setup: $(STAMP)
 
@@ -16,7 +17,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The Delta jars (and Spark's Kafka source for the benchmark) from Maven Central with mvn,
+# once, into the local Maven repository; tierlog.spark.session() finds them there.
+# Spark 4.2 needs Java 17+ (Debian 12's default JRE); both come from apt when missing.
+$(JARS): $(STAMP) tierlog/spark/jars.py
+	command -v java > /dev/null || (apt-get update -q && apt-get install -y -q default-jre-headless)
+	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)
+	$(BIN)/python -m tierlog.spark.jars --kafka-source > /dev/null
+	touch $(JARS)
+
+demo: $(STAMP) $(JARS)
 	$(BIN)/tierlog demo --data-dir ./data/demo
 
 lint: $(STAMP)
@@ -26,12 +36,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) $(JARS)
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
 
-bench: bench-storage bench-throughput
+bench: bench-storage bench-throughput bench-spark
 
 bench-storage: $(STAMP)
 	$(BIN)/python bench/storage.py
@@ -39,6 +49,10 @@ bench-storage: $(STAMP)
 # Fetches Apache Kafka's jars with mvn into bench/.work (once) and runs both brokers.
 bench-throughput: $(STAMP)
 	$(BIN)/python bench/throughput.py
+
+# Arrow decoding per codec, and the tierlog source vs Spark's Kafka source on a cold topic.
+bench-spark: $(STAMP) $(JARS)
+	$(BIN)/python bench/spark_read.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,5 @@
-"""``tierlog demo``: the sample activity stream through a real broker and real clients.
+"""``tierlog demo --broker-only``: the sample activity stream through a real broker and
+real clients (the data platform demo, ``platform_demo``, builds on the helpers here).
 
 ``run_demo`` starts an embedded broker, creates a 4-partition topic, produces page-view and
 click events with confluent-kafka (idempotent, lz4, batched), consumes them all with a
@@ -110,68 +111,83 @@ def run_local_demo(
     return {"events": events, "read_back": read_back, "write_s": write_s, "read_s": read_s}
 
 
+def demo_broker_overrides(data_dir: Path) -> dict[str, str]:
+    """The embedded broker of the demos: data under ``data_dir/logs``, the remote tier on
+    its default ``file://<log dir>/remote``, checked often so offload shows quickly."""
+    return {
+        "log.dirs": str(data_dir / "logs"),
+        "group.initial.rebalance.delay.ms": "0",
+        "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "500",
+    }
+
+
+def create_tiered_topic(bootstrap: str, partitions: int) -> None:
+    """The demo topic, tiered: small segments and 512 KiB of local retention per partition,
+    so the older part of the stream lives only in the remote tier by the time it is read."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tiered = {
+        "remote.storage.enable": "true",
+        "segment.bytes": str(256 << 10),
+        "local.retention.bytes": str(512 << 10),
+    }
+    admin.create_topics([NewTopic(TOPIC, partitions, 1, config=tiered)])[TOPIC].result(timeout=10)
+
+
+def produce_events(bootstrap: str, events: int, *, rate: int = 500) -> tuple[int, float]:
+    """``events`` activity events into the demo topic with an idempotent, lz4, batching
+    confluent-kafka producer; returns (value bytes, seconds)."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "compression.type": "lz4",
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+        }
+    )
+    payload = 0
+    started = time.perf_counter()
+    # Events of the last few minutes: retention.ms (7 days) would rightly delete a stream
+    # stamped long ago, from both tiers.
+    recent = int(time.time() * 1000) - events * 1000 // rate
+    for event in activity_stream(events, start_ms=recent, events_per_second=rate):
+        value = event.value()
+        payload += len(value)
+        while True:
+            try:
+                producer.produce(TOPIC, value, event.key(), timestamp=event.timestamp_ms)
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                producer.poll(0.05)
+    if producer.flush(60):
+        raise SystemExit("demo failed: messages left undelivered")
+    return payload, time.perf_counter() - started
+
+
 def run_demo(
     data_dir: Path, out: TextIO, *, events: int = 200_000, partitions: int = 4
 ) -> dict[str, float]:
     import json
 
-    from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka import Consumer, TopicPartition
 
     from tierlog.broker.embedded import EmbeddedBroker
 
     if data_dir.exists():
         shutil.rmtree(data_dir)
-    overrides = {
-        "log.dirs": str(data_dir / "logs"),
-        "group.initial.rebalance.delay.ms": "0",
-        # The remote tier is on by default (file://<log dir>/remote); check it often here.
-        "remote.log.manager.task.interval.ms": "500",
-        "log.retention.check.interval.ms": "500",
-    }
+    overrides = demo_broker_overrides(data_dir)
     kinds: Counter[str] = Counter()
     pages: Counter[str] = Counter()
     with EmbeddedBroker(overrides) as broker:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        # Tiered: small segments and 512 KiB of local retention per partition, so the older
-        # part of the stream lives only in the remote tier by the time it is read back.
-        tiered = {
-            "remote.storage.enable": "true",
-            "segment.bytes": str(256 << 10),
-            "local.retention.bytes": str(512 << 10),
-        }
-        admin.create_topics([NewTopic(TOPIC, partitions, 1, config=tiered)])[TOPIC].result(
-            timeout=10
-        )
-        producer = Producer(
-            {
-                "bootstrap.servers": broker.bootstrap,
-                "enable.idempotence": True,
-                "compression.type": "lz4",
-                "linger.ms": 5,
-                "batch.size": 1 << 20,
-            }
-        )
-        payload = 0
-        started = time.perf_counter()
-        # Events of the last few minutes: retention.ms (7 days) would rightly delete a
-        # stream stamped long ago, from both tiers.
-        rate = 500
-        recent = int(time.time() * 1000) - events * 1000 // rate
-        for event in activity_stream(events, start_ms=recent, events_per_second=rate):
-            value = event.value()
-            payload += len(value)
-            while True:
-                try:
-                    producer.produce(TOPIC, value, event.key(), timestamp=event.timestamp_ms)
-                    break
-                except BufferError:  # local queue full: let deliveries drain
-                    producer.poll(0.05)
-        if producer.flush(60):
-            raise SystemExit("demo failed: messages left undelivered")
-        produce_s = time.perf_counter() - started
+        create_tiered_topic(broker.bootstrap, partitions)
+        payload, produce_s = produce_events(broker.bootstrap, events)
         remote_dir = data_dir / "logs" / "remote"
-        offloaded = _wait_for_offload(remote_dir, TOPIC, partitions, timeout_s=20)
+        offloaded = wait_for_offload(remote_dir, TOPIC, partitions, timeout_s=20)
 
         consumer = Consumer(
             {
@@ -237,7 +253,7 @@ def run_demo(
     return {"events": events, "consumed": consumed, "produce_s": produce_s, "consume_s": consume_s}
 
 
-def _wait_for_offload(
+def wait_for_offload(
     remote_dir: Path, topic: str, partitions: int, timeout_s: float
 ) -> dict[str, Any]:
     """Until every partition has remote segments, or offload has settled (bounded)."""
