@@ -27,7 +27,7 @@ Finding the positions has two implementations that give the same answer:
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -37,7 +37,6 @@ from tierlog.records.codecs import DEFAULT_MAX_SIZE
 from tierlog.records.errors import CorruptBatchError, RecordsError
 from tierlog.records.header import Attr, BatchHeader
 from tierlog.records.reader import (
-    MIN_RECORD_SIZE,
     Headers,
     RecordColumns,
     decode_columns,
@@ -171,8 +170,12 @@ _OFFSET_BASE_LIMIT = INT64_MAX - (1 << 27)
 _TIMESTAMP_BASE_LIMIT = 1 << 62
 
 
+class _GiveUp(Exception):
+    """The fast path does not take this input; the reference path decides."""
+
+
 class _Columns(NamedTuple):
-    """What _decode_fast finds: one row per record of the call, numpy arrays."""
+    """What _decode_fast finds: one row per record of the call, in numpy arrays."""
 
     offsets: np.ndarray  # int64, absolute
     millis: np.ndarray  # int64, as reported (LogAppendTime batches: maxTimestamp)
@@ -190,8 +193,8 @@ class _Columns(NamedTuple):
 def _varints(u8: np.ndarray, pos: np.ndarray, max_bytes: int) -> tuple[np.ndarray, np.ndarray]:
     """Decode the zigzag varints at ``pos``: ``(values, positions after them)``.
 
-    Reads are clipped to the buffer; the caller's tiling check rejects whatever a clipped
-    read produced. Raises _GiveUp for a code longer than ``max_bytes``.
+    Reads are clipped to the buffer: whatever a clipped read produced, _decode_fast's
+    final check rejects. Raises _GiveUp for a code longer than ``max_bytes``.
     """
     b = u8.take(pos, mode="clip")
     live = b >= 0x80
@@ -209,8 +212,11 @@ def _varints(u8: np.ndarray, pos: np.ndarray, max_bytes: int) -> tuple[np.ndarra
     return (raw >> 1) ^ -(raw & 1), after
 
 
-class _GiveUp(Exception):
-    """The fast path does not handle this input; the reference path decides."""
+def _per_record(
+    blocks: list[tuple[BatchHeader, int, int]], field: str, counts: np.ndarray
+) -> np.ndarray:
+    """A header field repeated for each record of its batch."""
+    return np.repeat(np.array([getattr(h, field) for h, _, _ in blocks], np.int64), counts)
 
 
 def _decode_fast(data: bytes, blocks: list[tuple[BatchHeader, int, int]]) -> _Columns:
@@ -219,10 +225,7 @@ def _decode_fast(data: bytes, blocks: list[tuple[BatchHeader, int, int]]) -> _Co
     Raises:
         _GiveUp: an input the fast path does not take, which includes every malformed one.
     """
-    counts = [header.record_count for header, _, _ in blocks]
-    starts = record_starts(
-        data, [(start, end, n) for (_, start, end), n in zip(blocks, counts, strict=True)]
-    )
+    starts = record_starts(data, [(start, end, h.record_count) for h, start, end in blocks])
     if starts is None:
         raise _GiveUp
     for header, _, _ in blocks:
@@ -231,114 +234,81 @@ def _decode_fast(data: bytes, blocks: list[tuple[BatchHeader, int, int]]) -> _Co
             or not -_TIMESTAMP_BASE_LIMIT <= header.base_timestamp <= _TIMESTAMP_BASE_LIMIT
         ):
             raise _GiveUp
-    per_batch = np.array(counts, np.int64)
-    count = len(starts)
+    counts = np.array([h.record_count for h, _, _ in blocks], np.int64)
     u8 = np.frombuffer(data, np.uint8)
-    rec = np.fromiter(starts, np.int64, count)
+    rec = np.fromiter(starts, np.int64, len(starts))
 
-    # The records must tile each block: a length of at least a minimal record, and each
-    # record ending where the next one (or the block) starts.
+    # Why nothing malformed passes: the check at the end makes each record's fields
+    # finish exactly at the end its length states, and as positions only grow field by
+    # field (a record takes at least 7 bytes), every read lay inside its own record and
+    # no clipped read mattered. The records tiling each block is then implied by the
+    # walk; checking it costs little and keeps the reasoning local.
     length, body = _varints(u8, rec, _VARINT_BYTES)
     rec_end = body + length
-    expected_end = np.empty(count, np.int64)
+    expected_end = np.empty_like(rec)
     expected_end[:-1] = rec[1:]
-    nonempty = per_batch > 0
-    last_rows = np.cumsum(per_batch)[nonempty] - 1
-    expected_end[last_rows] = [end for (_, _, end), n in zip(blocks, counts, strict=True) if n > 0]
-    if not (length >= MIN_RECORD_SIZE - 1).all() or not (rec_end == expected_end).all():
+    expected_end[np.cumsum(counts)[counts > 0] - 1] = [e for h, _, e in blocks if h.record_count]
+    if not (rec_end == expected_end).all():
         raise _GiveUp
-
-    # Fields in order; positions only increase, so if the last one lands on rec_end no
-    # read strayed out of its record (see the module docstring).
     ts_delta, pos = _varints(u8, body + 1, _VARLONG_BYTES)  # + 1: the attributes byte
     offset_delta, pos = _varints(u8, pos, _VARINT_BYTES)
     key_len, key_starts = _varints(u8, pos, _VARINT_BYTES)
-    key_nulls = key_len == -1
-    if (key_len < -1).any():
-        raise _GiveUp
     key_ends = key_starts + np.maximum(key_len, 0)
     value_len, value_starts = _varints(u8, key_ends, _VARINT_BYTES)
-    value_nulls = value_len == -1
-    if (value_len < -1).any():
-        raise _GiveUp
     value_ends = value_starts + np.maximum(value_len, 0)
-    with_headers = u8.take(value_ends, mode="clip") != 0
-    fields_end = value_ends + 1
-    header_rows: list[int] = []
-    header_values: list[Headers] = []
-    if with_headers.any():
-        fields_end = _decode_header_rows(
-            data,
-            blocks,
-            counts,
-            with_headers,
-            value_ends,
-            rec_end,
-            fields_end,
-            header_rows,
-            header_values,
-        )
+    if (key_len < -1).any() or (value_len < -1).any():
+        raise _GiveUp
+    fields_end = value_ends + 1  # a headers count of 0, the common case
+    rows = np.flatnonzero(u8.take(value_ends, mode="clip")).tolist()
+    header_rows, header_values = _decode_headers_of(
+        data, blocks, rows, value_ends, rec_end, fields_end
+    )
     if not (fields_end == rec_end).all():
         raise _GiveUp
 
-    offsets = np.repeat(np.array([h.base_offset for h, _, _ in blocks], np.int64), per_batch)
-    offsets += offset_delta
-    millis = np.repeat(np.array([h.base_timestamp for h, _, _ in blocks], np.int64), per_batch)
-    millis += ts_delta
-    log_append = [bool(h.attributes & Attr.TIMESTAMP_TYPE) for h, _, _ in blocks]
-    timestamp_types = np.repeat(np.array(log_append, np.int32), per_batch)
-    if any(log_append):
+    millis = _per_record(blocks, "base_timestamp", counts) + ts_delta
+    log_append = np.array([h.attributes & Attr.TIMESTAMP_TYPE for h, _, _ in blocks], np.bool_)
+    if log_append.any():
         # Kafka reports maxTimestamp for every record of a LogAppendTime batch.
-        max_ts = np.repeat(np.array([h.max_timestamp for h, _, _ in blocks], np.int64), per_batch)
-        np.copyto(millis, max_ts, where=timestamp_types.astype(bool))
+        lat_rows = np.repeat(log_append, counts)
+        np.copyto(millis, _per_record(blocks, "max_timestamp", counts), where=lat_rows)
     return _Columns(
-        offsets,
+        _per_record(blocks, "base_offset", counts) + offset_delta,
         millis,
-        timestamp_types,
-        key_starts,
-        key_ends,
-        key_nulls,
-        value_starts,
-        value_ends,
-        value_nulls,
+        np.repeat(log_append.astype(np.int32), counts),
+        *(key_starts, key_ends, key_len == -1),
+        *(value_starts, value_ends, value_len == -1),
         header_rows,
         header_values,
     )
 
 
-def _decode_header_rows(
+def _decode_headers_of(
     data: bytes,
     blocks: list[tuple[BatchHeader, int, int]],
-    counts: list[int],
-    with_headers: np.ndarray,
+    rows: list[int],
     value_ends: np.ndarray,
     rec_end: np.ndarray,
     fields_end: np.ndarray,
-    header_rows: list[int],
-    header_values: list[Headers],
-) -> np.ndarray:
-    """Decode the headers of the rows ``with_headers`` in Python; fill header_rows/values.
-
-    Returns ``fields_end`` with those rows' ends corrected.
-    """
-    fields_end = fields_end.copy()
-    first_rows = list(itertools.accumulate(counts, initial=0))
-    batch = 0
-    for row in np.flatnonzero(with_headers).tolist():
-        while first_rows[batch + 1] <= row:
-            batch += 1
-        end = int(rec_end[row])
+) -> tuple[list[int], list[Headers]]:
+    """Decode the headers of ``rows`` in Python and move their ``fields_end``."""
+    first_rows = list(itertools.accumulate((h.record_count for h, _, _ in blocks), initial=0))
+    header_rows: list[int] = []
+    header_values: list[Headers] = []
+    for row in rows:
+        batch = bisect_right(first_rows, row) - 1
+        header = blocks[batch][0]
+        index = row - first_rows[batch]
         try:
-            headers, after = decode_headers(
-                data, int(value_ends[row]), end, blocks[batch][0], row - first_rows[batch]
+            headers, fields_end[row] = decode_headers(
+                data, int(value_ends[row]), int(rec_end[row]), header, index
             )
         except RecordsError:
             raise _GiveUp from None
-        fields_end[row] = after
         if headers:  # a zero count can still arrive as a padded varint
             header_rows.append(row)
             header_values.append(headers)
-    return fields_end
+    return header_rows, header_values
 
 
 def _binary_fast(
