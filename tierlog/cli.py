@@ -7,10 +7,15 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierlog.tools.client_config import ClientSettings, add_client_options, run_tool
 from tierlog.tools.remote_tools import add_location_options
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from tierlog.notebooks.schedule import SchedulerConfig
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -59,6 +64,53 @@ def _demo(args: argparse.Namespace) -> int:
 
     run_demo(Path(args.data_dir), sys.stdout, events=args.events)
     return 0
+
+
+def _notebook_run(args: argparse.Namespace) -> int:
+    from tierlog.notebooks import runner
+
+    parameters = {key: runner.parse_parameter(value) for key, value in args.parameter}
+    parameters.update(dict(args.raw_parameter))
+    run = runner.run_notebook(
+        args.name,
+        parameters,
+        notebooks_dir=runner.notebooks_dir(args.notebooks_dir),
+        runs_dir=runner.runs_dir(args.runs_dir),
+        timeout_s=args.timeout_s,
+    )
+    output = runner.display_path(run.output)
+    print(output)
+    if not run.ok:
+        print(
+            f"tierlog: notebook {run.name}: {run.error}; output kept at {output}", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+def _schedule_config(args: argparse.Namespace) -> tuple[SchedulerConfig, datetime]:
+    """The loaded pipelines.toml and the time to check against (--now, else the clock)."""
+    from datetime import UTC, datetime
+
+    from tierlog.notebooks import schedule
+
+    config = schedule.load_config(Path(args.config))
+    now = schedule.parse_now(args.now, config.timezone) if args.now else datetime.now(UTC)
+    return config, now
+
+
+def _schedule_run_due(args: argparse.Namespace) -> int:
+    from tierlog.notebooks import schedule
+
+    config, now = _schedule_config(args)
+    return schedule.run_due(config, now, sys.stdout, sys.stderr)
+
+
+def _schedule_list(args: argparse.Namespace) -> int:
+    from tierlog.notebooks import schedule
+
+    config, now = _schedule_config(args)
+    return schedule.list_jobs(config, now, sys.stdout)
 
 
 def _parse_overrides(items: list[str]) -> dict[str, str]:
@@ -338,6 +390,78 @@ def _add_groups(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         add_client_options(command)
 
 
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _add_notebooks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    notebook = sub.add_parser("notebook", help="run a notebook with papermill").add_subparsers(
+        dest="notebook_command", required=True
+    )
+    run = notebook.add_parser(
+        "run",
+        help="execute a notebook; keep the executed copy as runs/NAME-<UTC time>.ipynb",
+        description="Exit status: 0 ok, 1 a cell failed (the output is kept), 2 no such "
+        "notebook. The kernel runs in the current directory, on tierlog's own Python.",
+    )
+    run.add_argument("name", help="NAME or NAME.ipynb in the notebooks dir, or a path")
+    run.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("KEY", "VALUE"),
+        help="inject a parameter; VALUE is typed as papermill's -p does: int, float, "
+        "true/false, none, else a string (repeatable)",
+    )
+    run.add_argument(
+        "-r",
+        "--raw-parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("KEY", "VALUE"),
+        help="inject a parameter as a string, untyped (repeatable)",
+    )
+    run.add_argument("--notebooks-dir", help="default: $TIERLOG_NOTEBOOKS_DIR, else ./notebooks")
+    run.add_argument("--runs-dir", help="default: $TIERLOG_RUNS_DIR, else ./runs")
+    run.add_argument(
+        "--timeout-s",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="interrupt and fail the run when one cell runs longer (default: no limit)",
+    )
+    run.set_defaults(func=_notebook_run)
+
+    schedule = sub.add_parser(
+        "schedule", help="run the notebooks scheduled in pipelines.toml"
+    ).add_subparsers(dest="schedule_command", required=True)
+    due = schedule.add_parser(
+        "run-due",
+        help="run the jobs due since the last check, once, and exit (run it from cron "
+        "every minute)",
+        description="Exit status: 0 ok (jobs another scheduler holds are skipped), 1 a job "
+        "failed, 2 a bad config.",
+    )
+    listing = schedule.add_parser("list", help="jobs, cron, next fire time and last result")
+    for command in (due, listing):
+        command.add_argument(
+            "--config", default="configs/pipelines.toml", help="default: %(default)s"
+        )
+        command.add_argument(
+            "--now",
+            metavar="ISO",
+            help="pretend it is this time (tests, backfills); without an offset it is in "
+            "the scheduler's timezone",
+        )
+    due.set_defaults(func=_schedule_run_due)
+    listing.set_defaults(func=_schedule_list)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tierlog", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -391,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_topics(sub)
     _add_console(sub)
     _add_groups(sub)
+    _add_notebooks(sub)
     return parser
 
 

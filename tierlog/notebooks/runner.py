@@ -1,0 +1,234 @@
+"""Run one notebook with papermill and keep the executed copy under ``runs/``.
+
+A run is a papermill execution of ``<notebooks dir>/NAME.ipynb`` with parameters injected
+after its ``parameters`` cell, written to ``<runs dir>/LABEL-YYYYmmddTHHMMSSZ.ipynb`` (UTC;
+LABEL is the notebook name unless the scheduler names the job). The output is written as
+cells finish, so a failing or timed-out run keeps everything up to the failure.
+
+The kernel is ipykernel on the interpreter running tierlog, whatever ``python3`` kernel
+spec Jupyter would otherwise find (a user-level one may point at another Python without
+tierlog or pyspark installed). It starts in ``cwd`` (the repo root when run from there) so
+relative paths such as ``data/`` mean what they mean for the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import zmq
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpec
+
+NOTEBOOKS_DIR_ENV = "TIERLOG_NOTEBOOKS_DIR"
+RUNS_DIR_ENV = "TIERLOG_RUNS_DIR"
+DEFAULT_NOTEBOOKS_DIR = Path("notebooks")
+DEFAULT_RUNS_DIR = Path("runs")
+SUFFIX = ".ipynb"
+# papermill's own default: a kernel that takes longer than this to start has failed.
+KERNEL_START_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """The result of one run; ``output`` exists whether or not it succeeded."""
+
+    name: str
+    notebook: Path
+    output: Path
+    parameters: Mapping[str, Any]
+    started: datetime
+    duration_s: float
+    ok: bool
+    error: str | None = None
+
+
+class SameInterpreterKernelManager(AsyncKernelManager):
+    """A kernel manager whose ``python3`` is ipykernel on ``sys.executable``.
+
+    The spec is ipykernel's own (``python -m ipykernel_launcher``, the one it installs as
+    ``python3``), never looked up on the Jupyter path. Its metadata declares CurveZMQ
+    support, so with ``transport_encryption="auto"`` the kernel's local TCP sockets are
+    encrypted instead of warning about plain text on every run.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if zmq.has("curve"):
+            self.transport_encryption = "auto"
+
+    @property
+    def kernel_spec(self) -> KernelSpec:
+        from ipykernel.kernelspec import get_kernel_dict
+
+        spec = get_kernel_dict()
+        spec["argv"][0] = sys.executable
+        return KernelSpec(resource_dir="", **spec)
+
+
+def notebooks_dir(explicit: str | Path | None = None) -> Path:
+    """``explicit``, else ``$TIERLOG_NOTEBOOKS_DIR``, else ``./notebooks``."""
+    return Path(explicit or os.environ.get(NOTEBOOKS_DIR_ENV) or DEFAULT_NOTEBOOKS_DIR)
+
+
+def runs_dir(explicit: str | Path | None = None) -> Path:
+    """``explicit``, else ``$TIERLOG_RUNS_DIR``, else ``./runs``."""
+    return Path(explicit or os.environ.get(RUNS_DIR_ENV) or DEFAULT_RUNS_DIR)
+
+
+def display_path(path: Path) -> Path:
+    """``path`` relative to the working directory when it is under it (``runs/x.ipynb``)."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def resolve_notebook(name: str, directory: Path) -> Path:
+    """The notebook file NAME refers to: ``directory/NAME.ipynb`` (NAME may carry the
+    suffix), or NAME itself when it is a path (it contains a ``/``, as ``./x`` does).
+
+    Raises:
+        FileNotFoundError: no such notebook; the message lists the ones there are.
+    """
+    if not name.strip():
+        raise ValueError("a notebook name must not be empty")
+    given = Path(name)
+    if "/" in name or os.sep in name:
+        candidate = given if given.suffix == SUFFIX else given.with_name(given.name + SUFFIX)
+        if candidate.is_file():
+            return candidate
+        raise FileNotFoundError(f"no notebook at {given}")
+    file_name = name if name.endswith(SUFFIX) else name + SUFFIX
+    candidate = directory / file_name
+    if candidate.is_file():
+        return candidate
+    known = sorted(p.stem for p in directory.glob("*" + SUFFIX)) if directory.is_dir() else []
+    available = f"; available: {', '.join(known)}" if known else " (it has no notebooks)"
+    raise FileNotFoundError(f"no notebook {name!r} in {directory}{available}")
+
+
+def parse_parameter(value: str) -> Any:
+    """Type a ``-p`` value as papermill's CLI does: int, float, bool, None, else str.
+
+    papermill matches only ``True``/``False``/``None``; the lower-case spellings are
+    accepted too because they are what TOML, YAML and shell users type.
+    """
+    if value in ("True", "true"):
+        return True
+    if value in ("False", "false"):
+        return False
+    if value in ("None", "none"):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def reserve_output(directory: Path, label: str, started: datetime) -> Path:
+    """Create ``directory/LABEL-<UTC timestamp>.ipynb`` empty and return it; if that file
+    exists, ``-1``, ``-2``, ... is added. Creating with O_EXCL claims the name, so two
+    runs started in the same second never write to one file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = f"{label}-{started.astimezone(UTC):%Y%m%dT%H%M%SZ}"
+    attempt = 0
+    while True:
+        path = directory / f"{stem}{f'-{attempt}' if attempt else ''}{SUFFIX}"
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            attempt += 1
+            continue
+        return path
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def run_notebook(
+    name: str,
+    parameters: Mapping[str, Any] | None = None,
+    *,
+    notebooks_dir: Path,
+    runs_dir: Path,
+    cwd: Path | None = None,
+    label: str | None = None,
+    timeout_s: float | None = None,
+    clock: Callable[[], datetime] = _utc_now,
+) -> NotebookRun:
+    """Execute a notebook and keep the executed copy.
+
+    Args:
+        name: ``NAME``, ``NAME.ipynb`` (in ``notebooks_dir``) or a path to a notebook.
+        parameters: injected after the notebook's ``parameters`` cell.
+        cwd: the kernel's working directory; default: this process's.
+        label: the output file's name prefix; default: the notebook's name.
+        timeout_s: longest a single cell may run (papermill's ``execution_timeout``);
+            None: no limit.
+        clock: the UTC time in the output's name.
+
+    Returns:
+        The run; ``ok`` is False, with ``error`` saying which cell raised what, when a cell
+        failed, timed out or killed the kernel.
+
+    Raises:
+        FileNotFoundError: no such notebook.
+    """
+    import papermill
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    notebook = resolve_notebook(name, notebooks_dir).resolve()
+    values = dict(parameters or {})
+    started = clock()
+    output = reserve_output(runs_dir, label or notebook.stem, started).resolve()
+    error: str | None = None
+    begin = time.monotonic()
+    try:
+        papermill.execute_notebook(
+            notebook,
+            output,
+            parameters=values,
+            kernel_name="python3",
+            language="python",
+            kernel_manager_class=SameInterpreterKernelManager,
+            # papermill chdirs this whole process for the run (threads included); with the
+            # default that is a no-op, and every path it is given is absolute.
+            cwd=(cwd or Path.cwd()).resolve(),
+            progress_bar=False,
+            start_timeout=KERNEL_START_TIMEOUT_S,
+            execution_timeout=timeout_s,
+        )
+    except papermill.PapermillExecutionError as exc:
+        error = f"In [{exc.exec_count}] raised {exc.ename}: {exc.evalue}"
+    except CellTimeoutError:
+        error = f"a cell ran longer than the {timeout_s} s timeout and was interrupted"
+    except DeadKernelError as exc:
+        error = f"the kernel died: {exc}"
+    except BaseException:
+        # Nothing ran (an unreadable notebook, a kernel that never started): do not leave
+        # the reserved name behind as an empty file that looks like a run.
+        if output.stat().st_size == 0:
+            output.unlink()
+        raise
+    return NotebookRun(
+        name=notebook.stem,
+        notebook=notebook,
+        output=output,
+        parameters=values,
+        started=started,
+        duration_s=time.monotonic() - begin,
+        ok=error is None,
+        error=error,
+    )

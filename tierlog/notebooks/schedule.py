@@ -1,0 +1,528 @@
+"""Scheduled notebook runs: ``pipelines.toml``, which jobs are due, the per-job lock and state.
+
+``tierlog schedule run-due`` is meant to be run by cron every minute
+(``* * * * * cd /srv/tierlog && .venv/bin/tierlog schedule run-due``); each invocation
+runs the jobs that are due once, one after another, and exits.
+
+**Due rule.** A job is due when one of its cron fire times lies in ``(last_checked, now]``;
+``last_checked`` is the ``now`` of the previous invocation that held the job's lock. Fire
+times missed while no scheduler ran (or while the job's previous run was still going)
+coalesce into one run. A job seen for the first time starts from ``now - 60 s``: it runs
+if its schedule matches the current minute, not because some past fire time exists (a new
+monthly job waits for the 1st). Disabled jobs advance ``last_checked`` without running, so
+enabling one does not replay what it skipped. Runs are at most once per fire time: the
+state records the start before the notebook runs, so a scheduler killed mid-run does not
+rerun the job on the next invocation.
+
+**Lock.** ``<state dir>/<job>.lock`` is held with ``flock(LOCK_EX | LOCK_NB)`` from the due
+check to the end of the run. A scheduler that finds it held skips the job (and leaves its
+state alone); the kernel does not inherit the descriptor, and the kernel releases it when
+the scheduler dies, so a crash never leaves a stale lock. flock, not ``lockf``: POSIX
+record locks vanish when *any* descriptor of the file in the process is closed.
+
+**State.** ``<state dir>/<job>.json``, one file per job so that schedulers holding
+different jobs' locks never write the same file; replaced atomically::
+
+    {"job": "ingest", "last_checked": "2024-05-01T12:15:00.318+00:00",
+     "last_run": {"fire_time": "2024-05-01T12:15:00+00:00",
+                  "started": "...", "finished": "..." | null, "ok": true | false | null,
+                  "output": "/abs/runs/ingest-20240501T121500Z.ipynb" | null,
+                  "error": "In [4] raised KeyError: 'x'" | null}}
+
+Times are ISO 8601 in UTC. Relative paths in ``pipelines.toml`` are relative to the
+working directory, as ``log.dirs`` in ``server.properties`` is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from tierlog.local.checkpoint import atomic_write
+from tierlog.notebooks import cron
+from tierlog.notebooks.runner import NotebookRun, display_path, notebooks_dir, runs_dir
+
+DEFAULT_CONFIG = Path("configs/pipelines.toml")
+# How far back a job never checked before looks: one minute, so that the current minute
+# counts (cron's own granularity) and nothing older does.
+FIRST_SIGHT_LOOKBACK = dt.timedelta(seconds=60)
+STATE_VERSION = 1
+
+_SCHEDULER_KEYS = {"runs_dir", "state_dir", "notebooks_dir", "timezone"}
+_JOB_KEYS = {"name", "notebook", "cron", "parameters", "timeout_s", "enabled"}
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class ConfigError(ValueError):
+    """A bad ``pipelines.toml``; the message names the file, the job and the key."""
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    notebook: str
+    schedule: cron.CronSchedule
+    parameters: Mapping[str, Any]
+    timeout_s: float | None = None
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    path: Path
+    runs_dir: Path
+    state_dir: Path
+    notebooks_dir: Path
+    timezone: dt.tzinfo
+    jobs: tuple[Job, ...]
+
+
+def load_config(path: Path) -> SchedulerConfig:
+    """Read and validate ``pipelines.toml``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ConfigError: bad TOML, an unknown key or a bad value; the message names it.
+    """
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return parse_config(data, path)
+
+
+def parse_config(data: Mapping[str, Any], path: Path) -> SchedulerConfig:
+    """Validate parsed TOML (see ``configs/pipelines.toml`` for the keys)."""
+
+    def fail(where: str, reason: str) -> ConfigError:
+        return ConfigError(f"{path}: {where}: {reason}")
+
+    _reject_unknown(data, {"scheduler", "job"}, "top level", fail)
+    scheduler = data.get("scheduler", {})
+    if not isinstance(scheduler, dict):
+        raise fail("scheduler", "must be a table ([scheduler])")
+    _reject_unknown(scheduler, _SCHEDULER_KEYS, "[scheduler]", fail)
+    paths = {}
+    for key in ("runs_dir", "state_dir", "notebooks_dir"):
+        value = scheduler.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise fail(f"[scheduler] {key}", f"must be a non-empty string, got {value!r}")
+        paths[key] = value
+    zone_name = scheduler.get("timezone", "UTC")
+    try:
+        if not isinstance(zone_name, str):
+            raise ValueError
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise fail("[scheduler] timezone", f"{zone_name!r} is not an IANA zone name") from None
+    runs = runs_dir(paths["runs_dir"])
+    jobs_data = data.get("job", [])
+    if not isinstance(jobs_data, list):
+        raise fail("job", "must be an array of tables ([[job]])")
+    jobs: list[Job] = []
+    for number, job_data in enumerate(jobs_data, start=1):
+        job = _parse_job(job_data, f"job #{number}", fail)
+        if any(other.name == job.name for other in jobs):
+            raise fail(f"job {job.name!r}: name", "another job has this name")
+        jobs.append(job)
+    return SchedulerConfig(
+        path=path,
+        runs_dir=runs,
+        state_dir=Path(paths["state_dir"]) if paths["state_dir"] else runs / ".scheduler",
+        notebooks_dir=notebooks_dir(paths["notebooks_dir"]),
+        timezone=zone,
+        jobs=tuple(jobs),
+    )
+
+
+_Fail = Callable[[str, str], ConfigError]
+
+
+def _reject_unknown(table: Mapping[str, Any], known: set[str], where: str, fail: _Fail) -> None:
+    for key in table:
+        if key not in known:
+            raise fail(where, f"unknown key {key!r} (known: {', '.join(sorted(known))})")
+
+
+def _parse_job(data: Any, where: str, fail: _Fail) -> Job:
+    if not isinstance(data, dict):
+        raise fail(where, "must be a table")
+    name = data.get("name")
+    if isinstance(name, str) and name:
+        where = f"job {name!r}"
+    _reject_unknown(data, _JOB_KEYS, where, fail)
+    for key in ("name", "notebook", "cron"):
+        if key not in data:
+            raise fail(where, f"missing key {key!r}")
+        if not isinstance(data[key], str) or not data[key].strip():
+            raise fail(f"{where}: {key}", f"must be a non-empty string, got {data[key]!r}")
+    if not _SAFE_NAME.fullmatch(data["name"]):
+        raise fail(
+            f"{where}: name",
+            f"{data['name']!r} must be letters, digits, '.', '_' or '-' (it names files)",
+        )
+    try:
+        schedule = cron.parse(data["cron"])
+    except ValueError as exc:
+        raise fail(where, str(exc)) from None
+    parameters = data.get("parameters", {})
+    if not isinstance(parameters, dict):
+        raise fail(f"{where}: parameters", "must be a table ([job.parameters])")
+    for key, value in parameters.items():
+        _check_parameter(value, f"{where}: parameters.{key}", fail)
+    timeout_s = data.get("timeout_s")
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0
+    ):
+        raise fail(
+            f"{where}: timeout_s", f"must be a positive number of seconds, got {timeout_s!r}"
+        )
+    enabled = data.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise fail(f"{where}: enabled", f"must be true or false, got {enabled!r}")
+    return Job(
+        name=data["name"],
+        notebook=data["notebook"],
+        schedule=schedule,
+        parameters=parameters,
+        timeout_s=timeout_s,
+        enabled=enabled,
+    )
+
+
+def _check_parameter(value: Any, where: str, fail: _Fail) -> None:
+    """Parameters become Python literals in the notebook; papermill writes dates as bare
+    ``str()`` text, which is not valid Python, so they must be quoted in the TOML."""
+    if isinstance(value, dt.date | dt.time):
+        raise fail(where, "TOML dates and times cannot be passed to a notebook; quote them")
+    if isinstance(value, list):
+        for item in value:
+            _check_parameter(item, where, fail)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_parameter(item, f"{where}.{key}", fail)
+
+
+def parse_now(text: str, zone: dt.tzinfo) -> dt.datetime:
+    """``--now``: ISO 8601; without an offset it is wall time in the scheduler's zone."""
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"--now: {text!r} is not an ISO 8601 date and time") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=zone)
+
+
+# --- due computation (no I/O) ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Due:
+    fire_time: dt.datetime  # the first fire time in the window
+    coalesced: bool  # more fire times were missed and are covered by this one run
+
+
+def due(
+    schedule: cron.CronSchedule,
+    last_checked: dt.datetime | None,
+    now: dt.datetime,
+    zone: dt.tzinfo,
+) -> Due | None:
+    """Whether a fire time lies in ``(last_checked, now]`` (``now - 60 s`` on first sight)."""
+    # In UTC: arithmetic on zoned datetimes is wall-clock arithmetic, off by an hour at DST.
+    start = (
+        last_checked if last_checked is not None else now.astimezone(dt.UTC) - FIRST_SIGHT_LOOKBACK
+    )
+    fires = schedule.fire_times(start.astimezone(zone), now.astimezone(zone))
+    first = next(fires, None)
+    if first is None:
+        return None
+    return Due(first, coalesced=next(fires, None) is not None)
+
+
+# --- state ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    fire_time: dt.datetime
+    started: dt.datetime
+    finished: dt.datetime | None = None
+    ok: bool | None = None
+    output: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class JobState:
+    job: str
+    last_checked: dt.datetime | None = None
+    last_run: RunRecord | None = None
+
+
+def state_path(config: SchedulerConfig, job: str) -> Path:
+    return config.state_dir / f"{job}.json"
+
+
+def read_state(path: Path, job: str) -> JobState:
+    """The job's state; an empty one when the file does not exist.
+
+    Raises:
+        ValueError: the file is not a state file (the message names it).
+    """
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return JobState(job)
+    try:
+        data = json.loads(text)
+        if data["version"] != STATE_VERSION:
+            raise ValueError(f"version {data['version']!r}")
+        run = data["last_run"]
+        return JobState(
+            job=job,
+            last_checked=_time(data["last_checked"]),
+            last_run=None
+            if run is None
+            else RunRecord(
+                fire_time=_required_time(run["fire_time"]),
+                started=_required_time(run["started"]),
+                finished=_time(run["finished"]),
+                ok=run["ok"],
+                output=run["output"],
+                error=run["error"],
+            ),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: not a scheduler state file ({exc!r})") from None
+
+
+def write_state(path: Path, state: JobState) -> None:
+    run = state.last_run
+    data = {
+        "version": STATE_VERSION,
+        "job": state.job,
+        "last_checked": _iso(state.last_checked),
+        "last_run": None
+        if run is None
+        else {
+            "fire_time": _iso(run.fire_time),
+            "started": _iso(run.started),
+            "finished": _iso(run.finished),
+            "ok": run.ok,
+            "output": run.output,
+            "error": run.error,
+        },
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(dt.UTC).isoformat()
+
+
+def _time(text: str | None) -> dt.datetime | None:
+    return None if text is None else _required_time(text)
+
+
+def _required_time(text: str) -> dt.datetime:
+    moment = dt.datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise ValueError(f"time without a zone: {text!r}")
+    return moment
+
+
+# --- lock -------------------------------------------------------------------------------
+
+
+class JobLock:
+    """An exclusive, non-blocking ``flock`` on ``path``, held until ``release()``.
+
+    The file is never deleted: unlinking a lock file lets a newcomer lock a fresh inode
+    while an old holder still has the old one, and both would run. It holds the holder's
+    pid, for the message of whoever finds it taken.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return True
+
+    def holder(self) -> str:
+        """The pid the holder wrote, or "?" (it may not have written it yet)."""
+        try:
+            return self.path.read_text().strip() or "?"
+        except OSError:
+            return "?"
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+
+# --- run-due and list -------------------------------------------------------------------
+
+RunJob = Callable[[Job, SchedulerConfig], NotebookRun]
+
+
+def run_job(job: Job, config: SchedulerConfig) -> NotebookRun:
+    """Run a job's notebook; its output is ``<runs dir>/<job name>-<UTC time>.ipynb``."""
+    from tierlog.notebooks.runner import run_notebook
+
+    return run_notebook(
+        job.notebook,
+        job.parameters,
+        notebooks_dir=config.notebooks_dir,
+        runs_dir=config.runs_dir,
+        label=job.name,
+        timeout_s=job.timeout_s,
+    )
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def run_due(
+    config: SchedulerConfig,
+    now: dt.datetime,
+    out: TextIO,
+    err: TextIO,
+    *,
+    run: RunJob = run_job,
+    clock: Callable[[], dt.datetime] = _utc_now,
+) -> int:
+    """Run every due job once, in file order; keep going after a failure.
+
+    Args:
+        now: the time the due check uses (aware); ``clock`` stamps run start and end.
+
+    Returns:
+        1 if a due job failed, else 0 (jobs skipped for a held lock are not failures).
+    """
+    failed = False
+    for job in config.jobs:
+        lock = JobLock(config.state_dir / f"{job.name}.lock")
+        if not lock.acquire():
+            print(
+                f"job {job.name}: skipped, another scheduler is running it "
+                f"(pid {lock.holder()} holds {lock.path})",
+                file=out,
+            )
+            continue
+        try:
+            if not _check_and_run(config, job, now, out, err, run, clock):
+                failed = True
+        finally:
+            lock.release()
+    return 1 if failed else 0
+
+
+def _check_and_run(
+    config: SchedulerConfig,
+    job: Job,
+    now: dt.datetime,
+    out: TextIO,
+    err: TextIO,
+    run: RunJob,
+    clock: Callable[[], dt.datetime],
+) -> bool:
+    """With the job's lock held: run it if due. False if it was due and failed."""
+    path = state_path(config, job.name)
+    try:
+        state = read_state(path, job.name)
+    except ValueError as exc:
+        print(f"job {job.name}: FAILED: {exc}", file=err)
+        return False
+    if state.last_checked is not None and now <= state.last_checked:
+        return True  # a later scheduler (or --now) has looked already; never move back
+    found = due(job.schedule, state.last_checked, now, config.timezone) if job.enabled else None
+    if found is None:
+        write_state(path, replace(state, last_checked=now))
+        return True
+    record = RunRecord(fire_time=found.fire_time, started=clock())
+    write_state(path, replace(state, last_checked=now, last_run=record))
+    missed = " (missed fire times coalesced into this run)" if found.coalesced else ""
+    print(
+        f"job {job.name}: due at {found.fire_time.isoformat()}{missed}; "
+        f"running notebook {job.notebook}",
+        file=out,
+        flush=True,
+    )
+    try:
+        result = run(job, config)
+    except Exception as exc:  # one job's failure must not stop the others
+        record = replace(record, finished=clock(), ok=False, error=f"{type(exc).__name__}: {exc}")
+    else:
+        record = replace(
+            record,
+            finished=clock(),
+            ok=result.ok,
+            output=str(result.output),
+            error=result.error,
+        )
+    write_state(path, replace(state, last_checked=now, last_run=record))
+    output = display_path(Path(record.output)) if record.output else None
+    if record.ok:
+        seconds = (record.finished - record.started).total_seconds() if record.finished else 0
+        print(f"job {job.name}: ok in {seconds:.1f} s -> {output}", file=out)
+        return True
+    kept = f"; output kept at {output}" if output else ""
+    print(f"job {job.name}: FAILED: {record.error}{kept}", file=err)
+    return False
+
+
+def list_jobs(config: SchedulerConfig, now: dt.datetime, out: TextIO) -> int:
+    """Print each job's schedule, next fire time and last result (reads state; no lock)."""
+    zone = config.timezone
+    rows = [("JOB", "CRON", "NOTEBOOK", f"NEXT ({zone})", "LAST RUN")]
+    for job in config.jobs:
+        try:
+            state = read_state(state_path(config, job.name), job.name)
+            last = _describe_run(state.last_run, zone)
+        except ValueError as exc:
+            last = f"unreadable state: {exc}"
+        next_fire = (
+            f"{job.schedule.next_after(now.astimezone(zone)):%Y-%m-%d %H:%M}"
+            if job.enabled
+            else "disabled"
+        )
+        rows.append((job.name, job.schedule.expression, job.notebook, next_fire, last))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
+        print("  ".join([*cells, row[4]]).rstrip(), file=out)
+    return 0
+
+
+def _describe_run(run: RunRecord | None, zone: dt.tzinfo) -> str:
+    if run is None:
+        return "never"
+    started = f"{run.started.astimezone(zone):%Y-%m-%d %H:%M}"
+    if run.finished is None:
+        return f"started {started}, not finished (running, or its scheduler died)"
+    if run.ok:
+        return f"ok {started} -> {display_path(Path(run.output or '?'))}"
+    return f"FAILED {started}: {run.error}"
