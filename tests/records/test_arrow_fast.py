@@ -98,7 +98,8 @@ def test_producer_batches_take_the_fast_path() -> None:
     assert cols.offsets.tolist() == list(range(300))
     assert cols.millis.tolist() == [r.timestamp for r in records]
     assert cols.key_nulls.tolist() == [r.key is None for r in records]
-    assert cols.header_rows == [i for i in range(300) if i % 7 == 0]
+    assert cols.header_counts.tolist() == [int(i % 7 == 0) for i in range(300)]
+    assert cols.header_keys.to_pylist() == ["trace"] * 43
     decode_both(buf)
 
 
@@ -198,6 +199,10 @@ def test_unusual_but_valid_encodings(block: bytes) -> None:
         (record_bytes(b"\x02", b"k", b"\x02", b"v", offset_delta=b"\x80\x80\x80\x80\x10"), 1),
         (record_bytes(b"\x02", b"k", b"\x02", b"v", b"\x01"), 1),  # header count -1
         (record_bytes(b"\x02", b"k", b"\x02", b"v", b"\x02\x04\xff\xfe\x00"), 1),  # not UTF-8
+        (record_bytes(b"\x02", b"k", b"\x02", b"v", b"\x02\x01"), 1),  # header key -1
+        (record_bytes(b"\x02", b"k", b"\x02", b"v", b"\x02\x05\x00"), 1),  # header key -3
+        (record_bytes(b"\x02", b"k", b"\x02", b"v", b"\x02\x02h\x03"), 1),  # value -2
+        (record_bytes(b"\x02", b"k", b"\x02", b"v", b"\x02\x02h\x08ab"), 1),  # overrun
         (encode_varint(-20) + bytes(30), 1),  # a negative record length
         (encode_varint(6) + b"\x00" + b"\xff" * 11, 1),
         (record_bytes(b"\x02", b"k", b"\x02", b"v")[:-1], 1),
@@ -315,3 +320,32 @@ def test_kafka_python_batches_take_the_fast_path() -> None:
         header = parse_header(buf)
         assert header.compression == codec or codec is Compression.NONE
         assert len(decompress(header.compression, buf[HEADER_SIZE:])) > 0
+
+
+def test_many_headers_go_to_the_reference_path() -> None:
+    headers = tuple((f"h{i}", b"%d" % i if i % 3 else None) for i in range(40))
+    buf = build_batch([Record(b"k", b"v", headers), Record(b"k", b"w", headers[:2])])
+    with pytest.raises(arrow._GiveUp):
+        fast_columns(buf)
+    (batch,) = decode_both(buf)
+    assert len(batch.column("headers")[0]) == 40
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.binary(max_size=6), st.none() | st.binary(max_size=70)), max_size=4),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_header_keys_of_any_bytes(records: list[list[tuple[bytes, bytes | None]]]) -> None:
+    # Keys that are not UTF-8 must fail the same way on both paths.
+    block = b""
+    for i, headers in enumerate(records):
+        field = encode_varint(len(headers))
+        for key, value in headers:
+            field += encode_varint(len(key)) + key
+            field += encode_varint(-1) if value is None else encode_varint(len(value)) + value
+        block += record_bytes(b"\x02", b"k", b"\x02", b"v", field, offset_delta=encode_varint(i))
+    decode_both(hand_batch(block, len(records)), verify_crc=False)

@@ -16,10 +16,10 @@ Finding the positions has two implementations that give the same answer:
 * the fast path (needs numpy): ``reader.record_starts`` walks the records' length
   prefixes — the only serial dependency in a records block — and every other field of
   every record of the call is then decoded at once with numpy (``_decode_fast``),
-  offsets and timestamps as base + delta arrays. It handles the common shapes: varints
-  of up to 4 bytes (8 for timestampDelta), any keys and values, records with headers
-  (those rows' headers are decoded in Python). Anything it does not accept, including
-  every malformed input, makes it give up without a result;
+  offsets and timestamps as base + delta arrays, headers one header index at a time
+  (the j-th header of every record at once). It handles the common shapes: varints of
+  up to 4 bytes (8 for timestampDelta), up to 32 headers a record. Anything it does not
+  accept, including every malformed input, makes it give up without a result;
 * the reference path, ``reader.decode_columns`` (one Python loop per record), which
   then decodes the call again and raises the precise ``CorruptBatchError``.
 """
@@ -27,20 +27,19 @@ Finding the positions has two implementations that give the same answer:
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tierlog.records.codecs import DEFAULT_MAX_SIZE
-from tierlog.records.errors import CorruptBatchError, RecordsError
+from tierlog.records.errors import CorruptBatchError
 from tierlog.records.header import Attr, BatchHeader
 from tierlog.records.reader import (
     Headers,
     RecordColumns,
     decode_columns,
-    decode_headers,
     iter_whole_batches,
     record_starts,
     records_block,
@@ -186,8 +185,9 @@ class _Columns(NamedTuple):
     value_starts: np.ndarray
     value_ends: np.ndarray
     value_nulls: np.ndarray
-    header_rows: list[int]  # sparse, as in RecordColumns
-    header_values: list[Headers]
+    header_counts: np.ndarray  # int64 per record; its headers are these many items of:
+    header_keys: pa.Array  # string, every header of the call in order
+    header_values: pa.Array  # binary
 
 
 def _varints(u8: np.ndarray, pos: np.ndarray, max_bytes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -258,13 +258,14 @@ def _decode_fast(data: bytes, blocks: list[tuple[BatchHeader, int, int]]) -> _Co
     value_ends = value_starts + np.maximum(value_len, 0)
     if (key_len < -1).any() or (value_len < -1).any():
         raise _GiveUp
-    fields_end = value_ends + 1  # a headers count of 0, the common case
-    rows = np.flatnonzero(u8.take(value_ends, mode="clip")).tolist()
-    header_rows, header_values = _decode_headers_of(
-        data, blocks, rows, value_ends, rec_end, fields_end
-    )
+    header_counts, fields_end = _varints(u8, value_ends, _VARINT_BYTES)
+    if (header_counts < 0).any():
+        raise _GiveUp
+    header_bounds = _decode_headers_fast(u8, header_counts, fields_end)
     if not (fields_end == rec_end).all():
         raise _GiveUp
+    # Arrow arrays over positions only now that they are known to be in order.
+    header_keys, header_values = _header_items(data, *header_bounds)
 
     millis = _per_record(blocks, "base_timestamp", counts) + ts_delta
     log_append = np.array([h.attributes & Attr.TIMESTAMP_TYPE for h, _, _ in blocks], np.bool_)
@@ -278,37 +279,79 @@ def _decode_fast(data: bytes, blocks: list[tuple[BatchHeader, int, int]]) -> _Co
         np.repeat(log_append.astype(np.int32), counts),
         *(key_starts, key_ends, key_len == -1),
         *(value_starts, value_ends, value_len == -1),
-        header_rows,
+        header_counts,
+        header_keys,
         header_values,
     )
 
 
-def _decode_headers_of(
+# More headers than this in one record (legal, rare) go to the reference path, so that
+# the loop over header positions below stays short.
+_MAX_FAST_HEADERS = 32
+
+
+def _decode_headers_fast(
+    u8: np.ndarray, counts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Decode the headers of every record, the j-th header of all records at once.
+
+    ``counts[i]`` headers start at ``ends[i]``, which moves past them. Returns the
+    positions of all headers, record after record: key starts and ends, value starts,
+    ends and nulls.
+
+    Raises:
+        _GiveUp: too many headers, or a negative length.
+    """
+    items = int(counts.sum())
+    key_starts = np.empty(items, np.int64)
+    key_ends = np.empty(items, np.int64)
+    value_starts = np.empty(items, np.int64)
+    value_ends = np.empty(items, np.int64)
+    value_nulls = np.empty(items, np.bool_)
+    if items:
+        rows = np.flatnonzero(counts)
+        left = counts[rows]
+        if left.max() > _MAX_FAST_HEADERS:
+            raise _GiveUp
+        slot = np.cumsum(left) - left  # item index of each row's first header
+        pos = ends[rows]
+        for _ in range(int(left.max())):
+            key_len, key_starts[slot] = _varints(u8, pos, _VARINT_BYTES)
+            key_ends[slot] = key_starts[slot] + key_len
+            value_len, value_starts[slot] = _varints(u8, key_ends[slot], _VARINT_BYTES)
+            if (key_len < 0).any() or (value_len < -1).any():
+                raise _GiveUp
+            value_nulls[slot] = value_len == -1
+            pos = value_ends[slot] = value_starts[slot] + np.maximum(value_len, 0)
+            ends[rows] = pos
+            left -= 1
+            more = left > 0
+            rows, left, slot, pos = rows[more], left[more], slot[more] + 1, pos[more]
+    return key_starts, key_ends, value_starts, value_ends, value_nulls
+
+
+def _header_items(
     data: bytes,
-    blocks: list[tuple[BatchHeader, int, int]],
-    rows: list[int],
+    key_starts: np.ndarray,
+    key_ends: np.ndarray,
+    value_starts: np.ndarray,
     value_ends: np.ndarray,
-    rec_end: np.ndarray,
-    fields_end: np.ndarray,
-) -> tuple[list[int], list[Headers]]:
-    """Decode the headers of ``rows`` in Python and move their ``fields_end``."""
-    first_rows = list(itertools.accumulate((h.record_count for h, _, _ in blocks), initial=0))
-    header_rows: list[int] = []
-    header_values: list[Headers] = []
-    for row in rows:
-        batch = bisect_right(first_rows, row) - 1
-        header = blocks[batch][0]
-        index = row - first_rows[batch]
-        try:
-            headers, fields_end[row] = decode_headers(
-                data, int(value_ends[row]), int(rec_end[row]), header, index
-            )
-        except RecordsError:
-            raise _GiveUp from None
-        if headers:  # a zero count can still arrive as a padded varint
-            header_rows.append(row)
-            header_values.append(headers)
-    return header_rows, header_values
+    value_nulls: np.ndarray,
+) -> tuple[pa.Array, pa.Array]:
+    """The keys (string) and values (binary) of all headers, from their positions.
+
+    Raises:
+        _GiveUp: a key is not UTF-8 (the reference path says which).
+    """
+    buffer = pa.py_buffer(data)
+    items = len(key_starts)
+    keys = _binary_fast(buffer, key_starts, key_ends, np.zeros(items, np.bool_))
+    try:
+        keys = pa.Array.from_buffers(pa.string(), items, keys.buffers())
+        keys.validate(full=True)  # checks UTF-8 as Python's decoder does
+    except pa.ArrowInvalid:
+        raise _GiveUp from None
+    return keys, _binary_fast(buffer, value_starts, value_ends, value_nulls)
 
 
 def _binary_fast(
@@ -366,9 +409,35 @@ def _from_fast_columns(
             pa.array(offsets[lo:hi]),
             pa.Array.from_buffers(TIMESTAMP_TYPE, count, [None, pa.py_buffer(micros)]),
             pa.array(cols.timestamp_types[lo:hi]),
-            _headers_column(cols.header_rows, cols.header_values, lo, hi),
+            _headers_fast(cols, lo, hi),
         ],
         schema=KAFKA_SCHEMA,
+    )
+
+
+def _headers_fast(cols: _Columns, lo: int, hi: int) -> pa.Array:
+    """Rows ``lo:hi`` of the headers column, null where a record has no headers."""
+    count = hi - lo
+    counts = cols.header_counts[lo:hi]
+    present = counts > 0
+    with_headers = int(np.count_nonzero(present))
+    if not with_headers:
+        return pa.nulls(count, HEADERS_TYPE)
+    list_offsets = np.zeros(count + 1, np.int32)
+    np.cumsum(counts, out=list_offsets[1:])
+    first = int(cols.header_counts[:lo].sum())
+    size = int(list_offsets[-1])
+    items = pa.StructArray.from_arrays(
+        [cols.header_keys.slice(first, size), cols.header_values.slice(first, size)],
+        fields=list(HEADER_STRUCT),
+    )
+    validity = np.packbits(present, bitorder="little")
+    return pa.Array.from_buffers(
+        HEADERS_TYPE,
+        count,
+        [pa.py_buffer(validity), pa.py_buffer(list_offsets)],
+        null_count=count - with_headers,
+        children=[items],
     )
 
 

@@ -136,19 +136,6 @@ def _decode_headers(
     return tuple(out), pos
 
 
-def decode_headers(
-    data: bytes, pos: int, rec_end: int, header: BatchHeader, index: int
-) -> tuple[Headers, int]:
-    """Decode the headers field (count, then headers) at ``data[pos:]`` of record
-    ``index`` of batch ``header``, which ends at ``rec_end``: ``(headers, position after)``.
-
-    Raises:
-        CorruptBatchError: as ``decode_columns`` raises it for headers.
-    """
-    count, pos = decode_varint(data, pos)
-    return _decode_headers(data, pos, rec_end, count, header, index)
-
-
 def decode_columns(
     cols: RecordColumns, data: bytes, pos: int, end: int, header: BatchHeader
 ) -> None:
