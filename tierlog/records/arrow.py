@@ -22,6 +22,11 @@ Finding the positions has two implementations that give the same answer:
   accept, including every malformed input, makes it give up without a result;
 * the reference path, ``reader.decode_columns`` (one Python loop per record), which
   then decodes the call again and raises the precise ``CorruptBatchError``.
+
+Why this module is past 600 lines: the two paths stay side by side and independent down
+to the Arrow arrays, because the reference is the oracle the fast path is tested against
+(tests/records/test_arrow_fast.py). If the fast path grows further, it moves into a
+module of its own (``_arrow_fast.py``) with this module keeping the schema and the walk.
 """
 
 from __future__ import annotations
