@@ -1,6 +1,9 @@
 """Data pipelines on tierlog topics: each module is a function plus a CLI entry
-(``python -m pipelines.NAME --config configs/NAME.toml``) that lands data in Delta tables.
+(``python -m pipelines.NAME --config configs/NAME.toml [--set key=value ...]``) that lands
+data in Delta tables.
 
+* ``common``: config loading and checking, ``--set`` overrides, the CLI, the Spark session,
+  reading a topic through the ``tierlog`` source.
 * ``ingest``: topic -> bronze table, incremental and exactly once.
 * ``ingest_stream``: the same with Structured Streaming (``Trigger.AvailableNow``).
 * ``replay``: rebuild a table for an offset or time range straight from object storage.

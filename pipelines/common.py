@@ -1,0 +1,376 @@
+"""What every pipeline shares: its TOML config (loaded, checked, ``--set`` overrides), the
+CLI around it, the Spark session, and reading a topic through the ``tierlog`` source.
+
+A pipeline config is one TOML table whose keys are the pipeline function's keyword
+arguments, plus an optional ``[spark]`` table (``master``, ``app_name``, ``[spark.conf]``).
+``--set key=value`` overrides a key after the file is read; the value is read as a TOML
+value when it is one (``--set max_offsets=500``, ``--set storage_options.anon=true``) and
+as a string otherwise (``--set topic=clicks``). A key the pipeline does not know, a value of
+the wrong type or out of range stops the CLI with exit status 2 and a message naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tierlog.util.configdef import ConfigError
+
+EXIT_CONFIG = 2  # argparse's status for a bad command line; a bad config is one too
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key of a pipeline.
+
+    ``parse`` turns a value of one of ``kinds`` into what the pipeline takes, raising
+    ``ValueError`` with the reason when the value is out of range.
+    """
+
+    name: str
+    kinds: tuple[type, ...]
+    default: Any = REQUIRED
+    parse: Callable[[Any], Any] | None = None
+
+
+SPARK_KEYS = {"master", "app_name", "conf"}
+
+
+def load_config(
+    keys: Sequence[Key], path: Path | None, overrides: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A pipeline's config: the TOML file at ``path`` with ``overrides`` applied, checked
+    against ``keys``, defaults filled in; ``"spark"`` holds the ``[spark]`` table.
+
+    Raises:
+        ConfigError: the file is missing or not TOML, or a key is unknown, missing, of the
+            wrong type or out of range (the message names it).
+    """
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError("--config", f"no such file: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("--config", f"{path} is not valid TOML: {exc}") from None
+    for item in overrides:
+        apply_override(raw, item)
+    known = {k.name: k for k in keys}
+    for name in raw:
+        if name != "spark" and name not in known:
+            raise ConfigError(name, f"unknown key (known: {', '.join(sorted(known))}, spark)")
+    config: dict[str, Any] = {"spark": _spark_table(raw.get("spark", {}))}
+    for key in keys:
+        config[key.name] = _value(key, raw)
+    return config
+
+
+def apply_override(raw: dict[str, Any], item: str) -> None:
+    """Apply one ``--set key=value`` to ``raw``.
+
+    The key is a TOML key: dotted parts reach into tables, and a part that has dots of its
+    own is quoted (``spark.conf."spark.driver.memory"=4g``). The value is a TOML value when
+    it parses as one, else the text as a string.
+
+    Raises:
+        ConfigError: no ``=``, or a key TOML cannot read, or a key part that is a value in
+            ``raw`` used as a table.
+    """
+    name, sep, text = item.partition("=")
+    name = name.strip()
+    doc: dict[str, Any] | None = None
+    for value in (text, json.dumps(text)):  # as a TOML value, else as a string
+        try:
+            doc = tomllib.loads(f"{name} = {value}")
+            break
+        except tomllib.TOMLDecodeError:
+            continue
+    if not sep or not name or doc is None:
+        raise ConfigError(
+            item, "--set takes key=value (a TOML key: dotted parts reach into tables)"
+        )
+    _merge(raw, doc, name)
+
+
+def _merge(target: dict[str, Any], update: Mapping[str, Any], name: str) -> None:
+    for key, value in update.items():
+        if isinstance(value, dict):
+            nested = target.setdefault(key, {})
+            if not isinstance(nested, dict):
+                raise ConfigError(name, f"{key} is a value, not a table")
+            _merge(nested, value, name)
+        else:
+            target[key] = value
+
+
+def _value(key: Key, raw: Mapping[str, Any]) -> Any:
+    if key.name not in raw:
+        if key.default is REQUIRED:
+            raise ConfigError(key.name, "required")
+        return key.default
+    value = raw[key.name]
+    # bool is an int in Python; a count given as `true` is a mistake, not 1.
+    if not isinstance(value, key.kinds) or (isinstance(value, bool) and bool not in key.kinds):
+        kinds = " or ".join(_KIND_NAMES.get(k, k.__name__) for k in key.kinds)
+        raise ConfigError(key.name, f"{value!r} is not a {kinds}")
+    if key.parse is None:
+        return value
+    try:
+        return key.parse(value)
+    except ValueError as exc:
+        raise ConfigError(key.name, str(exc)) from None
+
+
+_KIND_NAMES = {str: "string", int: "integer", bool: "boolean", dict: "table"}
+
+
+def _spark_table(table: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError("spark", "must be a table ([spark])")
+    for name in table:
+        if name not in SPARK_KEYS:
+            raise ConfigError(f"spark.{name}", f"unknown key (known: {', '.join(SPARK_KEYS)})")
+    for name in ("master", "app_name"):
+        if name in table and not isinstance(table[name], str):
+            raise ConfigError(f"spark.{name}", f"{table[name]!r} is not a string")
+    conf = table.get("conf", {})
+    if not isinstance(conf, dict) or any(isinstance(v, dict | list) for v in conf.values()):
+        raise ConfigError("spark.conf", "must be a table of Spark settings (key = value)")
+    return {
+        "master": table.get("master"),
+        "app_name": table.get("app_name"),
+        "conf": {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in conf.items()},
+    }
+
+
+# -- value parsers shared by the pipelines' keys ---------------------------------------------
+
+
+def positive(value: int) -> int:
+    """A count that must be at least 1."""
+    if value < 1:
+        raise ValueError(f"{value} is below 1")
+    return value
+
+
+def non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value.strip()
+
+
+def offsets_spec(value: str | dict[str, Any]) -> str:
+    """``"earliest"``, ``"latest"`` or per-partition offsets (a JSON string or a TOML table
+    ``{topic = {"0" = 23}}``, -2 = earliest, -1 = latest), as the source's option text."""
+    from tierlog.spark.options import parse
+
+    text = value if isinstance(value, str) else json.dumps(value)
+    try:
+        parse({"subscribe": "x", "kafka.bootstrap.servers": "x", "startingOffsets": text})
+    except ConfigError as exc:
+        raise ValueError(exc.reason) from None
+    return text.strip().lower() if text.strip().lower() in ("earliest", "latest") else text
+
+
+def timestamp_ms(value: int | datetime) -> int:
+    """Milliseconds since the epoch, from an integer or a TOML date-time with an offset
+    (``2024-05-01T12:00:00Z``)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{value} has no UTC offset (write e.g. {value.isoformat()}Z)")
+        return (value - _EPOCH) // timedelta(milliseconds=1)
+    if value < 0:
+        raise ValueError(f"{value} is below 0")
+    return value
+
+
+def storage_url(value: str) -> str:
+    """A URL fsspec and the source take: URLs (``s3://``, ``file://``) are kept, a plain
+    path becomes an absolute ``file://`` URL (configs say ``data/demo/logs/remote``)."""
+    text = non_empty(value)
+    if "://" in text:
+        return text
+    return Path(text).resolve().as_uri()
+
+
+def table_location(value: str) -> str:
+    """A Delta table's location: URLs are kept, a plain path is made absolute so the table
+    is where the config says whichever directory Spark resolves relative paths against."""
+    text = non_empty(value)
+    if "://" in text:
+        return text
+    return str(Path(text).resolve())
+
+
+# -- the Spark session and the topic ---------------------------------------------------------
+
+
+def spark_session(settings: Mapping[str, Any] | None = None) -> Any:
+    """``tierlog.spark.session`` with the ``[spark]`` table's settings (Delta configured,
+    the ``tierlog`` source registered)."""
+    from tierlog.spark import session
+
+    settings = settings or {}
+    return session(
+        settings.get("app_name") or "tierlog-pipelines",
+        master=settings.get("master"),
+        conf=settings.get("conf") or {},
+    )
+
+
+def latest_version(spark: Any, table_path: str) -> int:
+    """The table's latest version; -1 when there is no Delta table at ``table_path``."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, table_path):
+        return -1
+    return int(DeltaTable.forPath(spark, table_path).history(1).collect()[0]["version"])
+
+
+@dataclass(frozen=True)
+class TopicSource:
+    """One topic as the ``tierlog`` source reads it.
+
+    Args:
+        topic: the topic.
+        bootstrap_servers: the cluster; None only with ``remote_only``.
+        remote_url: the broker's ``remote.log.storage.url`` (a plain path is a local
+            directory); with it, closed segments are read straight from object storage.
+        storage_options: fsspec options of the remote tier (nested as fsspec takes them).
+        remote_only: read only committed remote segments (``tierlog.tiers=remote``).
+    """
+
+    topic: str
+    bootstrap_servers: str | None = None
+    remote_url: str | None = None
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    remote_only: bool = False
+
+    def options(self) -> dict[str, str]:
+        """The source's options; rows carry a ``tier`` column."""
+        opts = {"subscribe": self.topic, "tierlog.includeTier": "true"}
+        if self.bootstrap_servers:
+            opts["kafka.bootstrap.servers"] = self.bootstrap_servers
+        if self.remote_url:
+            opts["remote.log.storage.url"] = storage_url(self.remote_url)
+        if self.remote_only:
+            opts["tierlog.tiers"] = "remote"
+        for name, value in _flatten(self.storage_options):
+            opts[f"remote.log.storage.options.{name}"] = value
+        return opts
+
+    def read(self, spark: Any, **bounds: str) -> Any:
+        """A batch DataFrame; ``bounds`` are further source options such as
+        ``startingOffsets`` or ``endingTimestamp``."""
+        return spark.read.format("tierlog").options(**self.options(), **bounds).load()
+
+    def read_stream(self, spark: Any, **options: str) -> Any:
+        """A streaming DataFrame; ``options`` as for ``read``."""
+        return spark.readStream.format("tierlog").options(**self.options(), **options).load()
+
+    def offsets(self, starting: str = "earliest") -> tuple[dict[int, int], dict[int, int]]:
+        """``(start, latest)`` offset of every partition now: ``starting`` resolved as the
+        source resolves ``startingOffsets``, and the log end (remote-only: remote end).
+
+        Raises:
+            SourceError: the topic does not exist, or a starting offset was deleted.
+        """
+        from tierlog.spark.discovery import Discovery
+        from tierlog.spark.options import parse
+
+        opts = parse({**self.options(), "startingOffsets": starting})
+        with Discovery(opts) as discovery:
+            partitions = discovery.partitions()
+            manifests = discovery.manifests(partitions)
+            earliest, latest = discovery.earliest_latest(partitions, manifests)
+            start = discovery.resolve(
+                opts.starting, partitions, manifests, earliest, latest, starting=True
+            )
+        return {p: start[t, p] for t, p in partitions}, {p: latest[t, p] for t, p in partitions}
+
+
+def _flatten(options: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for name, value in options.items():
+        if isinstance(value, Mapping):
+            out.extend(_flatten(value, f"{prefix}{name}."))
+        else:
+            out.append(
+                (f"{prefix}{name}", str(value).lower() if isinstance(value, bool) else str(value))
+            )
+    return out
+
+
+def offsets_json(topic: str, offsets: Mapping[int, int]) -> str:
+    """Per-partition offsets in the source's option form ``{"topic": {"0": 23}}``."""
+    return json.dumps({topic: {str(p): o for p, o in sorted(offsets.items())}})
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+
+
+def main(
+    name: str,
+    keys: Sequence[Key],
+    run: Callable[..., Any],
+    argv: Sequence[str] | None = None,
+    *,
+    description: str = "",
+) -> int:
+    """``python -m pipelines.NAME --config FILE [--set key=value ...]``: load the config,
+    start Spark, call ``run(spark, **config)`` and print its result as one JSON line.
+
+    Returns:
+        0 on success, 2 when the config (or a value the pipeline checks) is bad.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m pipelines.{name}", description=description)
+    parser.add_argument("--config", type=Path, help=f"a TOML file such as configs/{name}.toml")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (dotted keys reach into tables); repeatable",
+    )
+    args = parser.parse_args(argv)
+    prog = parser.prog
+    try:
+        config = load_config(keys, args.config, args.set)
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    spark = spark_session(config.pop("spark"))
+    try:
+        result = run(spark, **config)
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    finally:
+        spark.stop()
+    print(json.dumps(as_json(result), sort_keys=True))
+    return 0
+
+
+def as_json(result: Any) -> Any:
+    """A result dataclass as JSON-ready data."""
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return dataclasses.asdict(result)
+    return result
