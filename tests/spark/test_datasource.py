@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.tiered_data import TieredTopic, produce_activity, tiered_topic
 from tierlog.client import LATEST, LogClient
@@ -84,12 +84,25 @@ def test_rows_equal_the_topic_across_the_tier_boundary(spark: Any, tiered: Tiere
 
 
 def test_schema_is_the_kafka_sources(spark: Any, tiered: TieredTopic) -> None:
-    df = read(spark, source_options(tiered))
+    df = read(spark, source_options(tiered, includeHeaders="true"))
     assert df.columns == [
         "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"
     ]  # fmt: skip
-    no_headers = read(spark, source_options(tiered, includeHeaders="false"))
-    assert "headers" not in no_headers.columns
+    assert df.where("headers is not null").count() == 0  # the producer sent none
+    without = read(spark, source_options(tiered))  # Spark's default: includeHeaders=false
+    assert "headers" not in without.columns
+    producer = Producer({"bootstrap.servers": tiered.bootstrap})
+    producer.produce("with-headers", b"v", b"k", headers=[("trace", b"42"), ("empty", None)])
+    assert producer.flush(10) == 0
+    with_headers = read(
+        spark,
+        {"kafka.bootstrap.servers": tiered.bootstrap, "subscribe": "with-headers",
+         "includeHeaders": "true"},
+    ).collect()  # fmt: skip
+    assert [(h["key"], h["value"]) for h in with_headers[0]["headers"]] == [
+        ("trace", b"42"),
+        ("empty", None),
+    ]
     first = df.where("partition = 0 and offset = 0").collect()[0]
     event = json.loads(first["value"])
     assert first["key"] == event["user"].encode() and first["timestampType"] == 0

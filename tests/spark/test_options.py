@@ -15,7 +15,7 @@ def test_defaults_for_batch_and_streaming() -> None:
     assert batch.subscribe == ("a", "b")
     assert batch.starting == OffsetBound("earliest")
     assert batch.ending == OffsetBound("latest")
-    assert batch.include_headers and not batch.include_tier and batch.fail_on_data_loss
+    assert not batch.include_headers and not batch.include_tier and batch.fail_on_data_loss
     assert batch.leader_split_offsets == DEFAULT_LEADER_SPLIT_OFFSETS
     stream = parse(BASE, streaming=True)
     assert stream.starting == OffsetBound("latest")  # Spark's streaming default

@@ -40,7 +40,7 @@ NAME = "tierlog"
 
 
 def spark_schema(options: SourceOptions) -> StructType:
-    """Spark's Kafka-source schema (``headers`` unless includeHeaders=false; ``tier`` with
+    """Spark's Kafka-source schema (``headers`` with includeHeaders=true; ``tier`` with
     tierlog.includeTier=true)."""
     fields = [
         StructField("key", BinaryType()),

@@ -18,8 +18,9 @@ tierlog's own options:
   no broker needed (``kafka.bootstrap.servers`` optional): replays of long retention.
 * ``tierlog.includeTier``: add a string column ``tier`` ("remote" or "local") saying where
   each row was read from.
-* ``includeHeaders``: the ``headers`` column; on by default (Spark's Kafka source has it
-  off by default) — ``false`` drops it.
+* ``includeHeaders``: the ``headers`` column, off by default as in Spark's Kafka source.
+  Python data sources get no column pruning, so a column is built (and converted by the
+  JVM) even when the query never reads it: headers cost real time when unused.
 * ``tierlog.leaderSplitOffsets``: the most offsets one Spark partition fetches from a
   leader (default 1,000,000); remote reads are one Spark partition per segment.
 """
@@ -65,7 +66,7 @@ class SourceOptions:
     timestamp_strategy: str = "error"
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
-    include_headers: bool = True
+    include_headers: bool = False
     include_tier: bool = False
     remote_only: bool = False
     remote_url: str | None = None
@@ -152,7 +153,7 @@ def parse(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
         ),
         max_offsets_per_trigger=max_per_trigger,
         fail_on_data_loss=_bool(opts, "failondataloss", True),
-        include_headers=_bool(opts, "includeheaders", True),
+        include_headers=_bool(opts, "includeheaders", False),
         include_tier=_bool(opts, "tierlog.includetier", False),
         remote_only=remote_only,
         remote_url=remote_url,
