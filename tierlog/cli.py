@@ -60,9 +60,20 @@ def _remote_ls(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from tierlog.tools.demo import run_demo
+    if args.broker_only:
+        from tierlog.tools.demo import run_demo
 
-    run_demo(Path(args.data_dir), sys.stdout, events=args.events)
+        run_demo(Path(args.data_dir), sys.stdout, events=args.events or 200_000)
+        return 0
+    from tierlog.tools.platform_demo import run_platform_demo
+
+    run_platform_demo(
+        Path(args.data_dir),
+        sys.stdout,
+        events=args.events or 100_000,
+        notebooks_dir=Path(args.notebooks_dir),
+        runs_dir=Path(args.runs_dir),
+    )
     return 0
 
 
@@ -507,9 +518,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_location_options(ls)
     ls.set_defaults(func=_remote_ls)
 
-    demo = sub.add_parser("demo", help="write and read back a sample activity stream")
+    demo = sub.add_parser(
+        "demo",
+        help="the data platform end to end: broker, remote tier, ingest notebook into Delta",
+    )
     demo.add_argument("--data-dir", default="./data/demo")
-    demo.add_argument("--events", type=int, default=200_000)
+    demo.add_argument("--events", type=int, help="default 100,000 (200,000 with --broker-only)")
+    demo.add_argument("--notebooks-dir", default="notebooks")
+    demo.add_argument("--runs-dir", default="runs")
+    demo.add_argument(
+        "--broker-only",
+        action="store_true",
+        help="only the broker part: produce, offload, consume with a group (no Spark)",
+    )
     demo.set_defaults(func=_demo)
 
     _add_topics(sub)
