@@ -129,8 +129,8 @@ def _value(key: Key, raw: Mapping[str, Any]) -> Any:
     value = raw[key.name]
     # bool is an int in Python; a count given as `true` is a mistake, not 1.
     if not isinstance(value, key.kinds) or (isinstance(value, bool) and bool not in key.kinds):
-        kinds = " or ".join(_KIND_NAMES.get(k, k.__name__) for k in key.kinds)
-        raise ConfigError(key.name, f"{value!r} is not a {kinds}")
+        kinds = " or ".join(_KIND_NAMES.get(k, f"a {k.__name__}") for k in key.kinds)
+        raise ConfigError(key.name, f"{value!r} is not {kinds}")
     if key.parse is None:
         return value
     try:
@@ -139,7 +139,13 @@ def _value(key: Key, raw: Mapping[str, Any]) -> Any:
         raise ConfigError(key.name, str(exc)) from None
 
 
-_KIND_NAMES = {str: "string", int: "integer", bool: "boolean", dict: "table"}
+_KIND_NAMES = {
+    str: "a string",
+    int: "an integer",
+    bool: "a boolean",
+    dict: "a table",
+    datetime: "a date-time",
+}
 
 
 def _spark_table(table: Any) -> dict[str, Any]:
@@ -182,12 +188,18 @@ def offsets_spec(value: str | dict[str, Any]) -> str:
     ``{topic = {"0" = 23}}``, -2 = earliest, -1 = latest), as the source's option text."""
     from tierlog.spark.options import parse
 
-    text = value if isinstance(value, str) else json.dumps(value)
+    text = value.strip() if isinstance(value, str) else json.dumps(value)
+    if text.lower() in ("earliest", "latest"):
+        return text.lower()
+    if not text.startswith("{"):
+        raise ValueError(
+            f'{text!r} is not "earliest", "latest" or JSON like {{"topic": {{"0": 23}}}}'
+        )
     try:
         parse({"subscribe": "x", "kafka.bootstrap.servers": "x", "startingOffsets": text})
     except ConfigError as exc:
         raise ValueError(exc.reason) from None
-    return text.strip().lower() if text.strip().lower() in ("earliest", "latest") else text
+    return text
 
 
 def timestamp_ms(value: int | datetime) -> int:
@@ -256,6 +268,8 @@ class TopicSource:
             directory); with it, closed segments are read straight from object storage.
         storage_options: fsspec options of the remote tier (nested as fsspec takes them).
         remote_only: read only committed remote segments (``tierlog.tiers=remote``).
+        include_headers: add the ``headers`` column (the source leaves it out by default,
+            as Spark's Kafka source does; a bronze table keeps the whole record).
     """
 
     topic: str
@@ -263,10 +277,15 @@ class TopicSource:
     remote_url: str | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     remote_only: bool = False
+    include_headers: bool = True
 
     def options(self) -> dict[str, str]:
         """The source's options; rows carry a ``tier`` column."""
-        opts = {"subscribe": self.topic, "tierlog.includeTier": "true"}
+        opts = {
+            "subscribe": self.topic,
+            "tierlog.includeTier": "true",
+            "includeHeaders": str(self.include_headers).lower(),
+        }
         if self.bootstrap_servers:
             opts["kafka.bootstrap.servers"] = self.bootstrap_servers
         if self.remote_url:

@@ -113,7 +113,7 @@ def ingest(
     table_path: str,
     remote_url: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
-    starting_offsets: str = "earliest",
+    starting_offsets: str | dict[str, Any] = "earliest",
     max_offsets: int | None = None,
 ) -> IngestResult:
     """Append the topic's offsets the bronze table does not hold yet, exactly once.
@@ -156,7 +156,7 @@ def plan_ingest(
     source: TopicSource,
     table_path: str,
     *,
-    starting_offsets: str = "earliest",
+    starting_offsets: str | dict[str, Any] = "earliest",
     max_offsets: int | None = None,
 ) -> IngestPlan:
     """The next run's plan from the table's latest snapshot (step 1 of the module docstring).
