@@ -307,10 +307,9 @@ def record_starts(data: bytes, blocks: list[tuple[int, int, int]]) -> list[int] 
     """Where each record's length varint starts, for every ``(start, end, count)`` block.
 
     Only the length prefixes are read (the one serial dependency of a records block);
-    ``tierlog.records.arrow`` decodes every other field of all records at once, and
-    checks what this walk does not: that each length is at least a minimal record and
-    that the records tile their block exactly. A negative length can make a position
-    here point backwards; that check rejects it.
+    ``tierlog.records.arrow`` decodes every other field of all records at once and
+    checks what this walk cannot: that each record's fields end where its length says.
+    A negative length can make a position here point backwards; that check rejects it.
 
     Returns:
         The positions, records of all blocks in order, or None when a block does not
@@ -325,7 +324,7 @@ def record_starts(data: bytes, blocks: list[tuple[int, int, int]]) -> list[int] 
     steps = _steps()
     # One table lookup per record, unrolled four times: this loop is most of the
     # Python time per record left on the Arrow path. A record of 8 KiB or more has a
-    # 3-byte length code, whose None step raises TypeError; the loop below takes those.
+    # 3-byte length code, whose None step raises TypeError; the slower walk takes those.
     try:
         for start, end, count in blocks:
             pos = start
@@ -354,13 +353,17 @@ def _record_starts_any_length(data: bytes, blocks: list[tuple[int, int, int]]) -
     """record_starts for blocks holding records with length codes of any size."""
     starts: list[int] = []
     append = starts.append
+    steps = _steps()
     try:
         for start, end, count in blocks:
             pos = start
             for _ in range(count):
                 append(pos)
-                length, pos = decode_varint(data, pos)
-                pos += length
+                step = steps[data[pos] | data[pos + 1] << 8]
+                if step is None:
+                    length, after = decode_varint(data, pos)
+                    step = after - pos + length
+                pos += step
             if pos != end:
                 return None
     except (IndexError, CorruptBatchError):
