@@ -281,8 +281,8 @@ def _lz4_decompress(data: BytesLike, limit: int) -> bytes:
 
 
 def _zstd_dctx(zstandard: ModuleType) -> Any:
-    """This thread's ZstdDecompressor: creating one costs ~4 us, a fifth of decompressing
-    a 16 KiB batch, and one must not be used by two threads at once."""
+    """This thread's ZstdDecompressor: creating one costs ~4 us, a quarter of
+    decompressing a 16 KiB batch, and one must not be used by two threads at once."""
     dctx = getattr(_THREAD, "zstd", None)
     if dctx is None:
         dctx = _THREAD.zstd = zstandard.ZstdDecompressor()
