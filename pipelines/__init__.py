@@ -8,4 +8,6 @@ data in Delta tables.
 * ``ingest_stream``: the same with Structured Streaming (``Trigger.AvailableNow``).
 * ``replay``: rebuild a table for an offset or time range straight from object storage.
 * ``aggregate``: page views per minute per page, bronze -> silver.
+* ``explore``: what the ``explore_events`` notebook shows (offsets per tier, samples, the
+  event rate by tier with the tier boundary marked); no CLI.
 """

@@ -326,6 +326,29 @@ class TopicSource:
         return {p: start[t, p] for t, p in partitions}, {p: latest[t, p] for t, p in partitions}
 
 
+def broker_remote_url(bootstrap_servers: str, timeout_s: float = 10.0) -> str | None:
+    """The remote tier of a tierlog broker, asked through DescribeConfigs: its
+    ``remote.log.storage.url``, or when that is empty its default ``<first log dir>/remote``
+    (a relative log dir is taken from this process's working directory).
+
+    Returns:
+        The URL, or None when the broker has no remote tier (or is not tierlog).
+    """
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    brokers = admin.list_topics(timeout=timeout_s).brokers
+    resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+    entries = admin.describe_configs([resource])[resource].result(timeout_s)
+    values = {name: entry.value for name, entry in entries.items()}
+    if values.get("remote.log.storage.system.enable") != "true":
+        return None
+    if values.get("remote.log.storage.url"):
+        return str(values["remote.log.storage.url"])
+    log_dir = (values.get("log.dirs") or values.get("log.dir") or "").split(",")[0].strip()
+    return storage_url(f"{log_dir}/remote") if log_dir else None
+
+
 def _flatten(options: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for name, value in options.items():

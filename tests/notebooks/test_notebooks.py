@@ -1,0 +1,148 @@
+"""The notebooks in notebooks/, executed by papermill (through ``tierlog.notebooks.runner``)
+against a real broker whose topic is partly offloaded, with small parameters; assertions
+are on the summary each one records and on its outputs. Each run starts its own kernel
+and Spark, so there is one run per notebook."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pipelines.conftest import topic_rows
+from tests.tiered_data import TieredTopic, tiered_topic, wait_offloaded
+from tierlog.notebooks.runner import NotebookRun, run_notebook
+from tierlog.notebooks.summary import SummaryNotFound, read_summary
+from tierlog.tools.activity import activity_stream
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+EVENTS = 4000
+START_MS = 1_700_000_000_000  # produce_activity's first timestamp; events are 2 ms apart
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
+    topic = tiered_topic(tmp_path_factory.mktemp("notebooks") / "broker", count=EVENTS)
+    try:
+        yield topic
+    finally:
+        topic.broker.stop()
+
+
+def run(name: str, tmp_path: Path, **parameters: Any) -> NotebookRun:
+    result = run_notebook(
+        name,
+        {"spark_master": "local[2]", **parameters},
+        notebooks_dir=NOTEBOOKS,
+        runs_dir=tmp_path / "runs",
+        cwd=tmp_path,
+        timeout_s=100,
+    )
+    assert result.ok, f"{name} failed: {result.error}; see {result.output}"
+    return result
+
+
+def outputs(path: Path) -> list[dict[str, Any]]:
+    cells = json.loads(path.read_text())["cells"]
+    return [o for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])]
+
+
+def test_the_notebooks_are_generated_from_build_notebooks() -> None:
+    sys.path.insert(0, str(NOTEBOOKS))
+    try:
+        import build_notebooks
+    finally:
+        sys.path.remove(str(NOTEBOOKS))
+    for name in build_notebooks.NOTEBOOKS:
+        text = (NOTEBOOKS / f"{name}.ipynb").read_text()
+        assert text == build_notebooks.render(name), f"run notebooks/build_notebooks.py ({name})"
+        notebook = json.loads(text)
+        assert notebook["metadata"]["kernelspec"]["name"] == "python3"
+        assert notebook["metadata"]["language_info"] == {"name": "python"}
+        tagged = [c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", [])]
+        assert len(tagged) == 1
+        assert not any(c.get("outputs") for c in notebook["cells"]), f"{name} has outputs"
+
+
+def test_explore_events(tiered: TieredTopic, tmp_path: Path) -> None:
+    # remote_url is left to its default: the notebook asks the broker where its tier is.
+    result = run(
+        "explore_events",
+        tmp_path,
+        bootstrap_servers=tiered.bootstrap,
+        topic=tiered.topic,
+        bin_seconds=1,
+        sample_count=3,
+    )
+    summary = read_summary(result.output)
+    assert summary["remote_url"] == tiered.remote_url
+    assert summary["events_read"] == summary["messages"] == EVENTS
+    assert summary["from_remote"] > 0 and summary["from_local"] > 0
+    assert summary["partitions"] == 2 and summary["bins"] >= 8
+    ends = tiered.remote_ends()
+    for tiers in summary["offsets"]:
+        p = tiers["partition"]
+        assert tiers["remote_start"] == tiers["log_start"] == 0
+        assert tiers["remote_end"] == ends[p]
+        assert 0 < tiers["local_start"] <= tiers["remote_end"] <= tiers["latest"]
+    assert set(summary["tier_boundaries"]) == {"0", "1"}
+    images = [o for o in outputs(result.output) if "image/png" in o.get("data", {})]
+    assert len(images) == 1
+    assert "page_view" in json.dumps(outputs(result.output))  # sample values decoded
+
+
+def test_ingest_to_delta(tiered: TieredTopic, tmp_path: Path) -> None:
+    result = run(
+        "ingest_to_delta",
+        tmp_path,
+        bootstrap_servers=tiered.bootstrap,
+        topic=tiered.topic,
+        table_path=str(tmp_path / "bronze"),
+        remote_url=tiered.remote_url,
+        silver_path=str(tmp_path / "silver"),
+    )
+    summary = read_summary(result.output)
+    assert summary["rows_in_table"] == summary["rows_written"] == EVENTS
+    assert summary["from_remote"] > 0 and summary["from_local"] > 0
+    assert summary["from_remote"] + summary["from_local"] == EVENTS
+    assert summary["table_path"] == str(tmp_path / "bronze")
+    assert (summary["table_version"], summary["skipped"]) == (0, False)
+    views = sum(1 for e in activity_stream(EVENTS) if e.kind == "page_view")
+    assert summary["page_views"] == views and summary["silver_rows"] >= 8
+
+
+def test_replay_from_object_storage_with_the_broker_stopped(
+    tiered: TieredTopic, tmp_path: Path
+) -> None:
+    ends = wait_offloaded(tiered)
+    since = START_MS + 1000
+    expected = [r for r in topic_rows(tiered) if r[1] < ends[r[0]] and r[4] >= since]
+    tiered.broker.stop()
+    result = run(
+        "replay_from_object_storage",
+        tmp_path,
+        topic=tiered.topic,
+        remote_url=tiered.remote_url,
+        table_path=str(tmp_path / "replay"),
+        starting_timestamp="2023-11-14T22:13:21Z",  # START_MS + 1 s
+    )
+    summary = read_summary(result.output)
+    assert summary["rows"] == len(expected) > 1000
+    assert summary["first_timestamp"] >= "2023-11-14T22:13:21"
+    partitions = {r[0] for r in expected}
+    assert summary["offsets"] == {
+        str(p): [min(r[1] for r in expected if r[0] == p), ends[p] - 1] for p in partitions
+    }
+
+
+def test_read_summary_says_when_there_is_none(tmp_path: Path) -> None:
+    with pytest.raises(SummaryNotFound, match="no summary output"):
+        read_summary(NOTEBOOKS / "ingest_to_delta.ipynb")
+    (tmp_path / "x.ipynb").write_text("{}")
+    with pytest.raises(ValueError, match="not a notebook"):
+        read_summary(tmp_path / "x.ipynb")
