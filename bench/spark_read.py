@@ -18,7 +18,8 @@ printed is one JSON object with every figure; the lines before it are for people
    (``arrow.FAST_DECODE`` off: the per-record Python loop of ``reader.decode_columns``,
    which is what every call ran before the numpy fast path), decompression alone
    (``codecs.decompress`` per batch: the bound the codec sets) and the CRC-32C check alone.
-2. ``spark`` — reserved for the tierlog data source vs Spark's own Kafka source.
+2. ``spark`` — the tierlog data source vs Spark's own Kafka source reading the same,
+   mostly cold topic through one Spark session (``bench/spark_sources.py`` says how).
 """
 
 from __future__ import annotations
@@ -273,10 +274,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--codecs", default="none,gzip,snappy,lz4,zstd", help="comma-separated codec names"
     )
+    parser.add_argument(
+        "--spark-records", type=int, help="records in the Spark section's topic (2M; quick 200k)"
+    )
+    parser.add_argument("--spark-repeats", type=int, help="timed passes per source (3; quick 2)")
     args = parser.parse_args(argv)
     figures: dict[str, Any] = {}
     if args.only in (None, "decode"):
         figures["decode"] = bench_decode(args)
+    if args.only in (None, "spark"):
+        from spark_sources import bench_spark
+
+        figures["spark"] = bench_spark(args)
     print(json.dumps({"bench": "spark_read", "quick": args.quick, **figures}))
 
 
