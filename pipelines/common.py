@@ -25,6 +25,7 @@ from typing import Any
 from tierlog.util.configdef import ConfigError
 
 EXIT_CONFIG = 2  # argparse's status for a bad command line; a bad config is one too
+EXIT_FAILED = 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -381,7 +382,8 @@ def main(
     start Spark, call ``run(spark, **config)`` and print its result as one JSON line.
 
     Returns:
-        0 on success, 2 when the config (or a value the pipeline checks) is bad.
+        0 on success, 2 when the config (or a value the pipeline checks) is bad, 1 when the
+        topic cannot be read as asked (other failures raise, with their traceback).
     """
     parser = argparse.ArgumentParser(prog=f"python -m pipelines.{name}", description=description)
     parser.add_argument("--config", type=Path, help=f"a TOML file such as configs/{name}.toml")
@@ -399,12 +401,17 @@ def main(
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    from tierlog.spark.discovery import SourceError
+
     spark = spark_session(config.pop("spark"))
     try:
         result = run(spark, **config)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except SourceError as exc:  # the topic is missing, offsets were deleted: say so plainly
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     finally:
         spark.stop()
     print(json.dumps(as_json(result), sort_keys=True))

@@ -92,6 +92,10 @@ def replay(
     path = table_location(table_path)
     from pyspark.sql import functions as F
 
+    # Planning here first turns a missing topic into a plain SourceError instead of one
+    # wrapped in Spark's Python traceback (it costs one manifest read per partition).
+    source.offsets()
+
     (
         source.read(spark, **bounds)
         .withColumn("replayed_at", F.current_timestamp())
