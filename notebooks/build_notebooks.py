@@ -40,6 +40,10 @@ def parameters(text: str) -> tuple[str, str]:
     return "parameters", text
 
 
+# Stopping Spark before the kernel exits lets the JVM shut down on its own terms: a JVM
+# torn down with the kernel races its own temp-dir cleanup and prints a stack trace.
+STOP_SPARK = "spark.stop()  # a headless run ends here; re-run the set-up cell to go on"
+
 SUMMARY = """\
 from IPython.display import JSON, display
 
@@ -131,6 +135,7 @@ EXPLORE_EVENTS = [
             "remote_url": remote_url,
         }
         """),
+    code(STOP_SPARK),
     code(SUMMARY),
 ]
 
@@ -243,6 +248,7 @@ INGEST_TO_DELTA = [
                 page_views=silver.views,
             )
         """),
+    code(STOP_SPARK),
     code(SUMMARY),
 ]
 
@@ -337,6 +343,7 @@ REPLAY_FROM_OBJECT_STORAGE = [
             "replay_s": round(replay_s, 2),
         }
         """),
+    code(STOP_SPARK),
     code(SUMMARY),
 ]
 
