@@ -65,7 +65,9 @@ def ingest_stream(
             directory).
         storage_options: fsspec options of the remote tier.
         starting_offsets: where a new checkpoint starts ("earliest", "latest", JSON).
-        max_offsets_per_trigger: the most offsets one micro-batch reads.
+        max_offsets_per_trigger: the most offsets one micro-batch reads. Under
+            ``Trigger.AvailableNow`` today's ``tierlog`` source is asked for everything
+            available (``ReadAllAvailable``), so a run is one micro-batch whatever this is.
 
     Returns:
         What this run committed.
