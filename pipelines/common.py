@@ -89,7 +89,7 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
 
     The key is a TOML key: dotted parts reach into tables, and a part that has dots of its
     own is quoted (``spark.conf."spark.driver.memory"=4g``). The value is a TOML value when
-    it parses as one, else the text as a string.
+    it parses as one, else the text as a string; it replaces what the key held.
 
     Raises:
         ConfigError: no ``=``, or a key TOML cannot read, or a key part that is a value in
@@ -97,29 +97,35 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
     """
     name, sep, text = item.partition("=")
     name = name.strip()
-    doc: dict[str, Any] | None = None
-    for value in (text, json.dumps(text)):  # as a TOML value, else as a string
-        try:
-            doc = tomllib.loads(f"{name} = {value}")
-            break
-        except tomllib.TOMLDecodeError:
-            continue
-    if not sep or not name or doc is None:
+    try:
+        parts = _key_parts(name) if sep and name else None
+    except tomllib.TOMLDecodeError:
+        parts = None
+    if parts is None:
         raise ConfigError(
             item, "--set takes key=value (a TOML key: dotted parts reach into tables)"
         )
-    _merge(raw, doc, name)
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text  # not a TOML value: a bare string such as a topic name or a path
+    target = raw
+    for part in parts[:-1]:
+        nested = target.setdefault(part, {})
+        if not isinstance(nested, dict):
+            raise ConfigError(name, f"{part} is a value, not a table")
+        target = nested
+    target[parts[-1]] = value
 
 
-def _merge(target: dict[str, Any], update: Mapping[str, Any], name: str) -> None:
-    for key, value in update.items():
-        if isinstance(value, dict):
-            nested = target.setdefault(key, {})
-            if not isinstance(nested, dict):
-                raise ConfigError(name, f"{key} is a value, not a table")
-            _merge(nested, value, name)
-        else:
-            target[key] = value
+def _key_parts(name: str) -> list[str]:
+    """The parts of a TOML key (``a."b.c"`` -> ``["a", "b.c"]``)."""
+    doc: Any = tomllib.loads(f"{name} = 0")
+    parts = []
+    while isinstance(doc, dict):
+        (part, doc), *_ = doc.items()
+        parts.append(part)
+    return parts
 
 
 def _value(key: Key, raw: Mapping[str, Any]) -> Any:

@@ -60,6 +60,7 @@ INGEST = 'bootstrap_servers = "b:9092"\ntopic = "t"\ntable_path = "x"\n'
         (INGEST, ["spark.cores=2"], "spark.cores", "unknown key"),
         (INGEST + "[spark.conf]\nx = {a = 1}\n", [], "spark.conf", "table of Spark"),
         (INGEST, ["nonsense"], "nonsense", "key=value"),
+        (INGEST, ["topic.name=x"], "topic.name", "topic is a value, not a table"),
     ],
 )
 def test_a_bad_key_or_value_is_named(
@@ -84,7 +85,7 @@ def test_the_cli_exits_2_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_overrides_are_toml_values_or_strings() -> None:
-    raw: dict[str, Any] = {"spark": {"master": "local[*]"}}
+    raw: dict[str, Any] = {"spark": {"master": "local[*]"}, "starting_offsets": "latest"}
     for item in (
         "max_offsets=500",
         "topic=clicks",
