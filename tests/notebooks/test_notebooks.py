@@ -146,3 +146,21 @@ def test_read_summary_says_when_there_is_none(tmp_path: Path) -> None:
     (tmp_path / "x.ipynb").write_text("{}")
     with pytest.raises(ValueError, match="not a notebook"):
         read_summary(tmp_path / "x.ipynb")
+
+
+def test_read_summary_takes_the_last_marked_json(tmp_path: Path) -> None:
+    def shown(data: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "output_type": "display_data",
+            "data": {"application/json": data, "text/plain": ["<JSON>"]},
+            "metadata": metadata,
+        }
+
+    outputs = [
+        shown({"rows": 1}, {"tierlog": "summary"}),
+        shown({"other": True}, {}),  # JSON a notebook displays for itself
+        shown({"rows": 2}, {"application/json": {"tierlog": "summary"}}),
+    ]
+    cell = {"cell_type": "code", "source": "", "metadata": {}, "outputs": outputs}
+    (tmp_path / "run.ipynb").write_text(json.dumps({"cells": [cell]}))
+    assert read_summary(tmp_path / "run.ipynb") == {"rows": 2}
