@@ -93,7 +93,9 @@ def _notebook_run(args: argparse.Namespace) -> int:
     print(output)
     if not run.ok:
         print(
-            f"tierlog: notebook {run.name}: {run.error}; output kept at {output}", file=sys.stderr
+            f"tierlog: notebook {run.name}: {run.error}; output kept at {output} (kernel log "
+            f"{output.with_suffix('.log')})",
+            file=sys.stderr,
         )
         return 1
     return 0

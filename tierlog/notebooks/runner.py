@@ -58,10 +58,22 @@ class SameInterpreterKernelManager(AsyncKernelManager):
     encrypted instead of warning about plain text on every run.
     """
 
+    # Where the kernel's own stdout/stderr go (Spark's JVM logs there too); None: inherited.
+    kernel_log: Path | None = None
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if zmq.has("curve"):
             self.transport_encryption = "auto"
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+        if self.kernel_log is None:
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+        # The provisioner closes the process's pipes when it is reaped; this handle is ours.
+        with open(self.kernel_log, "ab") as log:
+            kw.setdefault("stdout", log)
+            kw.setdefault("stderr", log)
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
 
     @property
     def kernel_spec(self) -> KernelSpec:
@@ -193,6 +205,12 @@ def run_notebook(
     values = dict(parameters or {})
     started = clock()
     output = reserve_output(runs_dir, label or notebook.stem, started).resolve()
+    # The kernel's (and Spark's) console chatter goes beside the executed notebook, not
+    # into the caller's terminal: the notebook is the record, the log the fine print.
+    kernel_log = output.with_suffix(".log")
+    manager_class = type(
+        "LoggedKernelManager", (SameInterpreterKernelManager,), {"kernel_log": kernel_log}
+    )
     error: str | None = None
     begin = time.monotonic()
     try:
@@ -202,7 +220,7 @@ def run_notebook(
             parameters=values,
             kernel_name="python3",
             language="python",
-            kernel_manager_class=SameInterpreterKernelManager,
+            kernel_manager_class=manager_class,
             # papermill chdirs this whole process for the run (threads included); with the
             # default that is a no-op, and every path it is given is absolute.
             cwd=(cwd or Path.cwd()).resolve(),
@@ -221,6 +239,7 @@ def run_notebook(
         # the reserved name behind as an empty file that looks like a run.
         if output.stat().st_size == 0:
             output.unlink()
+            kernel_log.unlink(missing_ok=True)
         raise
     return NotebookRun(
         name=notebook.stem,

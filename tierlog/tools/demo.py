@@ -127,7 +127,8 @@ def create_tiered_topic(bootstrap: str, partitions: int) -> None:
     so the older part of the stream lives only in the remote tier by the time it is read."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # log_level 4: librdkafka's info line about purging its queue at close is noise here.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     tiered = {
         "remote.storage.enable": "true",
         "segment.bytes": str(256 << 10),

@@ -78,7 +78,10 @@ def run_platform_demo(
         )
         notebook_s = time.perf_counter() - started
     if not run.ok:
-        raise SystemExit(f"demo failed: the notebook failed ({run.error}); see {run.output}")
+        raise SystemExit(
+            f"demo failed: the notebook failed ({run.error}); see {run.output} and "
+            f"{run.output.with_suffix('.log')}"
+        )
     summary = read_summary(run.output)
     rows = int(summary["rows_in_table"])
     print(
@@ -92,7 +95,11 @@ def run_platform_demo(
     )
     if "silver_rows" in summary:
         print(f"  page views per minute per page: {summary['silver_rows']:,} rows", file=out)
-    print(f"  executed notebook: {run.output} ({notebook_s:.0f} s)", file=out)
+    print(
+        f"  executed notebook: {run.output} ({notebook_s:.0f} s; kernel and Spark log "
+        f"beside it: {run.output.with_suffix('.log').name})",
+        file=out,
+    )
     if rows != events or summary["from_remote"] + summary["from_local"] != events:
         raise SystemExit(f"demo failed: produced {events}, the table has {rows} rows")
     return {**summary, "produced": events, "notebook": str(run.output)}
