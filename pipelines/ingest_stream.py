@@ -65,9 +65,8 @@ def ingest_stream(
             directory).
         storage_options: fsspec options of the remote tier.
         starting_offsets: where a new checkpoint starts ("earliest", "latest", JSON).
-        max_offsets_per_trigger: the most offsets one micro-batch reads. Under
-            ``Trigger.AvailableNow`` today's ``tierlog`` source is asked for everything
-            available (``ReadAllAvailable``), so a run is one micro-batch whatever this is.
+        max_offsets_per_trigger: the most offsets one micro-batch reads; a run reads up to
+            the log ends at its start in as many micro-batches as that takes.
 
     Returns:
         What this run committed.

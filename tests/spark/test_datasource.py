@@ -192,6 +192,27 @@ def local_log_start(tiered: TieredTopic, partition: int) -> int:
     return min(int(f.stem) for f in segments)
 
 
+def test_available_now_reads_to_the_start_time_end_in_bounded_batches(
+    spark: Any, tiered: TieredTopic, tmp_path: Path
+) -> None:
+    expected = topic_rows(tiered)
+    query = (
+        spark.readStream.format("tierlog")
+        .options(**source_options(tiered, startingOffsets="earliest", maxOffsetsPerTrigger="1500"))
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(90)
+    assert query.exception() is None
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == len(expected) and len(sizes) >= 2 and max(sizes) <= 1500 + 2
+    assert spark_rows(spark.read.parquet(str(tmp_path / "out"))) == expected
+
+
 def test_no_offset_twice_or_skipped_while_offload_runs_during_the_query(
     tiered: TieredTopic,
 ) -> None:

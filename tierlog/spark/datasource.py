@@ -18,7 +18,12 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -135,12 +140,23 @@ def _from_json(doc: dict[str, Any]) -> dict[tuple[str, int], int]:
     return {(t, int(p)): int(o) for t, parts in doc.items() for p, o in parts.items()}
 
 
-class TierlogStreamReader(DataSourceStreamReader):
-    """Micro-batches over offsets; ``maxOffsetsPerTrigger`` bounds each one, except under
-    ``Trigger.AvailableNow``, where Spark asks for everything available (ReadAllAvailable)."""
+class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over offsets; ``maxOffsetsPerTrigger`` bounds each one.
+
+    Under ``Trigger.AvailableNow`` the log ends at the query's start are the target: the
+    run reads up to them in as many bounded micro-batches as it takes and then stops, as
+    Spark's Kafka source does; records produced meanwhile wait for the next run.
+    """
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self._target: dict[tuple[str, int], int] | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        with Discovery(self.options) as discovery:
+            partitions = discovery.partitions()
+            manifests = discovery.manifests(partitions)
+            _, self._target = discovery.earliest_latest(partitions, manifests)
 
     def initialOffset(self) -> Offsets:
         with Discovery(self.options) as discovery:
@@ -163,6 +179,10 @@ class TierlogStreamReader(DataSourceStreamReader):
             partitions = discovery.partitions()
             manifests = discovery.manifests(partitions)
             earliest, latest = discovery.earliest_latest(partitions, manifests)
+        if self._target is not None:
+            target = self._target
+            partitions = [tp for tp in partitions if tp in target]
+            latest = {tp: min(latest[tp], target[tp]) for tp in partitions}
         ranges = [
             # A partition that appeared since the last batch is read from its start.
             OffsetRange(t, p, begin.get((t, p), earliest[t, p]), latest[t, p])
