@@ -27,7 +27,7 @@ MAX_BOUNDARY_LINES = 8
 
 def _pandas() -> Any:
     # pandas ships no type stubs (pandas-stubs is not a dependency): typed as Any here.
-    import pandas  # type: ignore[import-untyped]
+    import pandas
 
     return pandas
 
