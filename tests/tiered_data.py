@@ -88,22 +88,25 @@ def produce_activity(
         assert producer.flush(30) == 0
 
 
+def _local_segments(tiered: TieredTopic, partition: int) -> list[Path]:
+    return sorted((tiered.broker.data_dir / f"{tiered.topic}-{partition}").glob("*.log"))
+
+
 def wait_offloaded(tiered: TieredTopic, timeout: float = 60.0) -> dict[int, int]:
-    """Until every partition has committed remote segments and its local log was trimmed
-    behind them (some offsets are only remote); returns the remote ends."""
+    """Until offload has settled: every closed segment of every partition is committed
+    remotely (the remote end is the active segment's base offset) and the local log was
+    trimmed behind them, so some offsets are only remote. Returns the remote ends."""
     deadline = time.monotonic() + timeout
     while True:
         ends = tiered.remote_ends()
-        trimmed = all(
-            ends[p] > 0
-            and sum(
-                f.stat().st_size
-                for f in (tiered.broker.data_dir / f"{tiered.topic}-{p}").glob("*.log")
-            )
-            <= LOCAL_RETENTION_BYTES + SEGMENT_BYTES
-            for p in range(tiered.partitions)
-        )
-        if trimmed:
+        settled = True
+        for p in range(tiered.partitions):
+            segments = _local_segments(tiered, p)
+            active_base = int(segments[-1].stem) if segments else -1
+            local_bytes = sum(f.stat().st_size for f in segments)
+            trimmed = local_bytes <= LOCAL_RETENTION_BYTES + SEGMENT_BYTES
+            settled = settled and ends[p] > 0 and ends[p] == active_base and trimmed
+        if settled:
             return ends
         if time.monotonic() > deadline:
             raise AssertionError(f"{tiered.topic} not offloaded in {timeout}s: remote ends {ends}")
