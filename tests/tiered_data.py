@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.harness import BrokerProcess
@@ -25,6 +25,7 @@ FAST = {
     "log.segment.delete.delay.ms": "0",
 }
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+Row = tuple[int, int, bytes | None, bytes, int]  # partition, offset, key, value, timestamp ms
 
 
 @dataclass
@@ -127,3 +128,30 @@ def tiered_topic(
         broker.stop()
         raise
     return tiered
+
+
+def topic_rows(tiered: TieredTopic) -> list[Row]:
+    """Every record of the topic, read through the broker by a confluent_kafka consumer."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": tiered.bootstrap,
+            "group.id": "reference",
+            "enable.auto.commit": False,
+        }
+    )
+    rows: list[Row] = []
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(tiered.topic, p), timeout=10)[1]
+            for p in range(tiered.partitions)
+        }
+        consumer.assign([TopicPartition(tiered.topic, p, 0) for p in range(tiered.partitions)])
+        deadline = time.monotonic() + 60
+        while len(rows) < sum(ends.values()) and time.monotonic() < deadline:
+            for m in consumer.consume(500, timeout=1):
+                assert m.error() is None, m.error()
+                rows.append((m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]))
+    finally:
+        consumer.close()
+    assert len(rows) == sum(ends.values()), f"read {len(rows)} of {sum(ends.values())} records"
+    return sorted(rows)

@@ -4,16 +4,12 @@ same shape for comparing the two."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
-from tests.tiered_data import TieredTopic, tiered_topic
-
-Row = tuple[int, int, bytes | None, bytes, int]  # partition, offset, key, value, timestamp ms
+from tests.tiered_data import Row, TieredTopic, tiered_topic
 
 
 @pytest.fixture(scope="module")
@@ -23,33 +19,6 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
         yield topic
     finally:
         topic.broker.stop()
-
-
-def topic_rows(tiered: TieredTopic) -> list[Row]:
-    """Every record of the topic, read through the broker by a confluent_kafka consumer."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": tiered.bootstrap,
-            "group.id": "reference",
-            "enable.auto.commit": False,
-        }
-    )
-    rows: list[Row] = []
-    try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(tiered.topic, p), timeout=10)[1]
-            for p in range(tiered.partitions)
-        }
-        consumer.assign([TopicPartition(tiered.topic, p, 0) for p in range(tiered.partitions)])
-        deadline = time.monotonic() + 60
-        while len(rows) < sum(ends.values()) and time.monotonic() < deadline:
-            for m in consumer.consume(500, timeout=1):
-                assert m.error() is None, m.error()
-                rows.append((m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]))
-    finally:
-        consumer.close()
-    assert len(rows) == sum(ends.values()), f"read {len(rows)} of {sum(ends.values())} records"
-    return sorted(rows)
 
 
 def table_rows(spark: Any, path: str | Any) -> list[Row]:

@@ -18,8 +18,8 @@ import pytest
 
 from pipelines.common import TopicSource, latest_version
 from pipelines.ingest import IngestResult, ingest, plan_ingest, write_ingest
-from tests.pipelines.conftest import Row, table_rows, topic_rows
-from tests.tiered_data import TieredTopic, produce_activity
+from tests.pipelines.conftest import table_rows
+from tests.tiered_data import Row, TieredTopic, produce_activity, topic_rows
 
 REPO = Path(__file__).resolve().parents[2]
 

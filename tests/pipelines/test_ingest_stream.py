@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.ingest_stream import ingest_stream
-from tests.pipelines.conftest import table_rows, topic_rows
-from tests.tiered_data import TieredTopic, produce_activity
+from tests.pipelines.conftest import table_rows
+from tests.tiered_data import TieredTopic, produce_activity, topic_rows
 
 
 def test_runs_with_one_checkpoint_add_only_new_records(

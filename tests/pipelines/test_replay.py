@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from pipelines.replay import replay
-from tests.pipelines.conftest import Row, table_rows, topic_rows
-from tests.tiered_data import tiered_topic, wait_offloaded
+from tests.pipelines.conftest import table_rows
+from tests.tiered_data import Row, tiered_topic, topic_rows, wait_offloaded
 
 START_MS = 1_700_000_000_000  # the first event's timestamp in produce_activity
 

@@ -11,14 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from tests.tiered_data import TieredTopic, produce_activity, tiered_topic
+from tests.tiered_data import Row, TieredTopic, produce_activity, tiered_topic, topic_rows
 from tierlog.client import LATEST, LogClient
 from tierlog.spark.datasource import SplitPartition, TierlogBatchReader
 from tierlog.spark.options import parse
-
-Row = tuple[int, int, bytes | None, bytes, int]  # partition, offset, key, value, timestamp ms
 
 
 @pytest.fixture(scope="module")
@@ -28,28 +26,6 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
         yield topic
     finally:
         topic.broker.stop()
-
-
-def topic_rows(tiered: TieredTopic, topic: str | None = None) -> list[Row]:
-    """Every record of the topic as a plain Kafka consumer reads it through the broker."""
-    name = topic or tiered.topic
-    consumer = Consumer(
-        {"bootstrap.servers": tiered.bootstrap, "group.id": "ref", "enable.auto.commit": False}
-    )
-    rows: list[Row] = []
-    try:
-        ends = {}
-        for p in range(tiered.partitions):
-            ends[p] = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)[1]
-        consumer.assign([TopicPartition(name, p, 0) for p in range(tiered.partitions)])
-        deadline = time.monotonic() + 60
-        while len(rows) < sum(ends.values()) and time.monotonic() < deadline:
-            for m in consumer.consume(500, timeout=1):
-                assert m.error() is None, m.error()
-                rows.append((m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]))
-    finally:
-        consumer.close()
-    return sorted(rows)
 
 
 def spark_rows(df: Any) -> list[Row]:
