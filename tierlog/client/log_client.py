@@ -128,6 +128,7 @@ class LogClient:
         self._brokers: dict[int, BrokerAddress] = {}
         self._partitions: dict[tuple[str, int], PartitionInfo] = {}
         self._topics: dict[str, list[int]] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
 
     def __enter__(self) -> LogClient:
         return self
@@ -188,6 +189,7 @@ class LogClient:
                 self._topics.pop(name, None)
                 continue
             self._topics[name] = sorted(int(p.partition_index) for p in topic.partitions)
+            self._topic_ids[name] = topic.topic_id
             for p in topic.partitions:
                 leader = self._brokers.get(int(p.leader_id))
                 self._partitions[name, int(p.partition_index)] = PartitionInfo(
@@ -209,6 +211,11 @@ class LogClient:
         if topic not in self._topics:
             raise ClientError(ErrorCode.unknown_topic_or_partition, f"topic {topic!r}")
         return list(self._topics[topic])
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id from the last metadata answer (all zeros when unknown), which
+        tells a topic from a deleted one of the same name (KIP-516)."""
+        return self._topic_ids.get(topic, ZERO_UUID)
 
     def leader(self, topic: str, partition: int) -> PartitionInfo:
         info = self._partitions.get((topic, partition))

@@ -231,9 +231,14 @@ class RemoteLogManager:
         # stored manifest, and an idle partition (no commit to fail) still finds out that
         # its manifest was corrupted or replaced, and stops vouching for local deletion.
         if state.manifest is None or state.stale or scan:
-            state.manifest = await loop.run_in_executor(
+            manifest = await loop.run_in_executor(
                 self._worker, self.store.read_manifest, state.topic, state.partition
             )
+            if manifest.topic_id not in (mf.ZERO_UUID, state.topic_id):
+                manifest = await loop.run_in_executor(
+                    self._worker, self._discard_previous_topic, state, manifest
+                )
+            state.manifest = manifest
             state.stale = False
             self._publish(state)
         self._check_not_fenced(state, state.manifest)
@@ -344,6 +349,30 @@ class RemoteLogManager:
                 segment.end_offset,
             )
         return manifest
+
+    def _discard_previous_topic(self, state: TieredPartition, manifest: mf.Manifest) -> mf.Manifest:
+        """The manifest belongs to a deleted topic of the same name (another topic id):
+        delete its objects, then the manifest, and start the new topic empty (KIP-405
+        deletes a topic's remote data with it). Until then ``state.manifest`` is unset, so
+        nothing of the new log counts as remote — without this, local retention took the
+        old manifest's end offset as proof that the new topic's segments were uploaded.
+        A crash half-way is finished by the next cycle: the old manifest is still there."""
+        log.warning(
+            "%s: remote data of a deleted topic with the same name (topic id %s, this one "
+            "is %s): deleting it",
+            state.name,
+            manifest.topic_id,
+            state.topic_id,
+        )
+        for segment in manifest.segments:
+            self.store.delete_segment(segment)
+            self.cache.remove_segment(segment.segment_id)
+        state.readers.clear()
+        for name in self.store.list_objects(state.topic, state.partition):
+            if name != mf.MANIFEST_NAME:
+                self.store.delete_object(state.topic, state.partition, name)
+        self.store.delete_object(state.topic, state.partition, mf.MANIFEST_NAME)
+        return self.store.read_manifest(state.topic, state.partition)
 
     def _remove_orphans(self, state: TieredPartition, epoch: int) -> None:
         """Objects no manifest entry names: interrupted uploads, left-over temp files.

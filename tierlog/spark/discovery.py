@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from tierlog.client import EARLIEST, LATEST, ClientError, LogClient
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
-from tierlog.remote.manifest import Manifest, check_topic, segments_for_timestamp
+from tierlog.remote.manifest import ZERO_UUID, Manifest, check_topic, segments_for_timestamp
 from tierlog.remote.segment_reader import RemoteSegmentReader
 from tierlog.spark.options import OffsetBound, SourceOptions
 from tierlog.spark.planning import OffsetRange, remote_end
@@ -128,7 +128,17 @@ class Discovery:
         """Each partition's manifest now (None for every partition without a store)."""
         if self.store is None:
             return dict.fromkeys(partitions)
-        return {tp: self.store.read_manifest(*tp) for tp in partitions}
+        out: dict[TopicPartition, Manifest | None] = {}
+        for tp in partitions:
+            manifest: Manifest | None = self.store.read_manifest(*tp)
+            topic_id = self.client.topic_id(tp[0]) if self.client is not None else ZERO_UUID
+            stored_id = manifest.topic_id if manifest is not None else ZERO_UUID
+            if ZERO_UUID not in (topic_id, stored_id) and stored_id != topic_id:
+                # Left by a deleted topic of the same name, not yet cleaned up by the
+                # broker: none of it is this topic's; read everything from the leader.
+                manifest = None
+            out[tp] = manifest
+        return out
 
     def earliest_latest(
         self, partitions: list[TopicPartition], manifests: dict[TopicPartition, Manifest | None]
