@@ -85,10 +85,17 @@ def bench_spark(args: Any) -> dict[str, Any]:
                     {(TOPIC, p): LATEST for p in range(PARTITIONS)}
                 ).items()
             }
+        # Until offload has settled: every closed segment uploaded (the share stops
+        # growing; local retention keeps about two segments per partition local).
         deadline = time.monotonic() + 300
-        while _remote_share(data, latest) < 0.7 and time.monotonic() < deadline:
+        share, steady_since = -1.0, time.monotonic()
+        while time.monotonic() < deadline:
+            now = _remote_share(data, latest)
+            if now != share:
+                share, steady_since = now, time.monotonic()
+            elif share > 0.5 and time.monotonic() - steady_since > 3:
+                break
             time.sleep(0.5)
-        share = _remote_share(data, latest)
         spark = session("spark-read-bench", master="local[2]", delta=False, kafka_source=True)
         tierlog_df = (
             spark.read.format("tierlog")
