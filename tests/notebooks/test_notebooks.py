@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.pipelines.conftest import topic_rows
-from tests.tiered_data import TieredTopic, tiered_topic, wait_offloaded
+from tests.tiered_data import TieredTopic, tiered_topic, topic_rows, wait_offloaded
 from tierlog.notebooks.runner import NotebookRun, run_notebook
 from tierlog.notebooks.summary import SummaryNotFound, read_summary
 from tierlog.tools.activity import activity_stream

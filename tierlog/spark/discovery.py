@@ -128,6 +128,9 @@ class Discovery:
         """Each partition's manifest now (None for every partition without a store)."""
         if self.store is None:
             return dict.fromkeys(partitions)
+        partitions = list(partitions)
+        if self.client is not None:
+            self.client.refresh({t for t, _ in partitions})  # current topic ids
         out: dict[TopicPartition, Manifest | None] = {}
         for tp in partitions:
             manifest: Manifest | None = self.store.read_manifest(*tp)

@@ -9,8 +9,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tierlog.spark.jars import DELTA, KAFKA_SOURCE, resolve
-
 
 def session(
     app_name: str = "tierlog",
@@ -43,6 +41,10 @@ def session(
         raise ImportError("tierlog.spark needs pyspark: pip install 'tierlog[spark]'") from exc
 
     from tierlog.spark.datasource import TierlogDataSource
+
+    # Imported here, not at the top: `python -m tierlog.spark.jars` (run by make) imports
+    # this package first, and runpy warns when the module it runs is already imported.
+    from tierlog.spark.jars import DELTA, KAFKA_SOURCE, resolve
 
     # Executors are Python workers the JVM starts: they must run this interpreter (its
     # venv has tierlog), whatever `python3` on PATH is.
