@@ -51,3 +51,20 @@ def test_recreated_topic_starts_with_an_empty_remote_tier(tmp_path: Path) -> Non
         assert all(s["end_offset"] < 400 for s in now["segments"])
     finally:
         broker.stop()
+
+
+def test_deleting_a_tiered_topic_deletes_its_remote_data(tmp_path: Path) -> None:
+    broker = tiered_broker(tmp_path)
+    try:
+        fill(broker.bootstrap, "doomed")
+        wait_for_offload(broker.data_dir, "doomed")
+        remote_dir = broker.data_dir / "remote" / "doomed-0"
+        assert any(remote_dir.glob("*.log"))
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics(["doomed"])["doomed"].result(timeout=10)
+        deadline = time.monotonic() + 20
+        while [p for p in remote_dir.glob("*") if not p.name.startswith(".")]:
+            assert time.monotonic() < deadline, sorted(p.name for p in remote_dir.glob("*"))
+            time.sleep(0.2)
+    finally:
+        broker.stop()

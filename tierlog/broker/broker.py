@@ -161,7 +161,10 @@ class Broker:
                 )
         for key in list(remote.partitions):
             if key not in wanted:
-                remote.untrack(*key)
+                tracked = remote.partitions[key]
+                current = self.replicas.coordinator.topic(key[0])
+                deleted = current is None or current.topic_id != tracked.topic_id
+                remote.untrack(*key, topic_deleted=deleted)
         await remote.run_cycle()
 
     def group_coordinator_node(self, group_id: str) -> BrokerRegistration | None:

@@ -149,6 +149,9 @@ class RemoteLogManager:
             # Paced per uploaded chunk (8 MiB) by the store, not per segment up front.
             store.throttle = self.throttle
         self.partitions: dict[tuple[str, int], TieredPartition] = {}
+        # Partitions of deleted topics whose remote data is still to be deleted (retried
+        # every cycle until the store lets it go): (topic, topic id, partition).
+        self.deleted_partitions: set[tuple[str, uuid.UUID, int]] = set()
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="remote-log")
         self._fetchers = ThreadPoolExecutor(2, thread_name_prefix="remote-fetch")
         self._lock = threading.Lock()
@@ -178,10 +181,14 @@ class RemoteLogManager:
             log.remote_end_offset = 0
         return state
 
-    def untrack(self, topic: str, partition: int) -> None:
+    def untrack(self, topic: str, partition: int, *, topic_deleted: bool = False) -> None:
+        """Stop offloading a partition; with ``topic_deleted`` also delete its remote data
+        (KIP-405: a deleted topic's remote segments go with it), from the next cycle on."""
         state = self.partitions.pop((topic, partition), None)
         if state is not None:
             state.log.remote_end_offset = None
+            if topic_deleted:
+                self.deleted_partitions.add((topic, state.topic_id, partition))
 
     def get(self, topic: str, partition: int) -> TieredPartition | None:
         return self.partitions.get((topic, partition))
@@ -196,6 +203,7 @@ class RemoteLogManager:
             return
         self._cycle_running = True
         try:
+            await self._delete_deleted_topics()
             for state in list(self.partitions.values()):
                 if state.log.closed:
                     continue
@@ -350,6 +358,33 @@ class RemoteLogManager:
             )
         return manifest
 
+    async def _delete_deleted_topics(self) -> None:
+        loop = asyncio.get_running_loop()
+        for item in sorted(self.deleted_partitions, key=str):
+            topic, topic_id, partition = item
+            try:
+                await loop.run_in_executor(
+                    self._worker, self._delete_partition_data, topic, topic_id, partition
+                )
+                self.deleted_partitions.discard(item)
+            except (RemoteStorageError, OSError, ValueError) as exc:
+                log.warning("%s-%d: deleting remote data: %s (will retry)", topic, partition, exc)
+
+    def _delete_partition_data(self, topic: str, topic_id: uuid.UUID, partition: int) -> None:
+        """Every object of a deleted topic's partition, then its manifest; nothing when the
+        manifest already belongs to a newer topic of the same name."""
+        manifest = self.store.read_manifest(topic, partition)
+        if manifest.topic_id not in (mf.ZERO_UUID, topic_id):
+            return
+        for segment in manifest.segments:
+            self.store.delete_segment(segment)
+            self.cache.remove_segment(segment.segment_id)
+        for name in self.store.list_objects(topic, partition):
+            if name != mf.MANIFEST_NAME:
+                self.store.delete_object(topic, partition, name)
+        self.store.delete_object(topic, partition, mf.MANIFEST_NAME)
+        log.info("%s-%d: deleted the remote data of the deleted topic", topic, partition)
+
     def _discard_previous_topic(self, state: TieredPartition, manifest: mf.Manifest) -> mf.Manifest:
         """The manifest belongs to a deleted topic of the same name (another topic id):
         delete its objects, then the manifest, and start the new topic empty (KIP-405
@@ -364,14 +399,8 @@ class RemoteLogManager:
             manifest.topic_id,
             state.topic_id,
         )
-        for segment in manifest.segments:
-            self.store.delete_segment(segment)
-            self.cache.remove_segment(segment.segment_id)
         state.readers.clear()
-        for name in self.store.list_objects(state.topic, state.partition):
-            if name != mf.MANIFEST_NAME:
-                self.store.delete_object(state.topic, state.partition, name)
-        self.store.delete_object(state.topic, state.partition, mf.MANIFEST_NAME)
+        self._delete_partition_data(state.topic, manifest.topic_id, state.partition)
         return self.store.read_manifest(state.topic, state.partition)
 
     def _remove_orphans(self, state: TieredPartition, epoch: int) -> None:
