@@ -5,6 +5,8 @@ activity events leave most of each partition only in the remote tier."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +130,16 @@ def tiered_topic(
         broker.stop()
         raise
     return tiered
+
+
+@contextmanager
+def running_tiered_topic(data_dir: Path, count: int) -> Iterator[TieredTopic]:
+    """``tiered_topic`` for a ``with`` block (module fixtures): the broker stops at its end."""
+    topic = tiered_topic(data_dir, count=count)
+    try:
+        yield topic
+    finally:
+        topic.broker.stop()
 
 
 def topic_rows(tiered: TieredTopic) -> list[Row]:

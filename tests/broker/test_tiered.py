@@ -69,7 +69,10 @@ def wait_for_offload(data: Path, topic: str, timeout: float = 60) -> None:
     raise AssertionError(f"not offloaded in {timeout}s: {manifest(data, topic)}")
 
 
-def confluent_replay(bootstrap: str, topic: str, start: int = 0) -> list[bytes]:
+def confluent_replay(
+    bootstrap: str, topic: str, start: int = 0, count: int = MESSAGES
+) -> list[bytes]:
+    """Values of partition 0 from ``start`` until ``count`` records were read (bounded)."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "replay", "enable.auto.commit": False}
     )
@@ -77,7 +80,7 @@ def confluent_replay(bootstrap: str, topic: str, start: int = 0) -> list[bytes]:
     values: list[bytes] = []
     deadline = time.monotonic() + 60
     try:
-        while len(values) < MESSAGES - start and time.monotonic() < deadline:
+        while len(values) < count - start and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is None:
                 continue

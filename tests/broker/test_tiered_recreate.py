@@ -7,31 +7,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.broker.test_tiered import fill, manifest, tiered_broker, wait_for_offload
-
-
-def values_from_start(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                if len(values) >= expected:
-                    break
-                continue
-            assert msg.error() is None, msg.error()
-            values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
+from tests.broker.test_tiered import (
+    confluent_replay,
+    fill,
+    manifest,
+    tiered_broker,
+    wait_for_offload,
+)
+from tierlog.client import EARLIEST, LATEST, LogClient
 
 
 def test_recreated_topic_starts_with_an_empty_remote_tier(tmp_path: Path) -> None:
@@ -44,8 +29,14 @@ def test_recreated_topic_starts_with_an_empty_remote_tier(tmp_path: Path) -> Non
         admin.delete_topics(["reborn"])["reborn"].result(timeout=10)
         fill(broker.bootstrap, "reborn", count=400)  # tiered again, 400 new records
         time.sleep(2)  # several remote-manager cycles (every 200 ms here)
-        values = values_from_start(broker.bootstrap, "reborn", 400)
+        values = confluent_replay(broker.bootstrap, "reborn", count=400)
         assert [int(v[:6]) for v in values] == list(range(400))
+        with LogClient(broker.bootstrap) as client:  # and nothing of the old topic after them
+            bounds = (
+                client.list_offsets({("reborn", 0): EARLIEST}),
+                client.list_offsets({("reborn", 0): LATEST}),
+            )
+        assert bounds == ({("reborn", 0): 0}, {("reborn", 0): 400})
         now = manifest(broker.data_dir, "reborn")
         assert now.get("topic_id") != old_id
         assert all(s["end_offset"] < 400 for s in now["segments"])

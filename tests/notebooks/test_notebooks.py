@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.tiered_data import TieredTopic, tiered_topic, topic_rows, wait_offloaded
+from tests.tiered_data import TieredTopic, running_tiered_topic, topic_rows, wait_offloaded
 from tierlog.notebooks.runner import NotebookRun, run_notebook
 from tierlog.notebooks.summary import SummaryNotFound, read_summary
 from tierlog.tools.activity import activity_stream
@@ -26,11 +26,10 @@ START_MS = 1_700_000_000_000  # produce_activity's first timestamp; events are 2
 
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
-    topic = tiered_topic(tmp_path_factory.mktemp("notebooks") / "broker", count=EVENTS)
-    try:
+    with running_tiered_topic(
+        tmp_path_factory.mktemp("notebooks") / "broker", count=EVENTS
+    ) as topic:
         yield topic
-    finally:
-        topic.broker.stop()
 
 
 def run(name: str, tmp_path: Path, **parameters: Any) -> NotebookRun:

@@ -9,16 +9,13 @@ from typing import Any
 
 import pytest
 
-from tests.tiered_data import Row, TieredTopic, tiered_topic
+from tests.tiered_data import Row, TieredTopic, running_tiered_topic
 
 
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
-    topic = tiered_topic(tmp_path_factory.mktemp("pipelines") / "broker", count=4000)
-    try:
+    with running_tiered_topic(tmp_path_factory.mktemp("pipelines") / "broker", count=4000) as topic:
         yield topic
-    finally:
-        topic.broker.stop()
 
 
 def table_rows(spark: Any, path: str | Any) -> list[Row]:

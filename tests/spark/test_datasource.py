@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from tests.tiered_data import Row, TieredTopic, produce_activity, tiered_topic, topic_rows
+from tests.tiered_data import Row, TieredTopic, produce_activity, running_tiered_topic, topic_rows
 from tierlog.client import LATEST, LogClient
 from tierlog.spark.datasource import SplitPartition, TierlogBatchReader
 from tierlog.spark.options import parse
@@ -21,11 +21,8 @@ from tierlog.spark.options import parse
 
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
-    topic = tiered_topic(tmp_path_factory.mktemp("source") / "data", count=3000)
-    try:
+    with running_tiered_topic(tmp_path_factory.mktemp("source") / "data", count=3000) as topic:
         yield topic
-    finally:
-        topic.broker.stop()
 
 
 def spark_rows(df: Any) -> list[Row]:

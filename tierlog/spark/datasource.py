@@ -183,12 +183,11 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             target = self._target
             partitions = [tp for tp in partitions if tp in target]
             latest = {tp: min(latest[tp], target[tp]) for tp in partitions}
-        ranges = [
+        ranges = []
+        for tp in partitions:
             # A partition that appeared since the last batch is read from its start.
-            OffsetRange(t, p, begin.get((t, p), earliest[t, p]), latest[t, p])
-            for t, p in partitions
-        ]
-        ranges = [OffsetRange(r.topic, r.partition, r.start, max(r.start, r.end)) for r in ranges]
+            since = begin.get(tp, earliest[tp])
+            ranges.append(OffsetRange(tp[0], tp[1], since, max(since, latest[tp])))
         if isinstance(limit, ReadMaxRows):
             ranges = limit_ranges(ranges, int(limit.max_rows))
         end = {**begin, **{(r.topic, r.partition): r.end for r in ranges}}

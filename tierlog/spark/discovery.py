@@ -130,7 +130,11 @@ class Discovery:
             return dict.fromkeys(partitions)
         partitions = list(partitions)
         if self.client is not None:
-            self.client.refresh({t for t, _ in partitions})  # current topic ids
+            # Topic ids, to tell this topic's manifest from a deleted namesake's; the
+            # metadata partitions() just read already has them.
+            unknown = {t for t, _ in partitions if self.client.topic_id(t) == ZERO_UUID}
+            if unknown:
+                self.client.refresh(unknown)
         out: dict[TopicPartition, Manifest | None] = {}
         for tp in partitions:
             manifest: Manifest | None = self.store.read_manifest(*tp)

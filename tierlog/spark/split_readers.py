@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from tierlog.client import ClientError, LogClient
+from tierlog.client import EARLIEST, ClientError, LogClient
 from tierlog.protocol.errors import ErrorCode
 from tierlog.records.arrow import to_record_batches
 from tierlog.records.header import HEADER_SIZE, parse_header
@@ -111,7 +111,8 @@ def read_leader(
 
 
 def _after_data_loss(client: LogClient, split: LeaderSplit, offset: int, fail: bool) -> int:
-    start = client.list_offsets({(split.topic, split.partition): -2})[split.topic, split.partition]
+    key = (split.topic, split.partition)
+    start = client.list_offsets({key: EARLIEST})[key]
     if fail or start <= offset:
         raise SourceError(
             f"{split.topic}-{split.partition}: offset {offset} is no longer available (log "
