@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo test lint typecheck unit bench bench-storage bench-throughput bench-spark clean setup
+.PHONY: demo test lint typecheck unit zookeeper bench bench-storage bench-throughput bench-spark clean setup
 
 setup: $(STAMP)
 
@@ -36,7 +36,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) $(JARS)
+# The integration tests run a real ZooKeeper (tests/integration/zookeeper.py): Debian's
+# package, from apt when missing.
+zookeeper:
+	test -x /usr/share/zookeeper/bin/zkServer.sh || (apt-get update -q && apt-get install -y -q zookeeper)
+
+unit: $(STAMP) $(JARS) zookeeper
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit

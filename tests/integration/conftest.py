@@ -1,3 +1,34 @@
-"""Integration tests reuse the remote tier's moto fixtures (one S3 server per session)."""
+"""Integration tests reuse the remote tier's moto fixtures (one S3 server per session), and
+share one real ZooKeeper per session (``zookeeper_server``), each test in its own chroot
+(``zk_connect``)."""
 
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.zookeeper import INSTALL_HINT, ZK_SERVER_SH, ZooKeeperServer
 from tests.remote.conftest import s3_bucket, s3_server  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    """Debian's ZooKeeper on 127.0.0.1 for the whole session. Missing is a failure, never a
+    skip: these tests are part of `make test`, which installs it."""
+    if not ZK_SERVER_SH.exists():
+        pytest.fail(f"ZooKeeper is not installed ({ZK_SERVER_SH}): {INSTALL_HINT}", pytrace=False)
+    server = ZooKeeperServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def zk_connect(zookeeper_server: ZooKeeperServer) -> str:
+    """A connect string with a chroot of its own, so tests sharing the server never see
+    each other's znodes."""
+    return f"{zookeeper_server.connect}/tierlog-test-{uuid.uuid4().hex}"

@@ -1,0 +1,157 @@
+"""A real ZooKeeper for tests: Debian's ``zookeeper`` package run in the foreground.
+
+``ZooKeeperServer`` writes a ``zoo.cfg`` into its own temporary directory, runs
+``zkServer.sh start-foreground`` as a child process in a new process group (never
+daemonised), listens on 127.0.0.1 and a free port, and waits (bounded) until the four-letter
+``ruok`` is answered ``imok``. The server's output goes to ``zookeeper.log`` in that
+directory and is printed when start-up fails. ``stop()`` / ``kill()`` end the whole process
+group; the server is also killed at interpreter exit, so a crashed test run leaves no JVM.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+ZK_SERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
+INSTALL_HINT = "`make test` installs it (apt-get install zookeeper)"
+
+# ZooKeeper's minimum session timeout is 2 ticks; 200 ms ticks let tests use short sessions.
+TICK_TIME_MS = 200
+MAX_SESSION_TIMEOUT_MS = 60_000
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ruok(port: int, timeout: float = 1.0) -> bool:
+    """True when the server on ``port`` answers the ``ruok`` four-letter word with imok."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.sendall(b"ruok")
+            return sock.recv(16) == b"imok"
+    except OSError:
+        return False
+
+
+class ZooKeeperServer:
+    """One standalone ZooKeeper server on 127.0.0.1. Not thread-safe: drive it from the
+    test's thread."""
+
+    def __init__(self, base_dir: Path | None = None) -> None:
+        if not ZK_SERVER_SH.exists():
+            raise FileNotFoundError(f"ZooKeeper is not installed ({ZK_SERVER_SH}): {INSTALL_HINT}")
+        self._own_dir = base_dir is None
+        self.dir = Path(base_dir or tempfile.mkdtemp(prefix="tierlog-zk-"))
+        self.port = free_port()
+        self.log_path = self.dir / "zookeeper.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._write_config()
+        atexit.register(self._kill_quietly)
+
+    @property
+    def connect(self) -> str:
+        """``host:port`` for a client (add ``/chroot`` as needed)."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _write_config(self) -> None:
+        (self.dir / "data").mkdir(parents=True, exist_ok=True)
+        (self.dir / "zoo.cfg").write_text(
+            f"tickTime={TICK_TIME_MS}\n"
+            f"dataDir={self.dir / 'data'}\n"
+            f"clientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            # The AdminServer would open port 8080 (cluster-facts.md).
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok\n"
+            f"maxSessionTimeout={MAX_SESSION_TIMEOUT_MS}\n"
+        )
+
+    def start(self) -> ZooKeeperServer:
+        """Start and wait until it answers ``ruok``. Raises RuntimeError with the log."""
+        if self.running:
+            return self
+        env = {**os.environ, "ZOOCFGDIR": str(self.dir), "ZOO_LOG_DIR": str(self.dir)}
+        with open(self.log_path, "ab") as out:
+            self._proc = subprocess.Popen(
+                [str(ZK_SERVER_SH), "start-foreground", str(self.dir / "zoo.cfg")],
+                cwd=self.dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: killed as one
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if ruok(self.port):
+                return self
+            if self._proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.kill()
+        log = self.log_path.read_text(errors="replace")
+        print(f"--- ZooKeeper log ({self.log_path}) ---\n{log}")
+        raise RuntimeError(f"ZooKeeper did not start on port {self.port}; log:\n{log[-4000:]}")
+
+    def _signal(self, sig: int, timeout: float) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout)
+        self._proc = None
+
+    def stop(self) -> None:
+        """SIGTERM to the process group, SIGKILL if it is still there after 10 s."""
+        self._signal(signal.SIGTERM, STOP_TIMEOUT_S)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, nothing flushed beyond what ZooKeeper already synced."""
+        self._signal(signal.SIGKILL, STOP_TIMEOUT_S)
+
+    def restart(self) -> ZooKeeperServer:
+        """Stop and start again on the same port and data dir (sessions younger than their
+        timeout survive, as with a real server restart)."""
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        """Kill the server and remove its directory (if this object made it)."""
+        self.kill()
+        atexit.unregister(self._kill_quietly)
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _kill_quietly(self) -> None:
+        with contextlib.suppress(OSError):
+            self.kill()
+
+    def __enter__(self) -> ZooKeeperServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
