@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,cluster]'
 	touch $(STAMP)
 
 # The Delta jars (and Spark's Kafka source for the benchmark) from Maven Central with mvn,

@@ -57,7 +57,7 @@ def clock() -> ManualClock:
 
 
 def make_log(tmp_path: Path, clock: ManualClock, **props: Any) -> Log:
-    """A tiered log of 2 KiB segments, its high watermark at the log end."""
+    """A tiered log of 2 KiB segments (a harness puts its high watermark at the log end)."""
     config = LogConfig.from_props(
         {
             "segment.bytes": 2048,
@@ -73,7 +73,6 @@ def make_log(tmp_path: Path, clock: ManualClock, **props: Any) -> Log:
     log = Log(tmp_path / "data" / f"{TOPIC}-{PARTITION}", config, clock=clock)
     for n in range(BATCHES):
         log.append(batch(4, T0 + n * BATCH_MS), leader_epoch=0)
-    log.high_watermark = log.log_end_offset
     assert len(log.segments) >= 6
     return log
 
@@ -88,8 +87,10 @@ class Harness:
         self.manager = RemoteLogManager(
             store, tmp_path / f"cache-{uuid.uuid4().hex}", 0, clock=clock
         )
+        # The partition's replication state owns the high watermark; tests move it here.
+        self.high_watermark = log.log_end_offset
         self.state: TieredPartition = self.manager.track(
-            TOPIC, PARTITION, TOPIC_ID, log, lambda: self.epoch
+            TOPIC, PARTITION, TOPIC_ID, log, lambda: self.epoch, lambda: self.high_watermark
         )
 
     def cycle(self, times: int = 1) -> None:
@@ -135,7 +136,7 @@ def test_offloads_closed_segments_below_the_high_watermark_in_order(harness: Har
     log = harness.log
     closed = log.segments[:-1]
     # The high watermark inside the fourth segment: only the first three are eligible.
-    log.high_watermark = closed[3].base_offset + 2
+    harness.high_watermark = closed[3].base_offset + 2
     harness.cycle()
     committed = harness.committed()
     assert [(s.base_offset, s.end_offset) for s in committed] == [
@@ -144,7 +145,7 @@ def test_offloads_closed_segments_below_the_high_watermark_in_order(harness: Har
     assert log.remote_end_offset == closed[3].base_offset
     # Once the high watermark reaches the log end, every closed segment goes, the active
     # one never does; nothing is uploaded twice.
-    log.high_watermark = log.log_end_offset
+    harness.high_watermark = log.log_end_offset
     harness.cycle(2)
     committed = harness.committed()
     assert [s.base_offset for s in committed] == [s.base_offset for s in closed]
@@ -209,14 +210,14 @@ def test_local_retention_deletes_only_committed_segments_never_the_active_one(
         before = local_bases(log)
         # Tracked, manifest not read yet: nothing is provably remote.
         assert log.remote_end_offset == 0 and log.delete_old_segments() == 0
-        log.high_watermark = log.segments[2].base_offset  # two segments eligible
+        h.high_watermark = log.segments[2].base_offset  # two segments eligible
         h.cycle()
         assert log.delete_old_segments() == 2
         assert local_bases(log) == before[2:]
         assert log.log_start_offset == before[2]
         # Everything committed: local.retention.bytes=0 empties the local tier but for the
         # active segment.
-        log.high_watermark = log.log_end_offset
+        h.high_watermark = log.log_end_offset
         h.cycle()
         assert log.delete_old_segments() == len(before) - 3
         assert local_bases(log) == [before[-1]]
@@ -234,7 +235,7 @@ def test_local_retention_by_time_waits_for_the_upload(
     h = Harness(store, log, tmp_path, clock)
     try:
         clock.advance(BATCHES * BATCH_MS + 10_000)  # every segment is past local.retention.ms
-        log.high_watermark = log.segments[1].base_offset
+        h.high_watermark = log.segments[1].base_offset
         h.cycle()
         assert log.delete_old_segments() == 1  # only the committed one
         assert local_bases(log)[0] == log.log_start_offset == h.committed()[-1].next_offset
@@ -336,7 +337,7 @@ def test_orphans_of_an_interrupted_upload_are_removed(
 ) -> None:
     log = make_log(tmp_path, clock)
     first = Harness(store, log, tmp_path, clock)
-    log.high_watermark = log.segments[2].base_offset
+    first.high_watermark = log.segments[2].base_offset
     first.cycle()
     first.close()
     committed = first.committed()
@@ -353,7 +354,7 @@ def test_orphans_of_an_interrupted_upload_are_removed(
 
     restarted = Harness(store, log, tmp_path, clock)
     try:
-        log.high_watermark = log.log_end_offset
+        restarted.high_watermark = log.log_end_offset
         restarted.cycle()
         assert restarted.manager.orphans_removed == len(orphan_names)
         names = set(restarted.objects())
@@ -440,13 +441,13 @@ def test_manifest_corrupted_under_a_running_manager_stops_local_deletion(
     log = make_log(tmp_path, clock, **{"local.retention.bytes": 0})
     h = Harness(store, log, tmp_path, clock)
     try:
-        log.high_watermark = log.segments[3].base_offset
+        h.high_watermark = log.segments[3].base_offset
         h.cycle()  # three segments committed, none deleted locally yet
         assert log.remote_end_offset == log.segments[3].base_offset
         path = store.manifest_path(TOPIC, PARTITION)
         good = store.fs.cat_file(path)
         store.fs.pipe_file(path, b"\x00garbage")
-        log.high_watermark = log.log_end_offset
+        h.high_watermark = log.log_end_offset
         before = files_on_disk(log)
         with caplog.at_level(logging.ERROR):
             h.cycle(2)
@@ -501,7 +502,7 @@ def test_a_newer_leader_epoch_fences_the_manager_without_local_deletion(
     log = make_log(tmp_path, clock, **{"local.retention.bytes": 0})
     h = Harness(store, log, tmp_path, clock)
     try:
-        log.high_watermark = 0
+        h.high_watermark = 0
         h.cycle()  # the manager reads the (empty) manifest at epoch 0
         assert h.state.manifest is not None and h.state.manifest.version == 0
         # A newer leader (epoch 5) commits meanwhile.
@@ -518,7 +519,7 @@ def test_a_newer_leader_epoch_fences_the_manager_without_local_deletion(
                 raise
 
         monkeypatch.setattr(store, "commit", commit)
-        log.high_watermark = log.log_end_offset
+        h.high_watermark = log.log_end_offset
         before = files_on_disk(log)
         with caplog.at_level(logging.WARNING):
             h.cycle(3)

@@ -1,5 +1,6 @@
-"""The broker: wires configuration, the log manager, coordination, the replica manager, the
-group coordinator and the network server, and owns start-up and clean shutdown.
+"""The broker: wires configuration, the log manager, coordination, the remote tier, the
+replica manager, the group coordinator and the network server, and owns start-up and clean
+shutdown. Request handlers see only the ``BrokerServices`` it builds, never the broker.
 
 Everything runs on one asyncio event loop; the local tier's single-threaded contract is
 kept by running its scheduled tasks on that loop (``AsyncioScheduler``).
@@ -9,22 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.coordination.local import LocalCoordinator
-from tierlog.broker.group import GroupCoordinator
 from tierlog.broker.handlers import HANDLERS
 from tierlog.broker.meta_properties import check_or_write
 from tierlog.broker.offsets_topic import OffsetsTopic
 from tierlog.broker.partition import Partition
-from tierlog.broker.replica_manager import ReplicaManager, TopicError
+from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.server import KafkaServer
+from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.local.log_manager import LogManager, LogManagerTimings
 from tierlog.protocol import Request
-from tierlog.protocol.errors import ErrorCode
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.util.clock import Clock, SystemClock
@@ -32,104 +32,138 @@ from tierlog.util.scheduler import AsyncioScheduler
 
 log = logging.getLogger(__name__)
 
-# Producer ids are reserved from the coordinator in blocks, as Kafka does, so a restart
-# never hands out an id twice and most InitProducerId calls touch no file.
-PRODUCER_ID_BLOCK = 1000
-
 
 class Broker:
+    """Start-up order (nothing is served before everything is ready): coordination, log
+    dirs and logs, the listening socket (bound, not yet accepting), the remote tier, the
+    replica manager and its partitions, the group coordinator with what
+    ``__consumer_offsets`` holds, the background tasks; only then are connections accepted.
+    Shutdown goes the other way round."""
+
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
-        self.stopping = False
-        self._stop_waiters: set[asyncio.Future[None]] = set()
+        self.lifecycle = Lifecycle()
         self._stopped = asyncio.Event()
-        self._producer_ids: Iterator[int] = iter(())
-        self.coordinator: Coordinator
-        self.log_manager: LogManager
-        self.replicas: ReplicaManager
-        self.server: KafkaServer
-        self.groups: GroupCoordinator
+        self.coordinator: Coordinator | None = None
+        self.log_manager: LogManager | None = None
+        self.server: KafkaServer | None = None
         self.remote: RemoteLogManager | None = None
-        self.offsets_topic: OffsetsTopic
+        self.replicas: ReplicaManager | None = None
+        self.offsets_topic: OffsetsTopic | None = None
+        self.services: BrokerServices | None = None
         self.port = 0
+
+    @property
+    def stopping(self) -> bool:
+        return self.lifecycle.stopping
 
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
         config = self.config
-        if not config.single_node:
-            raise NotImplementedError(
-                "zookeeper.connect is set, but cluster mode arrives with the cluster work; "
-                "leave it empty for a single node"
-            )
         loop = asyncio.get_running_loop()
-        self.coordinator = LocalCoordinator(config.log_dirs[0])
+        coordinator = self.coordinator = LocalCoordinator(config.log_dirs[0])
         for log_dir in config.log_dirs:
-            check_or_write(log_dir, config.broker_id, self.coordinator.cluster_id)
+            check_or_write(log_dir, config.broker_id, coordinator.cluster_id)
         topic_configs = {
-            name: self._topic_config(topic.configs)
-            for name, topic in self.coordinator.topics().items()
+            name: config.log_config.with_overrides(topic.configs)
+            for name, topic in coordinator.topics().items()
         }
-        self.log_manager = LogManager(
+        scheduler = AsyncioScheduler(loop)
+        log_manager = self.log_manager = LogManager(
             config.log_dirs,
             config.log_config,
             clock=self.clock,
-            scheduler=AsyncioScheduler(loop),
+            scheduler=scheduler,
             timings=LogManagerTimings(
                 flush_check_interval_ms=config["log.flush.scheduler.interval.ms"],
                 retention_check_interval_ms=config["log.retention.check.interval.ms"],
                 checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
+                producer_id_expiration_ms=config["producer.id.expiration.ms"],
             ),
         )
-        self.log_manager.startup(topic_configs)
+        log_manager.startup(topic_configs)
         listener = config.listeners[0]
         self.server = KafkaServer(
             self.dispatch, listener.host, listener.port, config["socket.request.max.bytes"]
         )
         self.port = await self.server.start()
         advertised = config.advertised[0]
-        self.coordinator.start(
+        coordinator.start(
             BrokerRegistration(config.broker_id, advertised.host, advertised.port or self.port)
         )
-        self.replicas = ReplicaManager(
-            config.broker_id, self.log_manager, self.coordinator, config.log_config
+        self.remote = self._remote_log_manager()
+        replicas = self.replicas = ReplicaManager(
+            config.broker_id,
+            log_manager,
+            coordinator,
+            config.log_config,
+            self.remote,
+            remote_storage_system_enabled=config["remote.log.storage.system.enable"],
         )
-        self.replicas.remote_storage_system_enabled = config["remote.log.storage.system.enable"]
-        self.replicas.sync()
-        self._start_remote_tier()
-        await self._start_groups()
+        replicas.sync()
+        offsets_topic = self.offsets_topic = OffsetsTopic(
+            config, coordinator, replicas, clock=self.clock
+        )
+        if offsets_topic.exists:
+            offsets_topic.load_led_partitions()
+        self.services = BrokerServices(
+            config=config,
+            cluster=coordinator,
+            replicas=replicas,
+            groups=offsets_topic.groups,
+            offsets_topic=offsets_topic,
+            producer_ids=ProducerIds(coordinator),
+            lifecycle=self.lifecycle,
+        )
+        self._schedule_background_tasks(scheduler)
+        await self.server.serve()
         log.info(
             "broker %d listening on %s:%d (cluster %s)",
             config.broker_id,
             listener.host,
             self.port,
-            self.coordinator.cluster_id,
+            coordinator.cluster_id,
         )
 
-    async def _start_groups(self) -> None:
-        """The group coordinator, with what ``__consumer_offsets`` already holds."""
-        self.offsets_topic = OffsetsTopic(self)
-        self.groups = self.offsets_topic.groups
-        if self.offsets_topic.exists:
-            self.offsets_topic.load_led_partitions()
-        interval = self.config["offsets.retention.check.interval.ms"]
-        self.log_manager.scheduler.schedule(  # type: ignore[union-attr]
+    def _schedule_background_tasks(self, scheduler: AsyncioScheduler) -> None:
+        config = self.config
+        assert self.offsets_topic is not None and self.replicas is not None
+        offsets_topic = self.offsets_topic
+        interval = config["offsets.retention.check.interval.ms"]
+        scheduler.schedule(
             "offsets-expiry",
-            lambda: asyncio.ensure_future(self.offsets_topic.expire_offsets()),
+            lambda: asyncio.ensure_future(offsets_topic.expire_offsets()),
             interval,
             interval,
         )
+        interval = config["replica.high.watermark.checkpoint.interval.ms"]
+        scheduler.schedule(
+            "high-watermark-checkpoint",
+            self.replicas.checkpoint_high_watermarks,
+            interval,
+            interval,
+        )
+        if self.remote is not None:
+            interval = config["remote.log.manager.task.interval.ms"]
+            scheduler.schedule(
+                "remote-log-manager",
+                lambda: asyncio.ensure_future(self.remote_cycle()),
+                0,
+                interval,
+            )
 
-    def _start_remote_tier(self) -> None:
+    def _remote_log_manager(self) -> RemoteLogManager | None:
         """The remote log manager, when remote.log.storage.system.enable (the default)."""
         config = self.config
         if not config["remote.log.storage.system.enable"]:
-            return
+            return None
         store = FsspecRemoteStore(
             config.remote_storage_url, config.remote_storage_options, clock=self.clock
         )
-        self.remote = RemoteLogManager(
+        log.info("remote tier at %s", store.url_of(store.partition_path("x", 0)).rsplit("/", 1)[0])
+        return RemoteLogManager(
             store,
             config.log_dirs[0] / ".remote-cache",
             config["remote.log.reader.cache.bytes"],
@@ -137,62 +171,56 @@ class Broker:
             copy_bytes_per_second=config["remote.log.manager.copy.max.bytes.per.second"],
             fetch_timeout_ms=config["remote.fetch.max.wait.ms"],
         )
-        interval = config["remote.log.manager.task.interval.ms"]
-        self.log_manager.scheduler.schedule(  # type: ignore[union-attr]
-            "remote-log-manager", lambda: asyncio.ensure_future(self.remote_cycle()), 0, interval
-        )
-        log.info("remote tier at %s", store.url_of(store.partition_path("x", 0)).rsplit("/", 1)[0])
 
     async def remote_cycle(self) -> None:
         """Track the tiered partitions this broker leads, then offload and retain."""
-        remote = self.remote
-        if remote is None or self.stopping:
+        remote, replicas = self.remote, self.replicas
+        if remote is None or replicas is None or self.stopping:
             return
         wanted = set()
-        for (topic, index), partition in self.replicas.partitions.items():
-            if partition.log.config.remote_storage_enable and partition.is_leader:
+        for (topic, index), partition in replicas.partitions.items():
+            if partition.local.config.remote_storage_enable and partition.is_leader:
                 wanted.add((topic, index))
                 remote.track(
                     topic,
                     index,
                     partition.topic_id,
-                    partition.log,
+                    partition.local,
                     partition_leader_epoch(partition),
+                    partition_high_watermark(partition),
                 )
         for key in list(remote.partitions):
             if key not in wanted:
                 tracked = remote.partitions[key]
-                current = self.replicas.coordinator.topic(key[0])
+                current = replicas.coordinator.topic(key[0])
                 deleted = current is None or current.topic_id != tracked.topic_id
                 remote.untrack(*key, topic_deleted=deleted)
         await remote.run_cycle()
-
-    def group_coordinator_node(self, group_id: str) -> BrokerRegistration | None:
-        return self.offsets_topic.coordinator_node(group_id)
-
-    def _topic_config(self, overrides: dict[str, str]) -> Any:
-        return self.config.log_config.with_overrides(overrides)
 
     async def stop(self) -> None:
         """Clean shutdown: stop accepting, finish in-flight work, flush and checkpoint."""
         if self.stopping:
             await self._stopped.wait()
             return
-        self.stopping = True
-        for future in list(self._stop_waiters):
-            if not future.done():
-                future.set_result(None)
+        self.lifecycle.begin_stop()
         # Each step runs even if an earlier one fails (say the data dir was removed under
-        # a running broker): a SIGTERM must always end the process.
+        # a running broker), and steps of components a failed start never built are
+        # skipped: a SIGTERM must always end the process.
         clean = True
-        steps: list[tuple[str, Callable[[], Any]]] = [
-            ("server", self.server.stop),
-            ("groups", self.groups.close),
-            ("remote tier", self.remote.close if self.remote is not None else _nothing),
-            ("logs", self.log_manager.shutdown),
-            ("coordination", self.coordinator.stop),
+        server, remote, replicas = self.server, self.remote, self.replicas
+        log_manager, coordinator = self.log_manager, self.coordinator
+        groups = self.offsets_topic.groups if self.offsets_topic is not None else None
+        steps: list[tuple[str, Callable[[], Any] | None]] = [
+            ("server", server.stop if server else None),
+            ("groups", groups.close if groups else None),
+            ("remote tier", remote.close if remote else None),
+            ("high watermarks", replicas.checkpoint_high_watermarks if replicas else None),
+            ("logs", log_manager.shutdown if log_manager else None),
+            ("coordination", coordinator.stop if coordinator else None),
         ]
         for what, step in steps:
+            if step is None:
+                continue
             try:
                 result = step()
                 if asyncio.iscoroutine(result):
@@ -210,50 +238,25 @@ class Broker:
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
-    def stop_waiter(self) -> asyncio.Future[None]:
-        """A future resolved when the broker starts stopping (ends long polls early)."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self.stopping:
-            future.set_result(None)
-        else:
-            self._stop_waiters.add(future)
-            future.add_done_callback(self._stop_waiters.discard)
-        return future
-
     # -- requests ------------------------------------------------------------------------
 
     async def dispatch(self, request: Request) -> Any:
         handler = HANDLERS.get(request.api_key)
         if handler is None:
             raise _no_handler(request)
-        return await handler(self, request)
-
-    # -- services for handlers -----------------------------------------------------------
-
-    def auto_create_topic(self, name: str) -> None:
-        """Create ``name`` with the broker defaults, if auto.create.topics.enable."""
-        if not self.config["auto.create.topics.enable"]:
-            raise TopicError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
-        self.replicas.create_topic(
-            name, self.config["num.partitions"], self.config["default.replication.factor"], {}
-        )
-
-    def next_producer_id(self) -> int:
-        producer_id: int | None = next(self._producer_ids, None)
-        if producer_id is None:
-            first = self.coordinator.allocate_producer_ids(PRODUCER_ID_BLOCK)
-            self._producer_ids = iter(range(first, first + PRODUCER_ID_BLOCK))
-            producer_id = next(self._producer_ids)
-        return int(producer_id)
-
-
-def _nothing() -> None:
-    return None
+        # The server accepts connections only once start() has built every service.
+        assert self.services is not None
+        return await handler(self.services, request)
 
 
 def partition_leader_epoch(partition: Partition) -> Callable[[], int]:
     """The partition's current leader epoch, read when the remote manager writes."""
     return lambda: partition.leader_epoch
+
+
+def partition_high_watermark(partition: Partition) -> Callable[[], int]:
+    """The partition's high watermark, read when the remote manager picks segments."""
+    return lambda: partition.high_watermark
 
 
 def _no_handler(request: Request) -> Exception:

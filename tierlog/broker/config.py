@@ -209,6 +209,13 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("replica.lag.time.max.ms", "long", 30000, "ISR lag bound", at_least(1)),
         ConfigKey("unclean.leader.election.enable", "bool", False, "elect out-of-sync replicas"),
         ConfigKey("fetch.max.bytes", "int", 55 << 20, "largest fetch response", at_least(0)),
+        ConfigKey(
+            "replica.high.watermark.checkpoint.interval.ms",
+            "long",
+            5000,
+            "how often high watermarks are written to replication-offset-checkpoint",
+            at_least(1),
+        ),
     ]
 )
 

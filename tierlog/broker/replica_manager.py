@@ -1,5 +1,7 @@
-"""The partitions this broker hosts, kept in line with the coordination metadata, and the
-topic-level operations that change them (create, delete, add partitions, alter configs).
+"""The partitions this broker hosts, kept in line with the coordination metadata; the
+record operations handlers ask of them (append, delete records); the topic-level operations
+that change them (create, delete, add partitions, alter configs); and the high-watermark
+checkpoint (Kafka's ``replication-offset-checkpoint`` in every log dir).
 
 Topic configuration: a topic's effective ``LogConfig`` is the broker's ``log.*`` defaults
 overlaid with the topic's overrides (Kafka names), validated before anything is stored.
@@ -12,6 +14,7 @@ import logging
 import random
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 
 from tierlog.broker.coordination.api import (
     BrokerRegistration,
@@ -19,12 +22,18 @@ from tierlog.broker.coordination.api import (
     TopicMetadata,
 )
 from tierlog.broker.partition import Partition
+from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.config import LogConfig
-from tierlog.local.log_manager import LogManager, validate_topic_name
+from tierlog.local.log import AppendInfo
+from tierlog.local.log_manager import LogManager, TopicPartition, validate_topic_name
+from tierlog.remote.remote_log_manager import RemoteLogManager
+from tierlog.remote.unified_log import UnifiedLog
 
 log = logging.getLogger(__name__)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+# Kafka's name and format (version 0, a count, then "topic partition offset" lines).
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 
 
 class TopicError(Exception):
@@ -119,14 +128,48 @@ class ReplicaManager:
         log_manager: LogManager,
         coordinator: Coordinator,
         default_log_config: LogConfig,
+        remote: RemoteLogManager | None = None,
+        *,
+        remote_storage_system_enabled: bool = True,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.coordinator = coordinator
         self.default_log_config = default_log_config
+        self.remote = remote
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.remote_storage_system_enabled = True
+        self.remote_storage_system_enabled = remote_storage_system_enabled
         self._by_id: dict[uuid.UUID, str] = {}
+        self._checkpointed_high_watermarks = self._read_high_watermarks()
+        log_manager.committed_offset = self._committed_offset
+
+    # -- high watermarks -----------------------------------------------------------------
+
+    def _read_high_watermarks(self) -> dict[TopicPartition, int]:
+        found: dict[TopicPartition, int] = {}
+        for log_dir in self.log_manager.log_dirs:
+            try:
+                found.update(read_offsets(log_dir / HIGH_WATERMARK_FILE))
+            except CorruptCheckpointError as exc:
+                # A leader recomputes its high watermark from the ISR; a follower learns
+                # it from its leader's next fetch response. Nothing is lost.
+                log.warning("%s; high watermarks start from the log start", exc)
+        return found
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write each log dir's ``replication-offset-checkpoint`` (Kafka does it every
+        replica.high.watermark.checkpoint.interval.ms and at shutdown)."""
+        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
+        for tp, partition in self.partitions.items():
+            if self.log_manager.get_log(*tp) is partition.local:
+                by_dir[self.log_manager.log_dir_of(*tp)][tp] = partition.high_watermark
+        for log_dir, offsets in by_dir.items():
+            write_offsets(log_dir / HIGH_WATERMARK_FILE, offsets)
+
+    def _committed_offset(self, tp: TopicPartition) -> int | None:
+        partition = self.partitions.get(tp)
+        # A log with no partition (being deleted) keeps nothing anyone may read.
+        return partition.high_watermark if partition is not None else None
 
     # -- configuration -------------------------------------------------------------------
 
@@ -169,7 +212,13 @@ class ReplicaManager:
                         state.leader_epoch, topic_log.log_end_offset
                     )
                 self.partitions[(name, p)] = Partition(
-                    name, topic.topic_id, p, topic_log, topic.partition_states[p], self.broker_id
+                    name,
+                    topic.topic_id,
+                    p,
+                    UnifiedLog(topic_log, self.remote, name, p),
+                    state,
+                    self.broker_id,
+                    high_watermark=self._checkpointed_high_watermarks.get((name, p), 0),
                 )
         for name, p in list(self.partitions):
             if name not in topics:
@@ -181,6 +230,41 @@ class ReplicaManager:
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self._by_id.get(topic_id)
+
+    # -- record operations ---------------------------------------------------------------
+
+    def _hosted(self, topic: str, index: int, *, internal_allowed: bool) -> Partition:
+        if topic in INTERNAL_TOPICS and not internal_allowed:
+            # Kafka's ReplicaManager.appendToLocalLog: only the broker itself writes to
+            # internal topics; a client's batch in __consumer_offsets would corrupt every
+            # group's committed offsets.
+            raise TopicError(INVALID_TOPIC_EXCEPTION, f"cannot write to internal topic {topic}")
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{index}")
+        return partition
+
+    def append_records(
+        self,
+        topic: str,
+        index: int,
+        records: bytes | memoryview,
+        acks: int,
+        *,
+        internal_allowed: bool = False,
+    ) -> tuple[Partition, AppendInfo]:
+        """Append a producer's batches to a partition this broker leads."""
+        partition = self._hosted(topic, index, internal_allowed=internal_allowed)
+        info = partition.append(records, acks, partition.local.config.min_insync_replicas)
+        return partition, info
+
+    async def delete_records(self, topic: str, index: int, offset: int) -> int:
+        """DeleteRecords: returns the new low watermark, checkpointed at once so a crash
+        cannot bring the deleted records back."""
+        partition = self._hosted(topic, index, internal_allowed=False)
+        low_watermark = await partition.delete_records(offset)
+        self.log_manager.checkpoint()
+        return low_watermark
 
     # -- topic operations ----------------------------------------------------------------
 

@@ -50,13 +50,25 @@ class KafkaServer:
         self.connections_closed_for_errors = 0
 
     async def start(self) -> int:
-        """Bind and listen; returns the bound port (useful when asked for port 0)."""
+        """Bind, without accepting connections yet (``serve`` starts that, once the broker
+        is ready); returns the bound port (useful when asked for port 0). Binding first
+        fails fast on a taken port and tells the broker what to register."""
         self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True, limit=READ_CHUNK
+            self._serve,
+            self.host,
+            self.port,
+            reuse_address=True,
+            limit=READ_CHUNK,
+            start_serving=False,
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         return self.port
+
+    async def serve(self) -> None:
+        """Start accepting connections."""
+        assert self._server is not None, "start() first"
+        await self._server.start_serving()
 
     async def stop(self) -> None:
         if self._server is not None:

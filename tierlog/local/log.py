@@ -37,7 +37,10 @@ from tierlog.local.errors import (
 )
 from tierlog.local.leader_epoch import LeaderEpochCache
 from tierlog.local.log_loader import load
-from tierlog.local.producer_state import ProducerStateManager
+from tierlog.local.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerStateManager,
+)
 from tierlog.local.segment import (
     BatchEntry,
     FileSlice,
@@ -103,6 +106,7 @@ class Log:
         log_start_offset: checkpointed log start; raised to the first segment's base.
         had_clean_shutdown: True skips recovery; False re-checks every batch from the
             segment holding ``recovery_point`` to the end.
+        producer_id_expiration_ms: idle idempotent producers are forgotten after this.
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -125,12 +130,13 @@ class Log:
         self._bases: list[int] = []
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
-        self.high_watermark = 0
         self.unflushed_messages = 0
         self.last_flush_ms = self.clock.monotonic_ms()
         self.closed = False
         self.leader_epoch_cache = LeaderEpochCache(self.directory)
-        self.producer_state = ProducerStateManager(self.directory, clock=self.clock)
+        self.producer_state = ProducerStateManager(
+            self.directory, clock=self.clock, producer_id_expiration_ms=producer_id_expiration_ms
+        )
         self.recovered_bytes_truncated = 0
         # Set by the remote log manager for a tiered log: offsets below it are committed to
         # the remote tier. None = not tiered (local retention uses retention.* alone).
@@ -640,7 +646,6 @@ class Log:
         active.make_active()
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.rebuild_producer_state(
             self.producer_state.truncate_and_reload(self.log_start_offset, self.log_end_offset)
         )
@@ -659,7 +664,7 @@ class Log:
         self._append_segment(segment)
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
-        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self.log_start_offset = self.recovery_point = offset
         self.unflushed_messages = 0
 
     def advance_log_start_offset(self, offset: int) -> int:
@@ -719,7 +724,6 @@ class Log:
             new_start = self.segments[len(doomed)].base_offset
             self._remove_segments(doomed)
             self.log_start_offset = max(self.log_start_offset, new_start)
-            self.high_watermark = max(self.high_watermark, self.log_start_offset)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
             self.producer_state.delete_snapshots_below(self.log_start_offset)
             log.info(

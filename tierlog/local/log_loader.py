@@ -75,7 +75,6 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
         for segment in log.segments[first_recovered:]:
             segment.flush()
     log.recovery_point = log.log_end_offset
-    log.high_watermark = min(max(log.high_watermark, log.log_start_offset), log.log_end_offset)
     _rebuild_epoch_cache_if_empty(log)
     log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
     log.leader_epoch_cache.truncate_from_start(log.log_start_offset)

@@ -21,12 +21,14 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
+from tierlog.local.segment import LogSegment
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import Scheduler
 
@@ -52,6 +54,8 @@ class LogManagerTimings:
     checkpoint_interval_ms: int = 60_000
     # Kafka's producer.id.expiration.check.interval.ms.
     producer_expiration_check_interval_ms: int = 600_000
+    # Kafka's producer.id.expiration.ms (KIP-854): idle idempotent producers are forgotten.
+    producer_id_expiration_ms: int = 86_400_000
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -97,6 +101,11 @@ class LogManager:
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.started = False
+        # Set by the broker: the offset below which a log's records are committed (its
+        # partition's high watermark, owned by the replication state). Retention deletes
+        # only segments wholly below it (Kafka's UnifiedLog.deletableSegments), so a
+        # record no follower has yet is never deleted. None = no limit (tools, tests).
+        self.committed_offset: Callable[[TopicPartition], int | None] | None = None
 
     # -- start-up ------------------------------------------------------------------------
 
@@ -136,6 +145,7 @@ class LogManager:
                     recovery_point=recovery_points.get(tp, 0),
                     log_start_offset=start_offsets.get(tp, 0),
                     had_clean_shutdown=clean,
+                    producer_id_expiration_ms=self.timings.producer_id_expiration_ms,
                 )
                 self._dir_of[tp] = log_dir
         self.checkpoint()
@@ -208,6 +218,7 @@ class LogManager:
             clock=self.clock,
             scheduler=self.scheduler,
             had_clean_shutdown=True,
+            producer_id_expiration_ms=self.timings.producer_id_expiration_ms,
         )
         self.logs[tp] = created
         self._dir_of[tp] = log_dir
@@ -248,8 +259,9 @@ class LogManager:
 
     def retention_pass(self) -> int:
         deleted = 0
-        for topic_log in list(self.logs.values()):
-            deleted += topic_log.delete_old_segments()
+        for tp, topic_log in list(self.logs.items()):
+            limit = self.committed_offset(tp) if self.committed_offset is not None else None
+            deleted += topic_log.delete_old_segments(None if limit is None else _below(limit))
         if deleted:
             self.checkpoint()
         return deleted
@@ -285,6 +297,10 @@ class LogManager:
             os.close(fd)
         self._locks.clear()
         self.started = False
+
+
+def _below(limit: int) -> Callable[[LogSegment], bool]:
+    return lambda segment: segment.next_offset <= limit
 
 
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

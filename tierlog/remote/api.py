@@ -30,6 +30,7 @@ Only COPY_FINISHED segments are readable; a segment enters DELETE_STARTED in the
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -205,6 +206,21 @@ class RemoteStorage(Protocol):
         for the partition, the manifest included: for orphan cleanup."""
         ...
 
+    def delete_object(self, topic: str, partition: int, name: str) -> None:
+        """Delete one object of a partition by the name ``list_objects`` gave (orphan
+        cleanup, a deleted topic's data); missing is fine."""
+        ...
+
+    # Called with each uploaded chunk's size before it is written, so uploads can be
+    # rate-limited (remote.log.manager.copy.max.bytes.per.second); None = unthrottled.
+    throttle: Callable[[int], None] | None
+
+    @property
+    def is_local(self) -> bool:
+        """True when the objects are plain files on this machine: readers read them in
+        place instead of through a local cache."""
+        ...
+
 
 @runtime_checkable
 class RemoteMetadata(Protocol):
@@ -232,3 +248,12 @@ class RemoteMetadata(Protocol):
             ManifestConflictError: the stored version is not ``expected_version``.
         """
         ...
+
+    def manifest_url(self, topic: str, partition: int) -> str:
+        """Where the partition's manifest is, as a URL, for messages."""
+        ...
+
+
+class RemoteStore(RemoteStorage, RemoteMetadata, Protocol):
+    """Both interfaces in one object, as the broker's remote log manager uses them
+    (``FsspecRemoteStore`` implements both on one URL)."""

@@ -185,6 +185,9 @@ class FsspecRemoteStore:
     def manifest_path(self, topic: str, partition: int) -> str:
         return f"{self.partition_path(topic, partition)}/{MANIFEST_NAME}"
 
+    def manifest_url(self, topic: str, partition: int) -> str:
+        return self.url_of(self.manifest_path(topic, partition))
+
     def url_of(self, path: str) -> str:
         """Full URL of a path, for messages (``s3://bucket/prefix/orders-0/...``)."""
         return str(self.fs.unstrip_protocol(path))

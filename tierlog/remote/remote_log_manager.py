@@ -47,10 +47,10 @@ from tierlog.remote.api import (
     FencedLeaderEpochError,
     RemoteSegment,
     RemoteStorageError,
+    RemoteStore,
     SegmentState,
 )
 from tierlog.remote.chunk_cache import ChunkCache
-from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.segment_reader import RemoteSegmentReader
 from tierlog.util.clock import Clock, SystemClock
 
@@ -92,6 +92,9 @@ class TieredPartition:
     topic_id: uuid.UUID
     log: Log
     leader_epoch: Callable[[], int]
+    # The partition's high watermark (its replication state owns it): only segments
+    # wholly below it are offloaded, so nothing uncommitted ever reaches the remote tier.
+    high_watermark: Callable[[], int]
     manifest: mf.Manifest | None = None
     problem: str | None = None  # the last error, reported once per change
     # After a failed cycle the cached manifest may be wrong (a commit that landed though
@@ -132,7 +135,7 @@ class RemoteLogManager:
 
     def __init__(
         self,
-        store: FsspecRemoteStore,
+        store: RemoteStore,
         cache_dir: Path,
         cache_bytes: int,
         *,
@@ -170,11 +173,12 @@ class RemoteLogManager:
         topic_id: uuid.UUID,
         log: Log,
         leader_epoch: Callable[[], int],
+        high_watermark: Callable[[], int],
     ) -> TieredPartition:
         key = (topic, partition)
         state = self.partitions.get(key)
         if state is None or state.log is not log:
-            state = TieredPartition(topic, partition, topic_id, log, leader_epoch)
+            state = TieredPartition(topic, partition, topic_id, log, leader_epoch, high_watermark)
             self.partitions[key] = state
             # Until the manifest is read nothing counts as uploaded: local retention
             # deletes nothing of a tiered log it cannot prove is remote.
@@ -277,7 +281,7 @@ class RemoteLogManager:
         orphans (they may be the new leader's uploads in flight)."""
         epoch = state.leader_epoch()
         if manifest.leader_epoch > epoch:
-            where = self.store.url_of(self.store.manifest_path(state.topic, state.partition))
+            where = self.store.manifest_url(state.topic, state.partition)
             raise FencedLeaderEpochError(
                 f"{where}: leader epoch {epoch} is fenced by the stored epoch "
                 f"{manifest.leader_epoch}; not offloading",
@@ -287,11 +291,11 @@ class RemoteLogManager:
 
     def _eligible(self, state: TieredPartition) -> list[LogSegment]:
         """Closed segments wholly below the high watermark and not yet remote, in order."""
-        log_, end = state.log, state.remote_end()
+        log_, end, high_watermark = state.log, state.remote_end(), state.high_watermark()
         return [
             s
             for s in log_.segments[:-1]
-            if s.base_offset >= end and s.next_offset <= log_.high_watermark and s.size
+            if s.base_offset >= end and s.next_offset <= high_watermark and s.size
         ]
 
     # -- worker-thread jobs --------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Request handlers, one module per family of APIs; ``HANDLERS`` maps API key -> handler.
 
-A handler is ``async (broker, request) -> answer``, where the answer is a kio response entity,
-an ``EncodedFetchResponse`` (zero-copy Fetch), or None (acks=0 produce: no answer).
+A handler is ``async (services, request) -> answer``: it sees only the broker's narrow
+``BrokerServices`` (tierlog.broker.services), never the ``Broker``. The answer is a kio
+response entity, an ``EncodedFetchResponse`` (zero-copy Fetch), or None (acks=0 produce:
+no answer).
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ from tierlog.broker.handlers.produce import handle_produce
 from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
-    from tierlog.broker.broker import Broker
+    from tierlog.broker.services import BrokerServices
     from tierlog.protocol import Request
 
-HandlerFn = Callable[["Broker", "Request"], Awaitable[Any]]
+HandlerFn = Callable[["BrokerServices", "Request"], Awaitable[Any]]
 
 HANDLERS: dict[int, HandlerFn] = {
     ApiKey.PRODUCE: handle_produce,

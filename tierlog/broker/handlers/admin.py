@@ -20,7 +20,7 @@ from tierlog.protocol.kio_build import build, field
 from tierlog.util.configdef import ConfigKey
 
 if TYPE_CHECKING:
-    from tierlog.broker.broker import Broker
+    from tierlog.broker.services import BrokerServices
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -34,7 +34,7 @@ _CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
-async def handle_create_topics(broker: Broker, request: Request) -> Any:
+async def handle_create_topics(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     validate_only = field(body, "validate_only", False)
     # Kafka refuses every entry of a topic named more than once in one request.
@@ -67,14 +67,14 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
                     "replica assignment",
                 )
             partitions = (
-                t.num_partitions if t.num_partitions != -1 else (broker.config["num.partitions"])
+                t.num_partitions if t.num_partitions != -1 else (services.config["num.partitions"])
             )
             rf = (
                 t.replication_factor
                 if t.replication_factor != -1
-                else (broker.config["default.replication.factor"])
+                else (services.config["default.replication.factor"])
             )
-            if t.name in INTERNAL_TOPICS and broker.coordinator.topic(t.name) is None:
+            if t.name in INTERNAL_TOPICS and services.cluster.topic(t.name) is None:
                 # The broker creates __consumer_offsets itself on first use, with the
                 # offsets.topic.* settings; one made by a client (say 1 partition, not
                 # compacted) was never loaded into the group coordinator: groups broke.
@@ -82,7 +82,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
                     ErrorCode.invalid_request,
                     f"{t.name} is an internal topic; the broker creates it on first use",
                 )
-            topic = broker.replicas.create_topic(
+            topic = services.replicas.create_topic(
                 t.name, partitions, rf, configs, validate_only=validate_only, replicas=replicas
             )
             if topic is not None:
@@ -100,7 +100,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
                     "config_source": c["config_source"],
                     "is_sensitive": False,
                 }
-                for c in topic_configs(broker, configs)
+                for c in topic_configs(services, configs)
             ]
         except Exception as exc:
             answer["error_code"] = error_code(exc)
@@ -109,7 +109,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
     return build(request_response_type(request), {"throttle_time": 0, "topics": answers})
 
 
-async def handle_delete_topics(broker: Broker, request: Request) -> Any:
+async def handle_delete_topics(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     if request.api_version >= 6:
         wanted = [(t.name, field(t, "topic_id")) for t in body.topics]
@@ -118,7 +118,7 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
     answers = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
-            name = broker.replicas.topic_name(topic_id)
+            name = services.replicas.topic_name(topic_id)
         answer: dict[str, Any] = {
             "name": name,
             "topic_id": topic_id or ZERO_UUID,
@@ -128,17 +128,17 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
         try:
             if name is None:
                 raise TopicError(ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}")
-            if not broker.config["delete.topic.enable"]:
+            if not services.config["delete.topic.enable"]:
                 raise TopicError(
                     ErrorCode.topic_deletion_disabled,
                     "topic deletion is disabled (delete.topic.enable=false)",
                 )
             if name in INTERNAL_TOPICS:
                 raise TopicError(ErrorCode.invalid_topic_exception, f"{name} is an internal topic")
-            topic = broker.coordinator.topic(name)
+            topic = services.cluster.topic(name)
             if topic is not None:
                 answer["topic_id"] = topic.topic_id
-            broker.replicas.delete_topic(name)
+            services.replicas.delete_topic(name)
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
@@ -146,7 +146,7 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
     return build(request_response_type(request), {"throttle_time": 0, "responses": answers})
 
 
-async def handle_create_partitions(broker: Broker, request: Request) -> Any:
+async def handle_create_partitions(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     results = []
     for t in body.topics:
@@ -158,7 +158,7 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
                 )
             # Null (or empty) assignments: the broker places the new partitions.
             assignments = [list(a.broker_ids) for a in t.assignments or ()] or None
-            broker.replicas.add_partitions(
+            services.replicas.add_partitions(
                 t.name, t.count, validate_only=body.validate_only, assignments=assignments
             )
         except Exception as exc:
@@ -168,14 +168,14 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
     return build(request_response_type(request), {"throttle_time": 0, "results": results})
 
 
-def topic_configs(broker: Broker, overrides: dict[str, str]) -> list[dict[str, Any]]:
+def topic_configs(services: BrokerServices, overrides: dict[str, str]) -> list[dict[str, Any]]:
     """Every topic key with its effective value and source."""
-    effective = broker.replicas.topic_config(overrides).to_props()
+    effective = services.replicas.topic_config(overrides).to_props()
     out = []
     for name, key in TOPIC_CONFIG.keys.items():
         if name in overrides:
             source = SOURCE_DYNAMIC_TOPIC
-        elif broker.config.topic_default_source(name):
+        elif services.config.topic_default_source(name):
             source = SOURCE_STATIC_BROKER
         else:
             source = SOURCE_DEFAULT
@@ -198,10 +198,10 @@ def _config_entry(
     }
 
 
-def _broker_configs(broker: Broker) -> list[dict[str, Any]]:
+def _broker_configs(services: BrokerServices) -> list[dict[str, Any]]:
     out = []
     for name, key in BROKER_CONFIG.keys.items():
-        value = broker.config.values[name]
+        value = services.config.values[name]
         text = (
             None
             if value is None
@@ -211,13 +211,13 @@ def _broker_configs(broker: Broker) -> list[dict[str, Any]]:
                 else ("true" if value is True else "false" if value is False else str(value))
             )
         )
-        source = SOURCE_STATIC_BROKER if name in broker.config.raw else SOURCE_DEFAULT
+        source = SOURCE_STATIC_BROKER if name in services.config.raw else SOURCE_DEFAULT
         # Broker configs are static here (no dynamic broker configs).
         out.append(_config_entry(name, text, key, source, read_only=True))
     return out
 
 
-async def handle_describe_configs(broker: Broker, request: Request) -> Any:
+async def handle_describe_configs(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     results = []
     for resource in body.resources:
@@ -229,15 +229,15 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
             "configs": [],
         }
         if resource.resource_type == RESOURCE_TOPIC:
-            topic = broker.coordinator.topic(resource.resource_name)
+            topic = services.cluster.topic(resource.resource_name)
             if topic is None:
                 result["error_code"] = ErrorCode.unknown_topic_or_partition
                 result["error_message"] = f"unknown topic {resource.resource_name!r}"
                 entries = []
             else:
-                entries = topic_configs(broker, topic.configs)
+                entries = topic_configs(services, topic.configs)
         elif resource.resource_type == RESOURCE_BROKER:
-            entries = _broker_configs(broker)
+            entries = _broker_configs(services)
         else:
             result["error_code"] = ErrorCode.invalid_request
             result["error_message"] = f"resource type {resource.resource_type} not supported"
@@ -258,12 +258,14 @@ def _check_alterable(resource: Any) -> None:
         )
 
 
-def _alter(broker: Broker, resource: Any, new: dict[str, str], validate_only: bool) -> None:
+def _alter(
+    services: BrokerServices, resource: Any, new: dict[str, str], validate_only: bool
+) -> None:
     _check_alterable(resource)
-    broker.replicas.set_topic_configs(resource.resource_name, new, validate_only=validate_only)
+    services.replicas.set_topic_configs(resource.resource_name, new, validate_only=validate_only)
 
 
-async def handle_alter_configs(broker: Broker, request: Request) -> Any:
+async def handle_alter_configs(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     answers = []
     for resource in body.resources:
@@ -276,7 +278,7 @@ async def handle_alter_configs(broker: Broker, request: Request) -> Any:
         try:
             # AlterConfigs replaces the whole set of overrides (not incremental).
             new = {c.name: c.value for c in resource.configs if c.value is not None}
-            _alter(broker, resource, new, body.validate_only)
+            _alter(services, resource, new, body.validate_only)
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
@@ -284,7 +286,7 @@ async def handle_alter_configs(broker: Broker, request: Request) -> Any:
     return build(request_response_type(request), {"throttle_time": 0, "responses": answers})
 
 
-async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+async def handle_incremental_alter_configs(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     answers = []
     for resource in body.resources:
@@ -298,7 +300,7 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
             # Resource type first: a broker resource used to have its keys checked against
             # the topic keys, and was refused INVALID_CONFIG or INVALID_REQUEST by key.
             _check_alterable(resource)
-            topic = broker.coordinator.topic(resource.resource_name)
+            topic = services.cluster.topic(resource.resource_name)
             if topic is None:
                 raise TopicError(
                     ErrorCode.unknown_topic_or_partition,
@@ -306,8 +308,8 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
                 )
             new = dict(topic.configs)
             for c in resource.configs:
-                _apply_op(broker, new, c.name, c.config_operation, c.value)
-            _alter(broker, resource, new, body.validate_only)
+                _apply_op(services, new, c.name, c.config_operation, c.value)
+            _alter(services, resource, new, body.validate_only)
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
@@ -316,7 +318,7 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
 
 
 def _apply_op(
-    broker: Broker, configs: dict[str, str], name: str, op: int, value: str | None
+    services: BrokerServices, configs: dict[str, str], name: str, op: int, value: str | None
 ) -> None:
     key = TOPIC_CONFIG.keys.get(name)
     if key is None:
@@ -337,7 +339,7 @@ def _apply_op(
             for v in (
                 current.split(",")
                 if current is not None
-                else broker.replicas.topic_config({}).to_props()[name].split(",")
+                else services.replicas.topic_config({}).to_props()[name].split(",")
             )
             if v
         ]

@@ -17,8 +17,8 @@ from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field, millis
 
 if TYPE_CHECKING:
-    from tierlog.broker.broker import Broker
     from tierlog.broker.group import FetchedOffset
+    from tierlog.broker.services import BrokerServices
 
 KEY_TYPE_GROUP = 0
 
@@ -27,7 +27,7 @@ def _answer(request: Request, data: dict[str, Any]) -> Any:
     return build(request_response_type(request), {"throttle_time": 0, **data})
 
 
-def _coordinator_for(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator_for(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]:
     if key_type != KEY_TYPE_GROUP:
         # Transactions (and share groups) have no coordinator here.
         return {
@@ -45,7 +45,7 @@ def _coordinator_for(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
             "host": "",
             "port": -1,
         }
-    leader = broker.group_coordinator_node(key)
+    leader = services.offsets_topic.coordinator_node(key)
     if leader is None:
         return {
             "error_code": ErrorCode.coordinator_not_available,
@@ -63,21 +63,22 @@ def _coordinator_for(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
     }
 
 
-async def handle_find_coordinator(broker: Broker, request: Request) -> Any:
+async def handle_find_coordinator(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     key_type = field(body, "key_type", KEY_TYPE_GROUP)
     if request.api_version >= 4:
         coordinators = [
-            {"key": key, **_coordinator_for(broker, key, key_type)} for key in body.coordinator_keys
+            {"key": key, **_coordinator_for(services, key, key_type)}
+            for key in body.coordinator_keys
         ]
         return _answer(request, {"coordinators": coordinators})
-    return _answer(request, _coordinator_for(broker, body.key, key_type))
+    return _answer(request, _coordinator_for(services, body.key, key_type))
 
 
-async def handle_join_group(broker: Broker, request: Request) -> Any:
+async def handle_join_group(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     session_ms = millis(body.session_timeout)
-    result = await broker.groups.join_group(
+    result = await services.groups.join_group(
         body.group_id,
         body.member_id,
         request.client_id or "",
@@ -116,9 +117,9 @@ async def handle_join_group(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_sync_group(broker: Broker, request: Request) -> Any:
+async def handle_sync_group(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
-    result = await broker.groups.sync_group(
+    result = await services.groups.sync_group(
         body.group_id,
         body.member_id,
         body.generation_id,
@@ -138,21 +139,21 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_heartbeat(broker: Broker, request: Request) -> Any:
+async def handle_heartbeat(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
-    result = broker.groups.heartbeat(
+    result = services.groups.heartbeat(
         body.group_id, body.member_id, body.generation_id, field(body, "group_instance_id")
     )
     return _answer(request, {"error_code": result.error})
 
 
-async def handle_leave_group(broker: Broker, request: Request) -> Any:
+async def handle_leave_group(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     if request.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         members = [(body.member_id, None)]
-    result = broker.groups.leave_group(body.group_id, members)
+    result = services.groups.leave_group(body.group_id, members)
     if request.api_version < 3:
         error = result.error or (result.members[0].error if result.members else 0)
         return _answer(request, {"error_code": error})
@@ -172,7 +173,7 @@ async def handle_leave_group(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_offset_commit(broker: Broker, request: Request) -> Any:
+async def handle_offset_commit(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     offsets = {
         (t.name, p.partition_index): (
@@ -184,7 +185,7 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Any:
         for p in t.partitions
     }
     retention = field(body, "retention_time")
-    result = await broker.groups.commit_offsets(
+    result = await services.groups.commit_offsets(
         body.group_id,
         body.member_id,
         body.generation_id_or_member_epoch,
@@ -223,13 +224,13 @@ def _wanted(topics: Any) -> list[tuple[str, int]] | None:
     return [(t.name, p) for t in topics for p in t.partition_indexes]
 
 
-async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+async def handle_offset_fetch(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     stable = field(body, "require_stable", False)
     if request.api_version >= 8:
         groups = []
         for g in body.groups:
-            result = broker.groups.fetch_offsets(
+            result = services.groups.fetch_offsets(
                 g.group_id, _wanted(g.topics), require_stable=stable
             )
             groups.append(
@@ -240,7 +241,9 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
                 }
             )
         return _answer(request, {"groups": groups})
-    result = broker.groups.fetch_offsets(body.group_id, _wanted(body.topics), require_stable=stable)
+    result = services.groups.fetch_offsets(
+        body.group_id, _wanted(body.topics), require_stable=stable
+    )
     topics = _fetched(result.partitions)
     if request.api_version < 2 and result.error:
         # v0/v1 have no top-level error: it is reported on every partition.
@@ -250,9 +253,9 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
     return _answer(request, {"topics": topics, "error_code": result.error})
 
 
-async def handle_list_groups(broker: Broker, request: Request) -> Any:
+async def handle_list_groups(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
-    result = broker.groups.list_groups(
+    result = services.groups.list_groups(
         field(body, "states_filter") or None, field(body, "types_filter") or None
     )
     return _answer(
@@ -272,9 +275,11 @@ async def handle_list_groups(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_describe_groups(broker: Broker, request: Request) -> Any:
+async def handle_describe_groups(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
-    described = broker.groups.describe_groups(body.groups, not_found_error=request.api_version >= 6)
+    described = services.groups.describe_groups(
+        body.groups, not_found_error=request.api_version >= 6
+    )
     return _answer(
         request,
         {
@@ -304,9 +309,9 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_delete_groups(broker: Broker, request: Request) -> Any:
+async def handle_delete_groups(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
-    results = await broker.groups.delete_groups(body.groups_names)
+    results = await services.groups.delete_groups(body.groups_names)
     return _answer(
         request, {"results": [{"group_id": r.group_id, "error_code": r.error} for r in results]}
     )

@@ -12,27 +12,27 @@ from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field
 
 if TYPE_CHECKING:
-    from tierlog.broker.broker import Broker
+    from tierlog.broker.services import BrokerServices
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-async def handle_api_versions(broker: Broker, request: Request) -> Any:
+async def handle_api_versions(services: BrokerServices, request: Request) -> Any:
     # An unknown version was already turned into a v0 request by the codec; the answer must
     # still carry error 35 (KIP-511), which ``api_versions_response`` adds only when given
     # the version that was asked for: passing ``response_version`` (0) answered "no error".
     return api_versions_response(request.api_version)
 
 
-def broker_entries(broker: Broker) -> list[dict[str, Any]]:
+def broker_entries(services: BrokerServices) -> list[dict[str, Any]]:
     return [
         {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-        for b in broker.coordinator.brokers()
+        for b in services.cluster.brokers()
     ]
 
 
-def topic_entry(broker: Broker, name: str) -> dict[str, Any]:
-    topic = broker.coordinator.topic(name)
+def topic_entry(services: BrokerServices, name: str) -> dict[str, Any]:
+    topic = services.cluster.topic(name)
     if topic is None:
         return {
             "error_code": ErrorCode.unknown_topic_or_partition,
@@ -40,7 +40,7 @@ def topic_entry(broker: Broker, name: str) -> dict[str, Any]:
             "topic_id": ZERO_UUID,
             "partitions": [],
         }
-    live = {b.broker_id for b in broker.coordinator.brokers()}
+    live = {b.broker_id for b in services.cluster.brokers()}
     partitions = []
     for p in sorted(topic.replicas):
         state = topic.partition_states[p]
@@ -66,22 +66,22 @@ def topic_entry(broker: Broker, name: str) -> dict[str, Any]:
     }
 
 
-async def handle_metadata(broker: Broker, request: Request) -> Any:
+async def handle_metadata(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     requested = body.topics
     if request.api_version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     topics: list[dict[str, Any]] = []
     if requested is None:
-        names = sorted(broker.coordinator.topics())
-        topics = [topic_entry(broker, name) for name in names]
+        names = sorted(services.cluster.topics())
+        topics = [topic_entry(services, name) for name in names]
     else:
         allow_create = field(body, "allow_auto_topic_creation", True)
         for wanted in requested:
             name = wanted.name
             if name is None:
                 topic_id = field(wanted, "topic_id")
-                name = broker.replicas.topic_name(topic_id) if topic_id else None
+                name = services.replicas.topic_name(topic_id) if topic_id else None
                 if name is None:
                     topics.append(
                         {
@@ -92,16 +92,16 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
                         }
                     )
                     continue
-            if broker.coordinator.topic(name) is None and allow_create:
+            if services.cluster.topic(name) is None and allow_create:
                 try:
-                    if name in INTERNAL_TOPICS and broker.config["auto.create.topics.enable"]:
+                    if name in INTERNAL_TOPICS and services.config["auto.create.topics.enable"]:
                         # Kafka auto-creates __consumer_offsets with its own settings
                         # (AutoTopicCreationManager.creatableTopic). With the defaults of
                         # an ordinary topic (1 partition, not compacted, never loaded into
                         # the group coordinator) every consumer group stopped working.
-                        broker.offsets_topic.ensure_created()
+                        services.offsets_topic.ensure_created()
                     else:
-                        broker.auto_create_topic(name)
+                        _auto_create(services, name)
                 except TopicError as exc:
                     topics.append(
                         {
@@ -112,18 +112,28 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
                         }
                     )
                     continue
-            topics.append(topic_entry(broker, name))
+            topics.append(topic_entry(services, name))
     response_type = request_response_type(request)
     return build(
         response_type,
         {
             "throttle_time": 0,
-            "brokers": broker_entries(broker),
-            "cluster_id": broker.coordinator.cluster_id,
-            "controller_id": broker.coordinator.controller_id(),
+            "brokers": broker_entries(services),
+            "cluster_id": services.cluster.cluster_id,
+            "controller_id": services.cluster.controller_id(),
             "topics": topics,
             "error_code": 0,
         },
+    )
+
+
+def _auto_create(services: BrokerServices, name: str) -> None:
+    """Create ``name`` with the broker defaults, if auto.create.topics.enable."""
+    config = services.config
+    if not config["auto.create.topics.enable"]:
+        raise TopicError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
+    services.replicas.create_topic(
+        name, config["num.partitions"], config["default.replication.factor"], {}
     )
 
 

@@ -1,7 +1,9 @@
 """Produce: append each partition's batches as leader and answer with the offsets.
 
 acks=0 gets no answer at all (kafka-wire.md); acks=1 and acks=all are answered after the
-local append (with this broker as the only ISR member, acks=all is met by it).
+local append (with this broker as the only ISR member, acks=all is met by it). Internal
+topics (``__consumer_offsets``) refuse clients' batches with INVALID_TOPIC_EXCEPTION, as
+Kafka's ReplicaManager does.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.produce_encoder import PartitionAnswer, encode_produce_response
 
 if TYPE_CHECKING:
-    from tierlog.broker.broker import Broker
+    from tierlog.broker.services import BrokerServices
 
 
-async def handle_produce(broker: Broker, request: Request) -> bytes | None:
+async def handle_produce(services: BrokerServices, request: Request) -> bytes | None:
     body: Any = request.body
+    replicas = services.replicas
     acks = body.acks
     refuse: int | None = None
     if acks not in (0, 1, -1):
@@ -33,22 +36,22 @@ async def handle_produce(broker: Broker, request: Request) -> bytes | None:
             if refuse is not None:
                 answers.append((index, refuse, -1, -1, -1))
                 continue
-            partition = broker.replicas.partition(topic.name, index)
-            if partition is None:
-                answers.append((index, ErrorCode.unknown_topic_or_partition, -1, -1, -1))
-                continue
             if data.records is None:
                 answers.append((index, ErrorCode.invalid_record, -1, -1, -1))
                 continue
             try:
-                info = partition.append(
-                    data.records, acks, partition.log.config.min_insync_replicas
-                )
+                partition, info = replicas.append_records(topic.name, index, data.records, acks)
             except Exception as exc:
                 answers.append((index, error_code(exc), -1, -1, -1))
                 continue
             answers.append(
-                (index, 0, info.first_offset, info.log_append_time, partition.log.log_start_offset)
+                (
+                    index,
+                    0,
+                    info.first_offset,
+                    info.log_append_time,
+                    partition.local.log_start_offset,
+                )
             )
         responses.append((topic.name, answers))
     if acks == 0:

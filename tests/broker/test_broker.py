@@ -1,0 +1,89 @@
+"""The broker's wiring: nothing served before it is ready, config reaching components, the
+high-watermark checkpoint (in-process brokers, real sockets on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.local.conftest import make_batch
+from tierlog.broker.broker import Broker
+from tierlog.broker.config import BrokerConfig
+from tierlog.broker.replica_manager import HIGH_WATERMARK_FILE, ReplicaManager
+from tierlog.local.checkpoint import read_offsets
+
+
+def config(data: Path, **extra: str) -> BrokerConfig:
+    return BrokerConfig(
+        {"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0", **extra}
+    )
+
+
+def test_connections_are_refused_until_every_component_is_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = Broker(config(tmp_path / "data"))
+    seen: list[str] = []
+    sync = ReplicaManager.sync
+
+    def connect_during_start_up(self: ReplicaManager) -> None:
+        # The port is bound by now (it is registered), but nothing may be served yet:
+        # handlers need the partitions and groups this start-up is still building.
+        try:
+            socket.create_connection(("127.0.0.1", broker.port), timeout=1).close()
+            seen.append("accepted")
+        except ConnectionRefusedError:
+            seen.append("refused")
+        sync(self)
+
+    monkeypatch.setattr(ReplicaManager, "sync", connect_during_start_up)
+
+    async def scenario() -> None:
+        await broker.start()
+        try:
+            socket.create_connection(("127.0.0.1", broker.port), timeout=1).close()
+            seen.append("accepted after start")
+        finally:
+            await broker.stop()
+
+    asyncio.run(scenario())
+    assert seen == ["refused", "accepted after start"]
+
+
+def test_producer_id_expiration_reaches_every_log(tmp_path: Path) -> None:
+    broker = Broker(config(tmp_path / "data", **{"producer.id.expiration.ms": "1234"}))
+
+    async def scenario() -> int:
+        await broker.start()
+        try:
+            assert broker.replicas is not None
+            broker.replicas.create_topic("t", 1, 1, {})
+            log = broker.replicas.partitions[("t", 0)].local
+            return log.producer_state.producer_id_expiration_ms
+        finally:
+            await broker.stop()
+
+    assert asyncio.run(scenario()) == 1234
+
+
+def test_high_watermarks_are_checkpointed_in_kafkas_file(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+
+    async def produce_and_stop() -> Any:
+        broker = Broker(config(data))
+        await broker.start()
+        try:
+            assert broker.replicas is not None
+            broker.replicas.create_topic("t", 2, 1, {})
+            broker.replicas.append_records("t", 1, make_batch(5), 1)
+        finally:
+            await broker.stop()
+
+    asyncio.run(produce_and_stop())
+    text = (data / HIGH_WATERMARK_FILE).read_text().splitlines()
+    assert text[:2] == ["0", "2"]  # Kafka's format: version 0, then the entry count
+    assert read_offsets(data / HIGH_WATERMARK_FILE) == {("t", 0): 0, ("t", 1): 5}

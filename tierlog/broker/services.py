@@ -1,0 +1,88 @@
+"""What request handlers may use of the broker: a few narrow services, never the ``Broker``
+itself (its start-up, shutdown, log manager, remote tier and server stay private to it).
+
+The broker builds one ``BrokerServices`` once every component is ready, and only then starts
+accepting connections, so no request ever sees a half-built broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tierlog.broker.config import BrokerConfig
+from tierlog.broker.coordination.api import Coordinator
+from tierlog.broker.replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from tierlog.broker.group import GroupCoordinator
+    from tierlog.broker.offsets_topic import OffsetsTopic
+
+# Producer ids are reserved from the coordinator in blocks, as Kafka does, so a restart
+# never hands out an id twice and most InitProducerId calls touch no file.
+PRODUCER_ID_BLOCK = 1000
+
+
+class ProducerIds:
+    """Hands out producer ids from blocks reserved in the coordination metadata (Kafka's
+    ``/latest_producer_id_block``)."""
+
+    def __init__(self, coordinator: Coordinator, block_size: int = PRODUCER_ID_BLOCK) -> None:
+        self.coordinator = coordinator
+        self.block_size = block_size
+        self._ids: Iterator[int] = iter(())
+
+    def next_id(self) -> int:
+        producer_id = next(self._ids, None)
+        if producer_id is None:
+            first = self.coordinator.allocate_producer_ids(self.block_size)
+            self._ids = iter(range(first, first + self.block_size))
+            producer_id = next(self._ids)
+        return int(producer_id)
+
+
+class Lifecycle:
+    """Whether the broker is stopping, and futures resolved when it starts to (they end
+    long polls early, so a clean shutdown does not wait out every fetch's max wait)."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def begin_stop(self) -> None:
+        self.stopping = True
+        for future in list(self._waiters):
+            if not future.done():
+                future.set_result(None)
+
+    def stop_waiter(self) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.stopping:
+            future.set_result(None)
+        else:
+            self._waiters.add(future)
+            future.add_done_callback(self._waiters.discard)
+        return future
+
+
+@dataclass(frozen=True)
+class BrokerServices:
+    """Args:
+    config: the broker's configuration (read-only).
+    cluster: the coordination metadata: brokers, controller, topics, partition states.
+    replicas: the partitions hosted here, their records, and topic operations.
+    groups: the group coordinator.
+    offsets_topic: ``__consumer_offsets``: where a group's coordinator is.
+    producer_ids: InitProducerId's id source.
+    lifecycle: whether the broker is stopping.
+    """
+
+    config: BrokerConfig
+    cluster: Coordinator
+    replicas: ReplicaManager
+    groups: GroupCoordinator
+    offsets_topic: OffsetsTopic
+    producer_ids: ProducerIds
+    lifecycle: Lifecycle

@@ -1,0 +1,189 @@
+"""One partition's log over both tiers (Kafka's ``UnifiedLog`` idea): the local segments of
+the hot tail and the remote segments committed to the manifest, seen as one offset range.
+
+This is the one place that decides which tier serves an offset. Request handlers only
+translate the protocol; they ask this class for records, offsets and the log start, and
+never look at the remote tier themselves::
+
+    earliest_offset()        local_log_start_offset         log_end_offset
+         |---- remote only ----|------ local (and maybe remote too) ------|
+         read from object store  read from segment files (sendfile slices)
+
+What it does not own: the high watermark (the partition's replication state passes it in
+as the upper bound of every read and lookup) and the remote manifest (the
+``RemoteLogManager`` keeps it; this class reads its immutable snapshots).
+
+Not thread-safe: used from the broker's event loop, like ``Log``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tierlog.local.errors import OffsetOutOfRangeError
+from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from tierlog.local.segment import FileSlice
+from tierlog.remote.api import RemoteStorageUnavailableError
+from tierlog.remote.remote_log_manager import RemoteLogManager, TieredPartition
+
+# KIP-405/KIP-1005 special timestamps: earliest local offset, latest tiered offset, first
+# offset not uploaded yet.
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
+
+
+@dataclass(slots=True)
+class LogReadResult:
+    """Records read from one tier: a sendfile slice of a local segment, bytes fetched from
+    the remote tier, or None when there is nothing (yet) at the offset."""
+
+    records: FileSlice | bytes | None
+    log_start_offset: int
+
+    @property
+    def size(self) -> int:
+        if self.records is None:
+            return 0
+        return self.records.size if isinstance(self.records, FileSlice) else len(self.records)
+
+
+class UnifiedLog:
+    """Args:
+    local: the partition's local ``Log`` (hot tail, appends).
+    remote: the broker's remote log manager, or None when the remote tier is off.
+    """
+
+    def __init__(self, local: Log, remote: RemoteLogManager | None, topic: str, partition: int):
+        self.local = local
+        self.remote = remote
+        self.topic = topic
+        self.partition = partition
+
+    # -- offsets -------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.local.log_end_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        return self.local.log_start_offset
+
+    def tiered(self) -> TieredPartition | None:
+        """The remote tier's view of this partition, when it is tracked (a tiered topic
+        this broker leads)."""
+        if self.remote is None or not self.local.config.remote_storage_enable:
+            return None
+        return self.remote.get(self.topic, self.partition)
+
+    def earliest_offset(self) -> int:
+        """The whole log's start: the remote log start when remote data exists."""
+        tiered = self.tiered()
+        return tiered.earliest_offset() if tiered is not None else self.local.log_start_offset
+
+    def remote_tier_unknown(self) -> bool:
+        """True for a tiered partition whose manifest this broker has not read: not tracked
+        yet (start-up) or unreadable since start-up (store down, manifest corrupt). Its
+        remote range, and so its earliest offset, is unknown until then."""
+        if self.remote is None or not self.local.config.remote_storage_enable:
+            return False
+        tiered = self.remote.get(self.topic, self.partition)
+        return tiered is None or tiered.manifest is None
+
+    def _require_remote_known(self) -> None:
+        # What lies below the local log start is unknown, not gone: answering
+        # OFFSET_OUT_OF_RANGE would make consumers with auto.offset.reset jump past the
+        # remote data; a retriable error makes them wait for it.
+        if self.remote_tier_unknown():
+            raise RemoteStorageUnavailableError(
+                f"{self.topic}-{self.partition}: remote tier not loaded yet"
+            )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def read(
+        self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool
+    ) -> LogReadResult:
+        """Batches from ``offset`` below ``max_offset`` (the high watermark), from whichever
+        tier holds it: offsets below the local log start come from the remote tier (off the
+        event loop), the rest from local segment files as sendfile slices.
+
+        Raises:
+            OffsetOutOfRangeError: below the earliest offset or past the log end.
+            RemoteStorageError, TimeoutError: the remote tier cannot answer (retriable).
+        """
+        local = self.local
+        if offset < local.log_start_offset:
+            self._require_remote_known()
+            tiered = self.tiered()
+            earliest = self.earliest_offset()
+            if tiered is not None and self.remote is not None and offset >= earliest:
+                remote = await self.remote.read(tiered, offset, max_bytes, min_one_batch)
+                return LogReadResult(remote, earliest)
+        chunk = local.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+        return LogReadResult(chunk, self.earliest_offset())
+
+    # -- offset lookups ------------------------------------------------------------------
+
+    async def list_offset(self, timestamp: int, high_watermark: int) -> tuple[int, int]:
+        """``(offset, timestamp)`` answering one ListOffsets query; (-1, -1) when none.
+
+        Earliest is the whole log's start (remote), -4 the local log start, -5 the last
+        offset in the remote tier, -6 the first not uploaded yet (KIP-405, KIP-1005);
+        timestamp lookups search remote-only segments first. Only records below the high
+        watermark are visible.
+        """
+        local = self.local
+        tiered = self.tiered()
+        if timestamp == LATEST_TIMESTAMP:
+            return high_watermark, -1
+        if (timestamp == EARLIEST_TIMESTAMP or timestamp >= 0) and local.log_start_offset > 0:
+            # The local log start is not the earliest offset while the manifest is unread,
+            # and a timestamp may fall in the remote range: a retriable error rather than
+            # a local answer that skips remote data.
+            self._require_remote_known()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.earliest_offset(), -1
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return local.log_start_offset, -1
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return (tiered.remote_end() - 1 if tiered and tiered.committed() else -1), -1
+        if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
+            return (max(tiered.remote_end(), local.log_start_offset) if tiered else -1), -1
+        if timestamp >= 0 and tiered is not None and self.remote is not None:
+            found_remote = await self.remote.offset_for_timestamp(tiered, timestamp)
+            if found_remote is not None:
+                return found_remote
+        if timestamp == MAX_TIMESTAMP or timestamp >= 0:
+            found = local.offset_for_timestamp(timestamp)
+            if found is None or found[0] >= high_watermark:
+                return -1, -1
+            return found[0], found[1]
+        raise OffsetOutOfRangeError(timestamp, local.log_start_offset, local.log_end_offset)
+
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch in force at ``offset`` (the cache's last entry starting at or
+        before it), -1 when unknown."""
+        epoch = -1
+        for entry in self.local.leader_epoch_cache.entries:
+            if entry.start_offset > offset:
+                break
+            epoch = entry.epoch
+        return epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (KIP-101/279): ``(epoch, end offset)`` of the largest epoch
+        <= ``leader_epoch``."""
+        return self.local.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+
+    # -- changes -------------------------------------------------------------------------
+
+    async def advance_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords: nothing below ``offset`` is readable afterwards, on either tier;
+        returns the whole log's start offset (the new low watermark)."""
+        low_watermark = self.local.advance_log_start_offset(offset)
+        tiered = self.tiered()
+        if self.remote is not None and tiered is not None and tiered.committed():
+            low_watermark = await self.remote.advance_log_start_offset(tiered, offset)
+        return low_watermark
