@@ -18,9 +18,7 @@ from tierlog.local.checkpoint import read_offsets
 
 
 def config(data: Path, **extra: str) -> BrokerConfig:
-    return BrokerConfig(
-        {"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0", **extra}
-    )
+    return BrokerConfig({"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0", **extra})
 
 
 def test_connections_are_refused_until_every_component_is_ready(

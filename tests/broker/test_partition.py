@@ -31,7 +31,13 @@ def make_partition(
     for _ in range(records):
         log.append(make_batch(1))
     return Partition(
-        "t", uuid.uuid4(), 0, UnifiedLog(log, None, "t", 0), state, ME, high_watermark=high_watermark
+        "t",
+        uuid.uuid4(),
+        0,
+        UnifiedLog(log, None, "t", 0),
+        state,
+        ME,
+        high_watermark=high_watermark,
     )
 
 
