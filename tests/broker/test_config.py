@@ -69,3 +69,26 @@ def test_bad_config_names_the_key_and_the_reason(key: str, value: str, reason: s
 
 def test_node_id_is_an_alias_of_broker_id() -> None:
     assert BrokerConfig({"node.id": "7"}).broker_id == 7
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("zookeeper.connect", "127.0.0.1:2181"),
+        ("zookeeper.session.timeout.ms", "6000"),
+        ("replica.lag.time.max.ms", "10000"),
+        ("unclean.leader.election.enable", "true"),
+        ("transactional.id.expiration.ms", "1000"),
+    ],
+)
+def test_keys_whose_feature_is_not_there_yet_are_refused_not_ignored(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        BrokerConfig({key: value})
+    assert exc.value.key == key
+    assert "remove this key" in str(exc.value)
+
+
+def test_such_keys_at_their_default_are_what_a_single_node_does() -> None:
+    # Kafka's sample server.properties carries these; a single node already behaves so.
+    config = BrokerConfig({"zookeeper.connect": "", "unclean.leader.election.enable": "false"})
+    assert config.single_node

@@ -235,6 +235,23 @@ _TOPIC_DEFAULTS = {
 }
 
 
+# Keys Kafka accepts whose feature this version does not run: refused when set to anything
+# but their default, with the reason, rather than accepted and silently ignored (a user
+# would believe them in force). Their defaults are what a single node does anyway (no
+# ZooKeeper, no followers to lag or to elect out of sync, no transactional ids).
+_NOT_YET_HONOURED = {
+    "zookeeper.connect": "cluster mode is not available yet; leave it empty for a single "
+    "node (coordination kept in the data dir)",
+    "zookeeper.session.timeout.ms": "applies to cluster mode (zookeeper.connect), which is "
+    "not available yet",
+    "replica.lag.time.max.ms": "applies to followers, which exist only in cluster mode "
+    "(zookeeper.connect), not available yet",
+    "unclean.leader.election.enable": "leader elections happen only in cluster mode "
+    "(zookeeper.connect), not available yet",
+    "transactional.id.expiration.ms": "transactions are not supported yet",
+}
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -263,6 +280,9 @@ class BrokerConfig:
         self.values = BROKER_CONFIG.parse(
             {k: v for k, v in self.raw.items() if not k.startswith(REMOTE_OPTIONS_PREFIX)}
         )
+        for key, reason in _NOT_YET_HONOURED.items():
+            if self.values[key] != BROKER_CONFIG.keys[key].default:
+                raise ConfigError(key, f"{reason}; remove this key")
         v = self.values
         if v["node.id"] >= 0 and "broker.id" not in self.raw:
             v["broker.id"] = v["node.id"]
