@@ -4,7 +4,10 @@ Requests on one connection are handled one at a time and answered in order, as K
 (a connection is muted while its request is in flight); clients pipeline across connections
 and partitions instead. A frame that cannot be read (oversized, malformed, unknown API or
 version) closes that connection only; the broker keeps serving everyone else. Fetch answers
-are written as bytes plus file slices sent with ``loop.sendfile`` (zero copy).
+are written as bytes plus file slices sent with ``loop.sendfile`` (zero copy); each slice
+holds a lease on its segment file (``tierlog.local.segment``), released here exactly once,
+after the answer is sent or when sending it fails, the connection closes or the task is
+cancelled, so a segment deleted or truncated meanwhile never changes the bytes sent.
 """
 
 from __future__ import annotations
@@ -119,7 +122,12 @@ class KafkaServer:
 
     async def _send(self, writer: asyncio.StreamWriter, request: Request, response: Any) -> None:
         if isinstance(response, EncodedFetchResponse):
-            await self._send_parts(writer, response)
+            try:
+                await self._send_parts(writer, response)
+            finally:
+                # After loop.sendfile returns or is cancelled it issues no further
+                # os.sendfile on the slice's fd, so the fd may be closed from here on.
+                response.release()
         elif isinstance(response, bytes):
             writer.write(response)  # already framed (hand-laid encoders)
         else:

@@ -6,16 +6,51 @@ producers sent them, with only baseOffset and partitionLeaderEpoch rewritten (se
 ``tierlog.records.header``). Appends go through ``os.writev``; reads return a ``FileSlice``
 that can go to a socket with ``os.sendfile``.
 
-Lifecycle (``SegmentState``)::
+Lifecycle of a segment (``SegmentState``)::
 
     ACTIVE --roll--> CLOSED --retention/truncation--> DELETED (renamed *.deleted,
-                                                     unlinked after file.delete.delay.ms)
+       ^               |                             unlinked after file.delete.delay.ms)
+       +--truncation---+ (make_active: the last segment left takes appends again)
 
-Not thread-safe; owned by one ``Log``.
+Leases. A fetch answer is sent after the read that produced it, and ``sendfile`` reads the
+segment's fd while it sends, so the fd must stay open and its bytes unchanged until the
+answer is out, whatever the log does meanwhile (retention or DeleteRecords with
+file.delete.delay.ms=0, a follower truncating, shutdown, a compaction swap). Every
+``FileSlice`` that ``read`` returns therefore holds a lease on the open file it names: one
+``SegmentFile`` per open ``.log`` inode, counting its leases. A segment owns one
+``SegmentFile`` at a time; when it lets go of it (close, delete, or a copy-on-write
+truncation that moves the segment to a new inode) the file is RETIRED and its fd is closed
+when the last lease is released, not before. Unlinking the path at once is fine: the open
+fd keeps the inode and its pages. Lifecycle of a file (``FileState``)::
+
+    OPEN --segment closed / deleted / replaced--> RETIRED --last lease released--> CLOSED
+      |                                                                              ^
+      +------------- (retired with no lease outstanding) ----------------------------+
+
+Truncation never shrinks or rewrites bytes that were leased (``SegmentFile.leased_end``,
+the highest end any lease ever named): below that mark ``truncate_to`` copies the kept
+prefix to a new file (``copy_file_range``, in the kernel), renames it over the segment's
+path and switches the segment to it, leaving the old inode to the leases. The mark never
+goes down, even when no lease is outstanding, because Linux ``sendfile`` to TCP queues
+page-cache pages by reference: bytes already "sent" are still read from the file's pages
+until the peer takes them (on loopback, until the client reads), and an in-place
+``ftruncate`` zeroes the tail of the page at the new end, which the next append then
+overwrites. The copy costs up to one segment of I/O, only when a follower truncates bytes
+a fetch has read (a leader change with a diverged tail), which is rare; the alternative,
+refusing the truncation until leases drain, would stall replication behind a slow consumer.
+Appends write only past ``size``, beyond every lease, so they never need this.
+
+Not thread-safe; owned by one ``Log``, and leases are taken and released on the thread
+that owns the log (the broker's event loop).
+
+Size: ~720 lines, past the ~600 guideline, since the leases (``FileState``,
+``SegmentFile``, ``FileSlice``) joined the segment that hands them out; they are the part
+to move into their own module (``local/file_lease.py``) next.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
@@ -23,7 +58,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 from tierlog.local.index import CorruptIndexError
 from tierlog.local.offset_index import OffsetIndex
@@ -49,19 +84,129 @@ class SegmentState(Enum):
     DELETED = "deleted"
 
 
+class FileState(Enum):
+    OPEN = "open"  # its segment reads and appends through it
+    RETIRED = "retired"  # its segment let go; leases still send from it
+    CLOSED = "closed"  # fd closed
+
+
+class SegmentFile:
+    """One open ``.log`` file descriptor, shared by its segment and the leases on it.
+
+    ``leases`` counts the slices read from it and not yet released; ``leased_end`` is the
+    highest byte position any of them ever named (see the module docstring for why it
+    never goes down). The fd is closed once the file is RETIRED and ``leases`` is 0.
+    """
+
+    __slots__ = ("fd", "leased_end", "leases", "state")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.leases = 0
+        self.leased_end = 0
+        self.state = FileState.OPEN
+
+    def retire(self) -> None:
+        """The segment no longer uses this file: close it now, or at the last release."""
+        if self.state is FileState.OPEN:
+            self.state = FileState.RETIRED
+            if self.leases == 0:
+                self._close()
+
+    def unlease(self) -> None:
+        self.leases -= 1
+        if self.leases == 0 and self.state is FileState.RETIRED:
+            self._close()
+
+    def _close(self) -> None:
+        self.state = FileState.CLOSED
+        os.close(self.fd)
+
+    def __repr__(self) -> str:
+        return f"SegmentFile(fd={self.fd}, leases={self.leases}, {self.state.value})"
+
+
+# What a released slice points at: never OPEN, so a use after release is caught.
+_RELEASED = SegmentFile(-1)
+_RELEASED.state = FileState.CLOSED
+
+
+def _copy_prefix(src: int, dst: int, size: int, what: Path) -> None:
+    """Copy bytes ``[0, size)`` of ``src`` to ``dst``: in the kernel with
+    ``copy_file_range`` (a reflink where the filesystem shares extents), else through a
+    buffer where the filesystem refuses it."""
+    copied = 0
+    try:
+        while copied < size:
+            n = os.copy_file_range(src, dst, size - copied, copied, copied)
+            if n == 0:
+                break
+            copied += n
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
+    while copied < size:
+        chunk = os.pread(src, min(size - copied, 1 << 20), copied)
+        if not chunk:
+            break
+        copied += os.pwrite(dst, chunk, copied)
+    if copied < size:
+        raise OSError(f"{what}: file ended at {copied} copying {size} bytes")
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-class FileSlice(NamedTuple):
-    """A byte range of an open file: what a fetch sends with ``os.sendfile``."""
+class FileSlice:
+    """A byte range of an open file: what a fetch sends with ``os.sendfile``.
 
-    fd: int
-    position: int
-    size: int
+    Lease contract: a slice from ``LogSegment.read`` (so from ``Log.read``) holds a lease
+    that keeps ``fd`` open and the bytes it names unchanged, whatever happens to the
+    segment, until ``release()``. Whoever holds the slice releases it exactly when it is
+    done with it: the server after the answer is sent, or sending failed, or the
+    connection closed (``EncodedFetchResponse.release``); the fetch handler for a slice it
+    read but drops (a long poll reading again). ``release`` is idempotent and cheap; after
+    it, ``fd`` may be closed or reused by another file, so the slice must not be read or
+    sent any more (``read``/``sendfile_to`` raise ``ValueError``). A slice dropped without
+    a release is released when it is garbage collected, as a backstop only: relying on
+    it keeps a deleted segment's disk space until the collector runs.
+
+    A slice built directly (``FileSlice(fd, position, size)``, tools and tests) holds no
+    lease: its ``release`` does nothing and it stays readable. Equality and hashing look
+    at ``(fd, position, size)`` only.
+    """
+
+    __slots__ = ("_file", "fd", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int, file: SegmentFile | None = None) -> None:
+        self.fd = fd
+        self.position = position
+        self.size = size
+        self._file = file
+
+    def release(self) -> None:
+        """Give the lease back (no-op without one, or when already released)."""
+        file = self._file
+        if file is not None and file is not _RELEASED:
+            self._file = _RELEASED
+            file.unlease()
+
+    def __del__(self) -> None:
+        if self._file is not None and self._file is not _RELEASED:
+            self.release()
+
+    @property
+    def released(self) -> bool:
+        return self._file is _RELEASED
+
+    def _check(self) -> None:
+        if self._file is _RELEASED:
+            raise ValueError(f"{self!r} was released: its fd may belong to another file now")
 
     def read(self) -> bytes:
         """The bytes themselves (tools and tests; the broker uses ``sendfile_to``)."""
+        self._check()
         return os.pread(self.fd, self.size, self.position)
 
     def sendfile_to(self, out_fd: int) -> int:
@@ -69,6 +214,7 @@ class FileSlice(NamedTuple):
 
         A blocking ``out_fd`` is assumed; the broker's event loop uses ``loop.sendfile``.
         """
+        self._check()
         sent = 0
         while sent < self.size:
             n = os.sendfile(out_fd, self.fd, self.position + sent, self.size - sent)
@@ -76,6 +222,18 @@ class FileSlice(NamedTuple):
                 break
             sent += n
         return sent
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileSlice):
+            return NotImplemented
+        return (self.fd, self.position, self.size) == (other.fd, other.position, other.size)
+
+    def __hash__(self) -> int:
+        return hash((self.fd, self.position, self.size))
+
+    def __repr__(self) -> str:
+        lease = "" if self._file is None else ", released" if self.released else ", leased"
+        return f"FileSlice(fd={self.fd}, position={self.position}, size={self.size}{lease})"
 
 
 @dataclass(slots=True)
@@ -115,6 +273,8 @@ class LogSegment:
         stem = self.directory / segment_name(base_offset)
         self.path = stem.with_suffix(LOG_SUFFIX)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # The open file behind ``fd``, shared with the leases of slices read from it.
+        self._file = SegmentFile(self.fd)
         self.size = os.fstat(self.fd).st_size
         self.created_ms = created_ms
         # True when an index file was absent or unreadable at open (it is then created
@@ -410,7 +570,18 @@ class LogSegment:
             size = min(header.size, limit - position)
         if size <= 0:
             return None
-        return FileSlice(self.fd, position, size)
+        # Take a lease (the fetch hot path: two attribute updates, no call).
+        file = self._file
+        file.leases += 1
+        end = position + size
+        if end > file.leased_end:
+            file.leased_end = end
+        return FileSlice(file.fd, position, size, file)
+
+    @property
+    def leases(self) -> int:
+        """Leases outstanding on the segment's current file (retired files not counted)."""
+        return self._file.leases
 
     def position_of(self, offset: int) -> int:
         """Byte position where the batch starting at or containing ``offset`` begins, or the
@@ -427,15 +598,21 @@ class LogSegment:
     # -- changing ------------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> int:
-        """Drop every batch whose last offset is >= ``offset``; returns bytes removed."""
+        """Drop every batch whose last offset is >= ``offset``; returns bytes removed.
+
+        When a lease ever named bytes at or past the cut, the file is not cut in place:
+        the kept prefix moves to a new file (see the module docstring, copy-on-write).
+        """
         found = self.find_batch(offset)
         if found is None:
             return 0
         position = found[0]
         removed = self.size - position
+        if position < self._file.leased_end:
+            self._replace_with_prefix(position)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        os.ftruncate(self.fd, position)
+        os.ftruncate(self.fd, position)  # a no-op after a copy
         self.size = position
         # Re-derive running state from what is left.
         self.next_offset = self.base_offset
@@ -449,6 +626,34 @@ class LogSegment:
         _, last_indexed_position = self.offset_index.lookup(2**62)
         self._bytes_since_index_entry = self.size - last_indexed_position
         return removed
+
+    def _replace_with_prefix(self, position: int) -> None:
+        """Copy the first ``position`` bytes to a new file, rename it over ``path`` and
+        append to it from now on; the old inode stays with its leases, unchanged.
+
+        The copy is fsynced before the rename: the recovery point may lie inside the
+        prefix, and recovery trusts what is below it. A crash before the rename leaves a
+        ``*.tmp`` file, which loading deletes.
+        """
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _copy_prefix(self.fd, fd, position, self.path)
+            os.fsync(fd)
+            os.rename(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        self._switch_file(fd)
+
+    def _switch_file(self, fd: int) -> None:
+        """Make ``fd`` the segment's file, retiring the old one (truncation now; the
+        compaction swap, which renames cleaned files over live ones, uses it too)."""
+        old = self._file
+        self._file = SegmentFile(fd)
+        self.fd = fd
+        old.retire()
 
     def flush(self) -> None:
         os.fsync(self.fd)
@@ -469,7 +674,8 @@ class LogSegment:
         self.state = SegmentState.ACTIVE
 
     def close(self) -> None:
-        """Release the files (clean shutdown): trims the indexes to their entries."""
+        """Release the files (clean shutdown): trims the indexes to their entries. The
+        ``.log`` fd stays open until the last lease on it is released."""
         if self.fd < 0:
             return
         if (
@@ -480,7 +686,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()
         self.time_index.close()
-        os.close(self.fd)
+        self._file.retire()
         self.fd = -1
 
     def rename_for_delete(self) -> None:
@@ -493,11 +699,12 @@ class LogSegment:
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
 
     def delete(self) -> None:
-        """Close and unlink all three files."""
+        """Close and unlink all three files. Leased bytes stay readable: the ``.log`` fd
+        (and with it the unlinked inode) is closed when the last lease is released."""
         self.offset_index.delete()
         self.time_index.delete()
         if self.fd >= 0:
-            os.close(self.fd)
+            self._file.retire()
             self.fd = -1
         self.path.unlink(missing_ok=True)
 

@@ -60,7 +60,11 @@ INLINE_RECORDS_MAX: Final = 16 * 1024
 
 
 class RecordsSlice(Protocol):
-    """A byte range the connection layer can send itself (``tierlog.local.FileSlice``)."""
+    """A byte range the connection layer can send itself (``tierlog.local.FileSlice``).
+
+    A slice may also have a ``release()`` method (a lease on the file it names), which
+    ``EncodedFetchResponse.release`` calls once the answer is sent or abandoned.
+    """
 
     @property
     def size(self) -> int: ...
@@ -135,10 +139,23 @@ class FetchTopicData:
 
 
 class EncodedFetchResponse(NamedTuple):
-    """The response as parts to send in order; ``size`` counts all of them, prefix included."""
+    """The response as parts to send in order; ``size`` counts all of them, prefix included.
+
+    Whoever sends it calls ``release()`` once the parts are sent, or when sending fails or
+    is abandoned, to give back the slices' leases.
+    """
 
     parts: list[FetchPart]
     size: int
+
+    def release(self) -> None:
+        """Call ``release()`` on every part that has one; safe to repeat (releasing a
+        ``FileSlice`` twice does nothing)."""
+        for part in self.parts:
+            if not isinstance(part, bytes | memoryview):
+                release = getattr(part, "release", None)
+                if release is not None:
+                    release()
 
 
 _I16: Final = struct.Struct(">h")
