@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition
+from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
     EncodedFetchResponse,
     FetchPartitionData,
@@ -102,6 +103,10 @@ async def _read_all(
             errors = True
             continue
         answer.error_code = 0
+        if isinstance(answer.records, FileSlice):
+            # A long poll reads again: the earlier slice is dropped unsent, so its lease on
+            # the segment file goes back now (the server releases only what it sends).
+            answer.records.release()
         answer.records = b""
         # Kafka: the first partition with data may exceed the limits by one batch, so a
         # consumer always makes progress; later ones stop at the response limit.
