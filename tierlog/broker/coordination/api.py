@@ -38,11 +38,17 @@ class BrokerRegistration:
 @dataclass
 class PartitionState:
     """Leader and ISR of one partition; ``leader_epoch`` never goes down (clients rely on
-    it, kafka-wire.md), so it is persisted and only ever bumped."""
+    it, kafka-wire.md), so it is persisted and only ever bumped.
+
+    ``controller_epoch`` is the epoch of the controller that wrote the state;
+    ``partition_epoch`` is the version of the stored state (ZooKeeper: the state znode's
+    zkVersion), which every ISR change names so that a stale one is refused (KIP-497)."""
 
     leader: int
     leader_epoch: int
     isr: list[int]
+    controller_epoch: int = 0
+    partition_epoch: int = 0
 
 
 @dataclass
