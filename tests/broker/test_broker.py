@@ -59,7 +59,7 @@ def test_producer_id_expiration_reaches_every_log(tmp_path: Path) -> None:
         await broker.start()
         try:
             assert broker.replicas is not None
-            broker.replicas.create_topic("t", 1, 1, {})
+            await broker.replicas.create_topic("t", 1, 1, {})
             log = broker.replicas.partitions[("t", 0)].local
             return log.producer_state.producer_id_expiration_ms
         finally:
@@ -76,7 +76,7 @@ def test_high_watermarks_are_checkpointed_in_kafkas_file(tmp_path: Path) -> None
         await broker.start()
         try:
             assert broker.replicas is not None
-            broker.replicas.create_topic("t", 2, 1, {})
+            await broker.replicas.create_topic("t", 2, 1, {})
             broker.replicas.append_records("t", 1, make_batch(5), 1)
         finally:
             await broker.stop()

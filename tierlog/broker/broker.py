@@ -90,7 +90,7 @@ class Broker:
         )
         self.port = await self.server.start()
         advertised = config.advertised[0]
-        coordinator.start(
+        await coordinator.start(
             BrokerRegistration(config.broker_id, advertised.host, advertised.port or self.port)
         )
         self.remote = self._remote_log_manager()

@@ -61,11 +61,11 @@ class OffsetsTopic:
     def exists(self) -> bool:
         return self.cluster.topic(OFFSETS_TOPIC) is not None
 
-    def ensure_created(self) -> None:
+    async def ensure_created(self) -> None:
         if self.exists:
             return
         config = self.config
-        self.replicas.create_topic(
+        await self.replicas.create_topic(
             OFFSETS_TOPIC,
             self.partitions,
             config["offsets.topic.replication.factor"],
@@ -89,9 +89,9 @@ class OffsetsTopic:
             )
         log.info("loaded %d consumer groups from %s", loaded, OFFSETS_TOPIC)
 
-    def coordinator_node(self, group_id: str) -> BrokerRegistration | None:
+    async def coordinator_node(self, group_id: str) -> BrokerRegistration | None:
         """The broker leading the group's offsets partition (creating the topic first)."""
-        self.ensure_created()
+        await self.ensure_created()
         topic = self.cluster.topic(OFFSETS_TOPIC)
         assert topic is not None
         state = topic.partition_states[partition_for(group_id, topic.partitions)]

@@ -268,7 +268,7 @@ class ReplicaManager:
 
     # -- topic operations ----------------------------------------------------------------
 
-    def create_topic(
+    async def create_topic(
         self,
         name: str,
         partitions: int,
@@ -298,19 +298,19 @@ class ReplicaManager:
         self.topic_config(configs)
         if validate_only:
             return None
-        topic = self.coordinator.create_topic(name, replicas, dict(configs))
+        topic = await self.coordinator.create_topic(name, replicas, dict(configs))
         self.sync()
         log.info("created topic %s (%d partitions)", name, topic.partitions)
         return topic
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
         if self.coordinator.topic(name) is None:
             raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        self.coordinator.delete_topic(name)
+        await self.coordinator.delete_topic(name)
         self.sync()
         log.info("deleted topic %s", name)
 
-    def add_partitions(
+    async def add_partitions(
         self,
         name: str,
         total: int,
@@ -356,10 +356,10 @@ class ReplicaManager:
             )
         if validate_only:
             return
-        self.coordinator.add_partitions(name, new)
+        await self.coordinator.add_partitions(name, new)
         self.sync()
 
-    def set_topic_configs(
+    async def set_topic_configs(
         self, name: str, configs: Mapping[str, str], *, validate_only: bool = False
     ) -> None:
         if self.coordinator.topic(name) is None:
@@ -367,5 +367,5 @@ class ReplicaManager:
         config = self.topic_config(configs)
         if validate_only:
             return
-        self.coordinator.set_topic_configs(name, dict(configs))
+        await self.coordinator.set_topic_configs(name, dict(configs))
         self.log_manager.update_config(name, config)

@@ -34,10 +34,10 @@ class ProducerIds:
         self.block_size = block_size
         self._ids: Iterator[int] = iter(())
 
-    def next_id(self) -> int:
+    async def next_id(self) -> int:
         producer_id = next(self._ids, None)
         if producer_id is None:
-            first = self.coordinator.allocate_producer_ids(self.block_size)
+            first = await self.coordinator.allocate_producer_ids(self.block_size)
             self._ids = iter(range(first, first + self.block_size))
             producer_id = next(self._ids)
         return int(producer_id)

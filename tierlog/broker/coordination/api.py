@@ -3,8 +3,9 @@
 It holds what Kafka keeps in ZooKeeper (pre-KRaft layout, DESIGN.md "Cluster"): live brokers,
 the controller, each topic's id, replica assignment and config overrides, and each
 partition's state (leader, leader epoch, ISR). Implementations: ``local.LocalCoordinator``
-(one node, a JSON file in the data dir). Everything here is strongly consistent from the
-caller's point of view: a write returns after it is durable.
+(one node, a JSON file in the data dir) and ``zookeeper.ZkCoordinator`` (cluster mode).
+Reads come from a cache and never block; writes are coroutines (ZooKeeper writes run off
+the event loop) and return once they are durable.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ class TopicExistsError(CoordinationError):
 
 class UnknownTopicError(CoordinationError):
     pass
+
+
+class AlterPartitionError(CoordinationError):
+    """An ISR change refused by the controller; ``code`` is Kafka's error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -67,9 +76,11 @@ class TopicMetadata:
 class Coordinator(Protocol):
     cluster_id: str
 
-    def start(self, me: BrokerRegistration) -> None: ...
+    async def start(self, me: BrokerRegistration) -> None:
+        """Register this broker (it is live from now on)."""
+        ...
 
-    def stop(self) -> None: ...
+    async def stop(self) -> None: ...
 
     def brokers(self) -> list[BrokerRegistration]: ...
 
@@ -79,24 +90,39 @@ class Coordinator(Protocol):
 
     def topic(self, name: str) -> TopicMetadata | None: ...
 
-    def create_topic(
+    async def create_topic(
         self, name: str, replicas: dict[int, list[int]], configs: dict[str, str]
     ) -> TopicMetadata:
         """Raises TopicExistsError. Partition states start with the first replica leading,
         epoch 0, the full replica list in sync."""
         ...
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
         """Raises UnknownTopicError."""
         ...
 
-    def add_partitions(self, name: str, replicas: dict[int, list[int]]) -> TopicMetadata: ...
+    async def add_partitions(self, name: str, replicas: dict[int, list[int]]) -> TopicMetadata: ...
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
-    def set_partition_state(self, name: str, partition: int, state: PartitionState) -> None: ...
+    async def alter_partition(
+        self,
+        name: str,
+        partition: int,
+        leader_id: int,
+        leader_epoch: int,
+        isr: list[int],
+        partition_epoch: int,
+    ) -> PartitionState:
+        """A leader's ISR change (AlterPartition, KIP-497), checked against the stored state:
+        the leader, its epoch and the partition epoch must be current.
 
-    def allocate_producer_ids(self, count: int) -> int:
+        Raises:
+            AlterPartitionError: refused, with the Kafka error code to act on.
+        """
+        ...
+
+    async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids never handed out before; returns the first
         (Kafka's ``/latest_producer_id_block``)."""
         ...

@@ -5,7 +5,8 @@ File ``<first log dir>/tierlog-metadata.json``, replaced atomically on every cha
     {"version": 1, "cluster_id": "...", "next_producer_id": 2000,
      "topics": {"orders": {"topic_id": "<uuid>", "configs": {"retention.ms": "1000"},
                            "replicas": {"0": [0]},
-                           "states": {"0": {"leader": 0, "leader_epoch": 3, "isr": [0]}}}}}
+                           "states": {"0": {"leader": 0, "leader_epoch": 3, "isr": [0],
+                                            "partition_epoch": 0}}}}}
 
 There is one broker, which is also the controller.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.broker.coordination.api import (
+    AlterPartitionError,
     BrokerRegistration,
     CoordinationError,
     PartitionState,
@@ -28,6 +30,13 @@ from tierlog.broker.coordination.api import (
     TopicMetadata,
     UnknownTopicError,
 )
+
+# Kafka error codes of AlterPartition refusals.
+NOT_LEADER_OR_FOLLOWER = 6
+INVALID_REQUEST = 42
+FENCED_LEADER_EPOCH = 74
+INVALID_UPDATE_VERSION = 96
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 FILE_NAME = "tierlog-metadata.json"
 VERSION = 1
@@ -66,7 +75,12 @@ class LocalCoordinator:
                     replicas={int(p): list(r) for p, r in t["replicas"].items()},
                     configs=dict(t["configs"]),
                     partition_states={
-                        int(p): PartitionState(s["leader"], s["leader_epoch"], list(s["isr"]))
+                        int(p): PartitionState(
+                            s["leader"],
+                            s["leader_epoch"],
+                            list(s["isr"]),
+                            partition_epoch=int(s.get("partition_epoch", 0)),
+                        )
                         for p, s in t["states"].items()
                     },
                 )
@@ -85,7 +99,12 @@ class LocalCoordinator:
                     "configs": t.configs,
                     "replicas": {str(p): r for p, r in t.replicas.items()},
                     "states": {
-                        str(p): {"leader": s.leader, "leader_epoch": s.leader_epoch, "isr": s.isr}
+                        str(p): {
+                            "leader": s.leader,
+                            "leader_epoch": s.leader_epoch,
+                            "isr": s.isr,
+                            "partition_epoch": s.partition_epoch,
+                        }
                         for p, s in t.partition_states.items()
                     },
                 }
@@ -104,12 +123,12 @@ class LocalCoordinator:
 
     # -- Coordinator ---------------------------------------------------------------------
 
-    def start(self, me: BrokerRegistration) -> None:
+    async def start(self, me: BrokerRegistration) -> None:
         self._me = me
         if not self.path.exists():
             self._save()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         self._me = None
 
     def brokers(self) -> list[BrokerRegistration]:
@@ -124,7 +143,7 @@ class LocalCoordinator:
     def topic(self, name: str) -> TopicMetadata | None:
         return self._topics.get(name)
 
-    def create_topic(
+    async def create_topic(
         self, name: str, replicas: dict[int, list[int]], configs: dict[str, str]
     ) -> TopicMetadata:
         if name in self._topics:
@@ -136,12 +155,12 @@ class LocalCoordinator:
         self._save()
         return topic
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
         if self._topics.pop(name, None) is None:
             raise UnknownTopicError(f"unknown topic {name!r}")
         self._save()
 
-    def add_partitions(self, name: str, replicas: dict[int, list[int]]) -> TopicMetadata:
+    async def add_partitions(self, name: str, replicas: dict[int, list[int]]) -> TopicMetadata:
         topic = self._require(name)
         for p, r in replicas.items():
             topic.replicas[p] = list(r)
@@ -149,21 +168,41 @@ class LocalCoordinator:
         self._save()
         return topic
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self._require(name).configs = dict(configs)
         self._save()
 
-    def set_partition_state(self, name: str, partition: int, state: PartitionState) -> None:
+    async def alter_partition(
+        self,
+        name: str,
+        partition: int,
+        leader_id: int,
+        leader_epoch: int,
+        isr: list[int],
+        partition_epoch: int,
+    ) -> PartitionState:
+        # One broker: it is the only replica and the only possible ISR, so the checks are
+        # Kafka's controller's, and a change can only ever restate what is stored.
         topic = self._require(name)
-        old = topic.partition_states.get(partition)
-        if old is not None and state.leader_epoch < old.leader_epoch:
-            raise CoordinationError(
-                f"{name}-{partition}: leader epoch {state.leader_epoch} < {old.leader_epoch}"
+        state = topic.partition_states.get(partition)
+        if state is None:
+            raise AlterPartitionError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown {name}-{partition}")
+        if leader_id != state.leader:
+            raise AlterPartitionError(NOT_LEADER_OR_FOLLOWER, f"{leader_id} does not lead")
+        if leader_epoch != state.leader_epoch:
+            raise AlterPartitionError(FENCED_LEADER_EPOCH, f"leader epoch {leader_epoch} is stale")
+        if partition_epoch != state.partition_epoch:
+            raise AlterPartitionError(
+                INVALID_UPDATE_VERSION, f"partition epoch {partition_epoch} is stale"
             )
-        topic.partition_states[partition] = state
+        if leader_id not in isr or not set(isr) <= set(topic.replicas[partition]):
+            raise AlterPartitionError(INVALID_REQUEST, f"ISR {isr} is not valid")
+        state.isr = list(isr)
+        state.partition_epoch += 1
         self._save()
+        return state
 
-    def allocate_producer_ids(self, count: int) -> int:
+    async def allocate_producer_ids(self, count: int) -> int:
         first = self._next_producer_id
         self._next_producer_id += count
         self._save()

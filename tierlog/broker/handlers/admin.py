@@ -82,7 +82,7 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
                     ErrorCode.invalid_request,
                     f"{t.name} is an internal topic; the broker creates it on first use",
                 )
-            topic = services.replicas.create_topic(
+            topic = await services.replicas.create_topic(
                 t.name, partitions, rf, configs, validate_only=validate_only, replicas=replicas
             )
             if topic is not None:
@@ -138,7 +138,7 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> An
             topic = services.cluster.topic(name)
             if topic is not None:
                 answer["topic_id"] = topic.topic_id
-            services.replicas.delete_topic(name)
+            await services.replicas.delete_topic(name)
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
@@ -158,7 +158,7 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
                 )
             # Null (or empty) assignments: the broker places the new partitions.
             assignments = [list(a.broker_ids) for a in t.assignments or ()] or None
-            services.replicas.add_partitions(
+            await services.replicas.add_partitions(
                 t.name, t.count, validate_only=body.validate_only, assignments=assignments
             )
         except Exception as exc:
@@ -258,11 +258,13 @@ def _check_alterable(resource: Any) -> None:
         )
 
 
-def _alter(
+async def _alter(
     services: BrokerServices, resource: Any, new: dict[str, str], validate_only: bool
 ) -> None:
     _check_alterable(resource)
-    services.replicas.set_topic_configs(resource.resource_name, new, validate_only=validate_only)
+    await services.replicas.set_topic_configs(
+        resource.resource_name, new, validate_only=validate_only
+    )
 
 
 async def handle_alter_configs(services: BrokerServices, request: Request) -> Any:
@@ -278,7 +280,7 @@ async def handle_alter_configs(services: BrokerServices, request: Request) -> An
         try:
             # AlterConfigs replaces the whole set of overrides (not incremental).
             new = {c.name: c.value for c in resource.configs if c.value is not None}
-            _alter(services, resource, new, body.validate_only)
+            await _alter(services, resource, new, body.validate_only)
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
@@ -309,7 +311,7 @@ async def handle_incremental_alter_configs(services: BrokerServices, request: Re
             new = dict(topic.configs)
             for c in resource.configs:
                 _apply_op(services, new, c.name, c.config_operation, c.value)
-            _alter(services, resource, new, body.validate_only)
+            await _alter(services, resource, new, body.validate_only)
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)

@@ -27,7 +27,7 @@ def _answer(request: Request, data: dict[str, Any]) -> Any:
     return build(request_response_type(request), {"throttle_time": 0, **data})
 
 
-def _coordinator_for(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]:
+async def _coordinator_for(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]:
     if key_type != KEY_TYPE_GROUP:
         # Transactions (and share groups) have no coordinator here.
         return {
@@ -45,7 +45,7 @@ def _coordinator_for(services: BrokerServices, key: str, key_type: int) -> dict[
             "host": "",
             "port": -1,
         }
-    leader = services.offsets_topic.coordinator_node(key)
+    leader = await services.offsets_topic.coordinator_node(key)
     if leader is None:
         return {
             "error_code": ErrorCode.coordinator_not_available,
@@ -68,11 +68,11 @@ async def handle_find_coordinator(services: BrokerServices, request: Request) ->
     key_type = field(body, "key_type", KEY_TYPE_GROUP)
     if request.api_version >= 4:
         coordinators = [
-            {"key": key, **_coordinator_for(services, key, key_type)}
+            {"key": key, **(await _coordinator_for(services, key, key_type))}
             for key in body.coordinator_keys
         ]
         return _answer(request, {"coordinators": coordinators})
-    return _answer(request, _coordinator_for(services, body.key, key_type))
+    return _answer(request, await _coordinator_for(services, body.key, key_type))
 
 
 async def handle_join_group(services: BrokerServices, request: Request) -> Any:

@@ -99,9 +99,9 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
                         # (AutoTopicCreationManager.creatableTopic). With the defaults of
                         # an ordinary topic (1 partition, not compacted, never loaded into
                         # the group coordinator) every consumer group stopped working.
-                        services.offsets_topic.ensure_created()
+                        await services.offsets_topic.ensure_created()
                     else:
-                        _auto_create(services, name)
+                        await _auto_create(services, name)
                 except TopicError as exc:
                     topics.append(
                         {
@@ -127,12 +127,12 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
     )
 
 
-def _auto_create(services: BrokerServices, name: str) -> None:
+async def _auto_create(services: BrokerServices, name: str) -> None:
     """Create ``name`` with the broker defaults, if auto.create.topics.enable."""
     config = services.config
     if not config["auto.create.topics.enable"]:
         raise TopicError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
-    services.replicas.create_topic(
+    await services.replicas.create_topic(
         name, config["num.partitions"], config["default.replication.factor"], {}
     )
 

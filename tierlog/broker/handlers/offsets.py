@@ -107,5 +107,5 @@ async def handle_init_producer_id(services: BrokerServices, request: Request) ->
         answer["error_code"] = ErrorCode.transactional_id_authorization_failed
     else:
         # Kafka hands a non-transactional producer a fresh id every time (epoch 0).
-        answer.update(producer_id=services.producer_ids.next_id(), producer_epoch=0)
+        answer.update(producer_id=await services.producer_ids.next_id(), producer_epoch=0)
     return build(request_response_type(request), answer)
