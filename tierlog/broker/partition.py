@@ -1,12 +1,18 @@
 """One partition hosted by this broker: its replication state above its log (Kafka's
-``cluster/Partition``), and the fetches waiting for data on it (long polls).
+``cluster/Partition``), and the requests waiting on it (long polls, acks=all produces).
 
-The partition owns what replication decides — leadership, leader epoch, ISR and the high
-watermark — while the ``UnifiedLog`` below it owns the bytes on both tiers. The high
-watermark is the smallest log end offset among the ISR (with this broker the only ISR
-member: its own log end after each append); only records below it are visible to
-consumers, offloaded to the remote tier or deleted by retention. It is checkpointed by the
-``ReplicaManager`` in Kafka's ``replication-offset-checkpoint`` file and restored from it.
+The partition owns what replication decides — leadership, leader epoch, ISR, what the
+leader knows of each follower (``replica_progress``) and the high watermark — while the
+``UnifiedLog`` below it owns the bytes on both tiers. The high watermark is the smallest
+log end offset among the ISR; only records below it are visible to consumers, offloaded to
+the remote tier or deleted by retention. It is checkpointed by the ``ReplicaManager`` in
+Kafka's ``replication-offset-checkpoint`` file and restored from it.
+
+Leader side: followers fetch up to the log end (``fetch_for_follower``), which records
+their progress, may move the high watermark and may propose adding them to the ISR;
+``maybe_shrink_isr`` proposes removing laggards. ISR changes go through ``alter_isr``
+(AlterPartition, KIP-497), one at a time. Follower side: the replica fetcher appends the
+leader's batches as they are and learns the high watermark from it.
 
 Not thread-safe: used from the broker's event loop.
 """
@@ -14,14 +20,20 @@ Not thread-safe: used from the broker's event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tierlog.broker.coordination.api import PartitionState
+from tierlog.broker.replica_progress import UNKNOWN_OFFSET, ReplicaProgress
 from tierlog.local.errors import LogError
 from tierlog.local.log import AppendInfo, Log
 from tierlog.local.segment import FileSlice
 from tierlog.remote.unified_log import LATEST_TIMESTAMP, UnifiedLog
+from tierlog.util.clock import Clock
+
+log = logging.getLogger(__name__)
 
 
 class PartitionError(LogError):
@@ -32,12 +44,23 @@ class PartitionError(LogError):
         self.code = code
 
 
-# Kafka error codes raised from here (tierlog.protocol.errors.ErrorCode has them all).
+# Kafka error codes raised or returned from here (tierlog.protocol.errors.ErrorCode has
+# them all).
+NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
 NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+
+AlterIsr = Callable[["Partition", list[int]], Awaitable[PartitionState | None]]
+
+
+async def no_isr_change(partition: Partition, isr: list[int]) -> PartitionState | None:
+    """The default ``alter_isr``: nothing to ask (a single node's ISR is itself)."""
+    return None
 
 
 @dataclass(slots=True)
@@ -58,7 +81,16 @@ class Partition:
     """Args:
     log: the partition's log over both tiers.
     state: leader, leader epoch and ISR as the coordination metadata has them.
+    broker_id: this broker.
     high_watermark: the checkpointed high watermark, if any (clamped to the log).
+    replicas: the assigned replicas (default: the ISR and the leader).
+    clock: times follower progress (``milliseconds()``, as Kafka's ``time.milliseconds``);
+        default: the log's clock.
+
+    Attributes:
+        alter_isr: ``async (partition, new_isr) -> PartitionState | None``, set by the
+            owner: sends AlterPartition naming ``state.leader_epoch`` and
+            ``state.partition_epoch``; None (or an exception) means refused.
     """
 
     def __init__(
@@ -71,6 +103,8 @@ class Partition:
         broker_id: int,
         *,
         high_watermark: int = 0,
+        replicas: list[int] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.topic = topic
         self.topic_id = topic_id
@@ -78,9 +112,23 @@ class Partition:
         self.log = log
         self.state = state
         self.broker_id = broker_id
+        self.replicas = list(replicas) if replicas is not None else _default_replicas(state)
+        self.clock = clock or log.local.clock
+        self.alter_isr: AlterIsr = no_isr_change
         self._high_watermark = 0
         self._waiters: set[asyncio.Future[None]] = set()
+        self._log_end_waiters: set[asyncio.Future[None]] = set()
+        self._followers: dict[int, ReplicaProgress] = {}
+        self._leader_epoch_start_offset: int | None = None
+        # The ISR proposed to the controller and not answered yet (Kafka's PendingExpandIsr
+        # / PendingShrinkIsr); a new proposal waits for the answer. ``_isr_generation``
+        # tells an answer to a superseded proposal from a current one.
+        self._pending_isr: list[int] | None = None
+        self._isr_generation = 0
+        self._isr_task: asyncio.Task[None] | None = None
         self._set_high_watermark(high_watermark)
+        if self.is_leader:
+            self._start_leading(new_leader=True)
         self._maybe_advance_high_watermark()
 
     @property
@@ -94,6 +142,75 @@ class Partition:
     @property
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
+
+    def now_ms(self) -> int:
+        """The time follower progress is measured in (``maybe_shrink_isr``'s ``now_ms``)."""
+        return self.clock.milliseconds()
+
+    # -- leadership ----------------------------------------------------------------------
+
+    def _is_current(self, state: PartitionState) -> bool:
+        # A broker never applies an older leader epoch (docs/cluster.md); within one epoch
+        # the partition epoch (the state's version, KIP-497) orders ISR changes.
+        if state.leader_epoch != self.state.leader_epoch:
+            return state.leader_epoch > self.state.leader_epoch
+        return state.partition_epoch >= self.state.partition_epoch
+
+    def make_leader(self, state: PartitionState, replicas: list[int]) -> bool:
+        """Apply ``state`` naming this broker leader; False (ignored) if it is older than
+        the state applied. Kafka's ``Partition.makeLeader``: the epoch starts at the log
+        end in the leader-epoch cache, follower progress is reset, the high watermark is
+        recomputed (only ever up)."""
+        if state.leader != self.broker_id:
+            raise ValueError(f"{self}: state {state} does not name broker {self.broker_id}")
+        if not self._is_current(state):
+            return False
+        new_leader = not self.is_leader or state.leader_epoch != self.state.leader_epoch
+        self.state = state
+        self.replicas = list(replicas)
+        self._drop_pending_isr()
+        self._start_leading(new_leader=new_leader)
+        self._maybe_advance_high_watermark()
+        self._wake_all()  # acks=all waits re-check their epoch
+        return True
+
+    def _start_leading(self, *, new_leader: bool) -> None:
+        local = self.local
+        end = local.log_end_offset
+        epoch = self.state.leader_epoch
+        # Kafka's makeLeader (KIP-101): followers asking OffsetForLeaderEpoch for an older
+        # epoch must learn where it ended, which is where this epoch starts.
+        local.leader_epoch_cache.assign(epoch, end)
+        self._leader_epoch_start_offset = next(
+            (e.start_offset for e in local.leader_epoch_cache.entries if e.epoch == epoch), end
+        )
+        now = self.now_ms()
+        followers: dict[int, ReplicaProgress] = {}
+        for replica in self.replicas:
+            if replica == self.broker_id:
+                continue
+            progress = self._followers.get(replica) or ReplicaProgress(replica)
+            # A leader new to this epoch resets what it knew (Kafka resets on a new
+            # leader; an epoch it did not see may have truncated the followers).
+            progress.reset(now, end, new_leader=new_leader, in_sync=replica in self.state.isr)
+            followers[replica] = progress
+        self._followers = followers
+
+    def make_follower(self, state: PartitionState, replicas: list[int]) -> bool:
+        """Apply ``state`` naming another leader (or none); False if older. Produce is
+        refused from now on; long polls and acks=all waits wake and answer (Kafka's
+        ``makeFollower`` completes delayed requests)."""
+        if state.leader == self.broker_id:
+            raise ValueError(f"{self}: state {state} names this broker leader")
+        if not self._is_current(state):
+            return False
+        self.state = state
+        self.replicas = list(replicas)
+        self._drop_pending_isr()
+        self._followers = {}
+        self._leader_epoch_start_offset = None
+        self._wake_all()
+        return True
 
     # -- the high watermark --------------------------------------------------------------
 
@@ -113,20 +230,46 @@ class Partition:
         local = self.local
         self._high_watermark = min(max(offset, local.log_start_offset), local.log_end_offset)
 
+    def maximal_isr(self) -> list[int]:
+        """The ISR as the high watermark must see it: while a change is in flight, the
+        current ISR together with the proposed one (Kafka's ``maximalIsr``), so that a
+        replica being added already holds the high watermark back and a replica being
+        removed still does until the removal is committed."""
+        if self._pending_isr is None:
+            return self.state.isr
+        return list(dict.fromkeys([*self.state.isr, *self._pending_isr]))
+
     def _maybe_advance_high_watermark(self) -> None:
-        """Leader only: the high watermark is the smallest log end among the ISR; with
-        this broker alone in the ISR, its own log end (Kafka's maybeIncrementLeaderHW)."""
-        if self.is_leader and self.state.isr == [self.broker_id]:
-            new = self.local.log_end_offset
-            if new > self._high_watermark:
-                self._high_watermark = new
-                self._wake()
+        """Leader only: the smallest log end among the (maximal) ISR, never lower than
+        before (Kafka's ``maybeIncrementLeaderHW``). A follower whose log end is not
+        known yet (a new leader's followers before their first fetch) holds it where
+        it is."""
+        if not self.is_leader:
+            return
+        new = self.local.log_end_offset
+        isr = self.state.isr
+        if len(isr) > 1 or self._pending_isr is not None:
+            followers = self._followers
+            for replica in self.maximal_isr():
+                if replica != self.broker_id:
+                    progress = followers.get(replica)
+                    end = UNKNOWN_OFFSET if progress is None else progress.log_end_offset
+                    new = min(new, end)
+        if new > self._high_watermark:
+            self._high_watermark = new
+            self._wake()
 
     def truncate_to(self, offset: int) -> None:
         """Cut the local log at ``offset`` (a follower removing what diverged from its
         leader); the high watermark never stays above the log end."""
         self.local.truncate_to(offset)
         self._set_high_watermark(min(self._high_watermark, self.local.log_end_offset))
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the local log and restart it at ``offset`` (a follower behind its
+        leader's log start)."""
+        self.local.truncate_fully_and_start_at(offset)
+        self._high_watermark = offset
 
     # -- leader operations ---------------------------------------------------------------
 
@@ -152,8 +295,8 @@ class Partition:
     def append(
         self, records: bytes | memoryview, acks: int, min_insync_replicas: int
     ) -> AppendInfo:
-        """Append a producer's batches as leader; for a single-replica ISR acks=all is met
-        as soon as the local write returns."""
+        """Append a producer's batches as leader. acks=all then waits with
+        ``wait_for_replication``; for a single-replica ISR it is met at once."""
         self._require_leader()
         if acks == -1 and len(self.state.isr) < min_insync_replicas:
             raise PartitionError(
@@ -164,6 +307,8 @@ class Partition:
         info = self.local.append(records, self.state.leader_epoch)
         if info.batches:
             self._maybe_advance_high_watermark()
+            if self._log_end_waiters:
+                _resolve(self._log_end_waiters)  # followers' long polls
         return info
 
     async def read(
@@ -191,6 +336,192 @@ class Partition:
             result.records, self.high_watermark, self.last_stable_offset, result.log_start_offset
         )
 
+    def fetch_for_follower(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        max_bytes: int,
+        current_leader_epoch: int,
+        *,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
+        """A follower's fetch: batches from ``fetch_offset`` up to the log end, not the
+        high watermark (Kafka's FetchIsolation.LOG_END). The fetch offset is the
+        follower's log end: it is recorded, may move the high watermark and may propose
+        the follower for the ISR. The answer carries the high watermark after that.
+
+        Followers replicate the local tier: ``log_start_offset`` in the answer is the
+        local log start, and a fetch below it is out of range (the follower restarts
+        there, as Kafka's followers do after OFFSET_MOVED_TO_TIERED_STORAGE, KIP-405).
+
+        Raises:
+            PartitionError: a fenced or unknown epoch; NOT_LEADER_OR_FOLLOWER when this
+                broker does not lead or ``replica_id`` is not an assigned replica (Kafka's
+                ``updateFollowerFetchState``).
+            OffsetOutOfRangeError: ``fetch_offset`` outside the local log.
+        """
+        self.check_leader_epoch(current_leader_epoch)
+        self._require_leader()
+        progress = self._followers.get(replica_id)
+        if progress is None:
+            raise PartitionError(
+                NOT_LEADER_OR_FOLLOWER,
+                f"{self}: broker {replica_id} is not a follower (replicas {self.replicas})",
+            )
+        local = self.local
+        leader_end = local.log_end_offset
+        now = self.now_ms()
+        records = local.read(fetch_offset, max_bytes, min_one_batch=min_one_batch)
+        progress.update_fetch_state(fetch_offset, now, leader_end)
+        self._maybe_expand_isr(progress)
+        self._maybe_advance_high_watermark()
+        return ReadResult(
+            records, self.high_watermark, self.last_stable_offset, local.log_start_offset
+        )
+
+    def follower(self, replica_id: int) -> ReplicaProgress | None:
+        """What this leader knows of follower ``replica_id``."""
+        return self._followers.get(replica_id)
+
+    # -- the ISR -------------------------------------------------------------------------
+
+    @property
+    def pending_isr(self) -> list[int] | None:
+        """The ISR proposed and not answered yet, if any."""
+        return self._pending_isr
+
+    def _maybe_expand_isr(self, progress: ReplicaProgress) -> None:
+        # Kafka's maybeExpandIsr / isFollowerInSync: an assigned replica outside the ISR
+        # joins once it has reached the high watermark and the start of this leader's
+        # epoch (so it holds nothing from an older leader that this one truncated).
+        replica = progress.broker_id
+        if self._pending_isr is not None or replica in self.state.isr:
+            return
+        end = progress.log_end_offset
+        epoch_start = self._leader_epoch_start_offset
+        if end >= self.high_watermark and epoch_start is not None and end >= epoch_start:
+            self._propose_isr([*self.state.isr, replica])
+
+    def maybe_shrink_isr(self, now_ms: int, lag_time_max_ms: int) -> list[int] | None:
+        """Propose removing the followers in the ISR that have not caught up for longer
+        than ``lag_time_max_ms`` (replica.lag.time.max.ms; Kafka's ``maybeShrinkIsr``).
+        ``now_ms`` is on this partition's clock (``now_ms()``). Returns the proposed ISR,
+        or None when nothing changes (not leader, a change in flight, all in sync)."""
+        if not self.is_leader or self._pending_isr is not None:
+            return None
+        leader_end = self.local.log_end_offset
+        out_of_sync = set()
+        for replica in self.state.isr:
+            if replica == self.broker_id:
+                continue
+            progress = self._followers.get(replica)
+            if progress is None or not progress.is_caught_up(leader_end, now_ms, lag_time_max_ms):
+                out_of_sync.add(replica)
+        if not out_of_sync:
+            return None
+        proposed = [r for r in self.state.isr if r not in out_of_sync]
+        self._propose_isr(proposed)
+        return proposed
+
+    def _propose_isr(self, proposed: list[int]) -> None:
+        # At most one change in flight (Kafka's pending ISR state); the answer, or its
+        # failure, clears it.
+        self._pending_isr = proposed
+        self._isr_generation += 1
+        self._isr_task = asyncio.get_running_loop().create_task(
+            self._send_isr_change(proposed, self._isr_generation)
+        )
+
+    async def _send_isr_change(self, proposed: list[int], generation: int) -> None:
+        try:
+            result = await self.alter_isr(self, list(proposed))
+        except Exception as exc:  # refused or unreachable: proposed again later
+            log.warning("%s: ISR change to %s failed: %s", self, proposed, exc)
+            result = None
+        if generation != self._isr_generation:
+            return  # leadership was applied meanwhile; this answer is superseded
+        self._pending_isr = None
+        self._isr_task = None
+        # Kafka's handleAlterPartitionUpdate: only an answer for this leader's epoch, not
+        # older than the state applied, is taken.
+        if (
+            result is not None
+            and result.leader == self.broker_id
+            and result.leader_epoch == self.state.leader_epoch
+            and result.partition_epoch >= self.state.partition_epoch
+        ):
+            self.state = result
+        self._maybe_advance_high_watermark()
+        self._wake()  # acks=all waits re-check the ISR size
+
+    def _drop_pending_isr(self) -> None:
+        self._pending_isr = None
+        self._isr_generation += 1
+        self._isr_task = None
+
+    async def settle_isr(self) -> None:
+        """Wait for the ISR change in flight, if any, to be answered (tests, shutdown)."""
+        task = self._isr_task
+        if task is not None:
+            await asyncio.shield(task)
+
+    # -- acks=all ------------------------------------------------------------------------
+
+    def _replication_outcome(self, required_offset: int, leader_epoch: int) -> int | None:
+        # Kafka's checkEnoughReplicasReachOffset: done once the high watermark reaches the
+        # offset, with an error if the ISR is then below min.insync.replicas.
+        if not self.is_leader or self.state.leader_epoch != leader_epoch:
+            return NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark < required_offset:
+            return None
+        if len(self.state.isr) < self.local.config.min_insync_replicas:
+            return NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return NONE
+
+    async def wait_for_replication(self, required_offset: int, timeout_s: float) -> int:
+        """acks=all (Kafka's DelayedProduce): wait until the high watermark reaches
+        ``required_offset`` (the produced batch's last offset + 1). Returns a Kafka error
+        code: 0, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below
+        min.insync.replicas meanwhile), REQUEST_TIMED_OUT, or NOT_LEADER_OR_FOLLOWER
+        (leadership moved). Woken by high-watermark moves and ISR or leadership changes."""
+        epoch = self.state.leader_epoch
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            outcome = self._replication_outcome(required_offset, epoch)
+            if outcome is not None:
+                return outcome
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return REQUEST_TIMED_OUT
+            future = self.waiter()
+            done, _ = await asyncio.wait({future}, timeout=remaining)
+            if not done:
+                future.cancel()
+
+    # -- follower operations -------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes | memoryview) -> AppendInfo:
+        """Append batches fetched from the leader as they are (offsets, leader epochs,
+        CRCs); Kafka's ``appendRecordsToFollowerOrFutureReplica``."""
+        if self.is_leader:
+            raise PartitionError(
+                NOT_LEADER_OR_FOLLOWER, f"{self}: the leader does not append as follower"
+            )
+        return self.local.append_as_follower(records)
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> int:
+        """A follower's high watermark is its leader's, bounded by its own log end
+        (Kafka's ReplicaFetcherThread.processPartitionData); returns it."""
+        if not self.is_leader:
+            before = self._high_watermark
+            self._set_high_watermark(min(leader_high_watermark, self.local.log_end_offset))
+            if self._high_watermark != before:
+                self._wake()
+        return self.high_watermark
+
+    # -- offsets -------------------------------------------------------------------------
+
     async def list_offset(self, timestamp: int, current_leader_epoch: int) -> tuple[int, int, int]:
         """``(offset, timestamp, leader epoch)`` answering one ListOffsets query."""
         self.check_leader_epoch(current_leader_epoch)
@@ -205,7 +536,11 @@ class Partition:
         return offset, found_ts, epoch
 
     def end_offset_for_epoch(self, leader_epoch: int, current_leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch, answered by the leader only (Kafka's
+        ``lastOffsetForLeaderEpoch`` with fetchOnlyFromLeader): a follower's cache may
+        still hold what its leader truncated."""
         self.check_leader_epoch(current_leader_epoch)
+        self._require_leader()
         return self.log.end_offset_for_epoch(leader_epoch)
 
     async def delete_records(self, offset: int) -> int:
@@ -221,20 +556,35 @@ class Partition:
             )
         return await self.log.advance_log_start_offset(target)
 
-    # -- long polls ----------------------------------------------------------------------
+    # -- waiting -------------------------------------------------------------------------
 
-    def waiter(self) -> asyncio.Future[None]:
-        """A future resolved when the high watermark next moves (a long-polling fetch
-        waits on it: records become visible to consumers only then)."""
+    def waiter(self, *, log_end: bool = False) -> asyncio.Future[None]:
+        """A future resolved when the high watermark next moves (consumers' long polls,
+        acks=all), or with ``log_end`` when the leader next appends (followers' long
+        polls); both also on leadership changes."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.add(future)
-        future.add_done_callback(self._waiters.discard)
+        waiters = self._log_end_waiters if log_end else self._waiters
+        waiters.add(future)
+        future.add_done_callback(waiters.discard)
         return future
 
     def _wake(self) -> None:
-        for future in list(self._waiters):
-            if not future.done():
-                future.set_result(None)
+        _resolve(self._waiters)
+
+    def _wake_all(self) -> None:
+        _resolve(self._waiters)
+        _resolve(self._log_end_waiters)
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.index}"
+
+
+def _resolve(futures: set[asyncio.Future[None]]) -> None:
+    for future in list(futures):
+        if not future.done():
+            future.set_result(None)
+
+
+def _default_replicas(state: PartitionState) -> list[int]:
+    members = [*state.isr, state.leader]
+    return [r for r in dict.fromkeys(members) if r >= 0]
