@@ -3,7 +3,13 @@
 A fetch reads every partition once; if fewer than ``min_bytes`` came back and ``max_wait``
 has not passed, it waits until one of its partitions' high watermark moves, then reads
 again (Kafka's DelayedFetch). Which tier serves an offset is decided below, in the
-partition's ``UnifiedLog``; this module only translates the protocol. Records go out as
+partition's ``UnifiedLog``; this module only translates the protocol.
+
+A fetch naming a replica id (``replica_id`` below v15, ``replica_state.replica_id`` from
+v15, KIP-903) comes from a follower: each partition is read with
+``Partition.fetch_for_follower`` (up to the log end, recording the follower's progress),
+whatever the isolation level, and a long poll waits for the leader's next append rather
+than for the high watermark. Records go out as
 file slices (``encode_fetch_response``), never copied into Python. Fetch sessions (KIP-227)
 are refused politely: the answer's session id is 0, so clients keep sending full fetches.
 """
@@ -134,6 +140,56 @@ async def _read_all(
     return total, errors
 
 
+def _read_all_for_follower(
+    wanted: list[_Wanted], replica_id: int, max_bytes: int
+) -> tuple[int, bool]:
+    """``_read_all`` for a follower: up to the log end, local tier only; the answer's
+    high watermark is the leader's after this fetch was recorded."""
+    total = 0
+    errors = False
+    for w in wanted:
+        answer = w.answer
+        partition = w.partition
+        if partition is None:
+            errors = True
+            continue
+        answer.error_code = 0
+        if isinstance(answer.records, FileSlice):
+            answer.records.release()  # a long poll reads again, as in _read_all
+        answer.records = b""
+        limit = min(w.partition_max_bytes, max(0, max_bytes - total))
+        try:
+            result = partition.fetch_for_follower(
+                replica_id,
+                w.offset,
+                limit,
+                w.current_leader_epoch,
+                min_one_batch=total == 0,
+            )
+        except Exception as exc:
+            answer.error_code = error_code(exc)
+            answer.high_watermark = partition.high_watermark
+            answer.last_stable_offset = partition.last_stable_offset
+            answer.log_start_offset = partition.local.log_start_offset
+            errors = True
+            continue
+        answer.high_watermark = result.high_watermark
+        answer.last_stable_offset = result.last_stable_offset
+        answer.log_start_offset = result.log_start_offset
+        answer.records = result.records if result.records is not None else b""
+        total += result.size
+    return total, errors
+
+
+def replica_id_of(request: Request) -> int:
+    """The fetching replica's broker id, -1 for a consumer (KIP-903 moved it into
+    ``replica_state`` in v15)."""
+    body: Any = request.body
+    if request.api_version >= 15:
+        return int(body.replica_state.replica_id)
+    return int(field(body, "replica_id", -1))
+
+
 async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFetchResponse:
     body: Any = request.body
     if field(body, "session_id", 0) != 0:
@@ -145,6 +201,8 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
             error_code=ErrorCode.fetch_session_id_not_found,
         )
     topics, wanted = _plan(services, request)
+    replica_id = replica_id_of(request)
+    from_follower = replica_id >= 0
     read_committed = field(body, "isolation_level", 0) == READ_COMMITTED
     max_bytes = field(body, "max_bytes", 2**31 - 1)
     max_bytes = min(max_bytes, services.config["fetch.max.bytes"])
@@ -152,12 +210,18 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
     max_wait_s = max(0, millis(body.max_wait)) / 1000
     deadline = time.monotonic() + max_wait_s
     while True:
-        total, errors = await _read_all(wanted, max_bytes, read_committed)
+        if from_follower:
+            total, errors = _read_all_for_follower(wanted, replica_id, max_bytes)
+        else:
+            total, errors = await _read_all(wanted, max_bytes, read_committed)
         remaining = deadline - time.monotonic()
         lifecycle = services.lifecycle
         if total >= min_bytes or errors or remaining <= 0 or lifecycle.stopping:
             break
-        waiters = [w.partition.waiter() for w in wanted if w.partition is not None]
+        # Consumers wait for the high watermark, followers for the next append.
+        waiters = [
+            w.partition.waiter(log_end=from_follower) for w in wanted if w.partition is not None
+        ]
         if not waiters:
             break
         _, pending = await asyncio.wait(

@@ -1,18 +1,23 @@
 """Produce: append each partition's batches as leader and answer with the offsets.
 
-acks=0 gets no answer at all (kafka-wire.md); acks=1 and acks=all are answered after the
-local append (with this broker as the only ISR member, acks=all is met by it). Internal
-topics (``__consumer_offsets``) refuse clients' batches with INVALID_TOPIC_EXCEPTION, as
-Kafka's ReplicaManager does.
+acks=0 gets no answer at all (kafka-wire.md); acks=1 is answered after the local append;
+acks=all waits until each partition's high watermark passes its batch, for all partitions
+at once and at most the request's ``timeout`` (Kafka's DelayedProduce). With this broker
+the only ISR member the high watermark has passed the batch when the append returns, so
+the answer goes out at once. Internal topics (``__consumer_offsets``) refuse clients'
+batches with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.kio_build import millis
 from tierlog.protocol.produce_encoder import PartitionAnswer, encode_produce_response
 
 if TYPE_CHECKING:
@@ -29,6 +34,10 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
     elif body.transactional_id is not None:
         refuse = ErrorCode.transactional_id_authorization_failed  # no transactions yet
     responses: list[tuple[str, list[PartitionAnswer]]] = []
+    # acks=all partitions whose high watermark has not passed their batch yet:
+    # (their topic's answers, the answer's position, the wait).
+    waits: list[tuple[list[PartitionAnswer], int, Coroutine[Any, Any, int]]] = []
+    timeout_s = max(0, millis(body.timeout)) / 1000
     for topic in body.topic_data:
         answers: list[PartitionAnswer] = []
         for data in topic.partition_data:
@@ -53,7 +62,18 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
                     partition.local.log_start_offset,
                 )
             )
+            required = info.last_offset + 1
+            if acks == -1 and partition.high_watermark < required:
+                wait = partition.wait_for_replication(required, timeout_s)
+                waits.append((answers, len(answers) - 1, wait))
         responses.append((topic.name, answers))
+    if waits:
+        codes = await asyncio.gather(*(wait for _, _, wait in waits))
+        for (answers, position, _), code in zip(waits, codes, strict=True):
+            if code:
+                # Kafka keeps the append's offsets and sets the error (DelayedProduce).
+                index, _, base_offset, append_time, log_start = answers[position]
+                answers[position] = (index, code, base_offset, append_time, log_start)
     if acks == 0:
         return None
     # Laid out by hand: the generic kio writer cost more than the append (profiled).
