@@ -1,0 +1,153 @@
+"""One asyncio connection to one broker: kio requests out, decoded responses back.
+
+The event-loop twin of ``connection.BrokerConnection``, for brokers talking to brokers
+(replica fetchers, AlterPartition to the controller). Built on ``tierlog.protocol``'s
+codecs: ``encode_request`` frames a request, ``FrameDecoder`` splits the answer stream and
+``decode_response`` reads it as the response of the request's API and version.
+
+Requests on one connection are sent one at a time (a lock), each answered before the next
+goes out, so every answer's correlation id must be the one just sent; anything else means
+the stream is out of step and the connection is closed. Connecting and each request are
+bounded in time. Not thread-safe: one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from typing import Any
+
+from tierlog.protocol.codec import decode_response, encode_request
+from tierlog.protocol.framing import FrameDecoder
+
+READ_CHUNK = 256 * 1024
+# A response larger than this is not a Kafka response (fetch.max.bytes tops out far lower).
+MAX_RESPONSE_BYTES = 1 << 30
+
+
+class ConnectionClosedError(ConnectionError):
+    """The connection is closed, the broker closed it, or it answered out of step."""
+
+
+class AsyncConnection:
+    """A connection to ``host:port`` speaking Kafka's framing; make one with ``open``.
+
+    Args:
+        reader, writer: the connected stream.
+        host, port: where it goes (for messages).
+        client_id: the request header's client id (shows in broker logs).
+        request_timeout: seconds a request may take unless ``request`` says otherwise
+            (Kafka's request.timeout.ms is 30 s).
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "tierlog",
+        request_timeout: float = 30.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self._reader = reader
+        self._writer = writer
+        self._decoder = FrameDecoder(MAX_RESPONSE_BYTES)
+        self._frames: list[memoryview] = []
+        self._correlation_id = 0
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "tierlog",
+        connect_timeout: float = 10.0,
+        request_timeout: float = 30.0,
+    ) -> AsyncConnection:
+        """Connect, within ``connect_timeout`` seconds.
+
+        Raises:
+            OSError, TimeoutError: no connection.
+        """
+        async with asyncio.timeout(connect_timeout):
+            reader, writer = await asyncio.open_connection(host, port, limit=READ_CHUNK)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer, host, port, client_id=client_id, request_timeout=request_timeout)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return f"AsyncConnection({self.host}:{self.port})"
+
+    async def request(self, body: Any, timeout: float | None = None) -> Any:
+        """Send the kio request ``body``; return the kio response of the same API and
+        version.
+
+        Args:
+            timeout: seconds for the whole exchange (default ``request_timeout``); a long
+                poll's timeout must cover its max wait.
+
+        Raises:
+            ConnectionClosedError, OSError, TimeoutError: the exchange failed; the
+                connection is closed (a half-read answer cannot be resumed).
+        """
+        if self._closed:
+            raise ConnectionClosedError(f"{self} is closed")
+        async with self._lock:
+            try:
+                async with asyncio.timeout(
+                    timeout if timeout is not None else self.request_timeout
+                ):
+                    return await self._exchange(body)
+            except BaseException:
+                self._abort()
+                raise
+
+    async def _exchange(self, body: Any) -> Any:
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        sent = self._correlation_id
+        self._writer.write(encode_request(body, sent, client_id=self.client_id))
+        await self._writer.drain()
+        frame = await self._next_frame()
+        correlation_id, response = decode_response(frame, body.__api_key__, body.__version__)
+        if correlation_id != sent:
+            raise ConnectionClosedError(
+                f"{self}: response to request {correlation_id}, expected {sent}"
+            )
+        return response
+
+    async def _next_frame(self) -> memoryview:
+        while not self._frames:
+            data = await self._reader.read(READ_CHUNK)
+            if not data:
+                raise ConnectionClosedError(f"{self}: the broker closed the connection")
+            self._frames.extend(self._decoder.feed(data))
+        return self._frames.pop(0)
+
+    def _abort(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._writer.close()
+
+    async def close(self) -> None:
+        """Close the connection (idempotent); a request in flight fails."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.close()
+        # Closing anyway; the peer may have gone.
+        with contextlib.suppress(OSError, TimeoutError):
+            await asyncio.wait_for(self._writer.wait_closed(), 1.0)
