@@ -1,0 +1,282 @@
+"""Carries the controller's partition decisions into ZooKeeper (Kafka's
+``ZkPartitionStateMachine`` with the ISR edits of ``ZkReplicaStateMachine``).
+
+Owns the write side of partition states: creating the first state of new partitions,
+rewriting states when brokers come and go, applying AlterPartition and preferred-leader
+elections. The decisions themselves are ``election`` and ``alter_partition``'s pure
+functions; this module feeds them the context, writes their result conditionally on the
+state znode's zkVersion through the lease-fenced ``ZkClient`` methods, and on
+``StalePartitionStateError`` re-reads the state and decides again (the state changed
+under us, so the old decision may be wrong).
+
+``ControllerMovedError`` is never caught here: it means this controller was deposed, and
+the controller resigns on it before doing anything else.
+
+Not thread-safe: runs on the controller's event thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from tierlog.broker.controller import alter_partition as ap
+from tierlog.broker.controller.alter_partition import AlterPartitionResult
+from tierlog.broker.controller.context import ControllerContext, TopicPartition
+from tierlog.broker.controller.election import (
+    Decision,
+    new_partition_election,
+    preferred_replica_election,
+    reconcile,
+)
+from tierlog.broker.coordination.api import UnknownTopicError
+from tierlog.broker.coordination.zk_client import StalePartitionStateError, ZkClient
+from tierlog.broker.coordination.zk_data import LeaderAndIsr
+from tierlog.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+# A conditional write lost to a concurrent one is re-decided this often; only a writer
+# other than this controller (which the fencing says cannot exist for long) loses more.
+MAX_ATTEMPTS = 10
+
+ELECTION_NOT_NEEDED = int(ErrorCode.election_not_needed)
+PREFERRED_LEADER_NOT_AVAILABLE = int(ErrorCode.preferred_leader_not_available)
+
+
+def describe(tp: TopicPartition, old: LeaderAndIsr | None, new: LeaderAndIsr) -> str:
+    """``orders-0: leader 1 -> 2, epoch 3 -> 4, isr [1, 2] -> [2]``, for the log."""
+    if old is None:
+        return f"{tp}: leader {new.leader}, epoch {new.leader_epoch}, isr {list(new.isr)}"
+    return (
+        f"{tp}: leader {old.leader} -> {new.leader}, epoch {old.leader_epoch} ->"
+        f" {new.leader_epoch}, isr {list(old.isr)} -> {list(new.isr)}"
+    )
+
+
+class PartitionStateMachine:
+    """Writes partition states for one controller term; see the module docstring."""
+
+    def __init__(self, zk: ZkClient, ctx: ControllerContext, unclean_default: bool) -> None:
+        self._zk = zk
+        self._ctx = ctx
+        self._unclean_default = unclean_default
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def refresh(self, tp: TopicPartition) -> bool:
+        """Re-read one state into the context; False if it has none any more."""
+        found = self._zk.get_partition_state(tp.topic, tp.partition)
+        if found is None:
+            self._ctx.states.pop(tp, None)
+            return False
+        self._ctx.set_state(tp, *found)
+        return True
+
+    # -- new partitions ---------------------------------------------------------------------
+
+    def initialize(self, partitions: Iterable[TopicPartition]) -> None:
+        """Create the first state of partitions that have none (Kafka's NewPartition ->
+        OnlinePartition), one multi per topic. A partition none of whose replicas is live
+        stays New until one registers. A state that exists already (an earlier controller
+        made it) is read instead."""
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in partitions:
+            if tp not in self._ctx.states:
+                by_topic.setdefault(tp.topic, []).append(tp)
+        for topic, tps in by_topic.items():
+            self._initialize_topic(topic, tps)
+
+    def _initialize_topic(self, topic: str, tps: list[TopicPartition]) -> None:
+        for _ in range(MAX_ATTEMPTS):
+            states: dict[int, LeaderAndIsr] = {}
+            for tp in tps:
+                state = new_partition_election(
+                    self._ctx.replicas(tp), self._ctx.live_brokers, self._ctx.epoch
+                )
+                if state is None:
+                    log.warning(
+                        "%s: stays %s, none of its replicas %s is live",
+                        tp,
+                        self._ctx.lifecycle[tp].value,
+                        self._ctx.replicas(tp),
+                    )
+                else:
+                    states[tp.partition] = state
+            if not states:
+                return
+            try:
+                versions = self._zk.create_partition_states(self._ctx.lease, topic, states)
+            except StalePartitionStateError:
+                # Some state exists already: take what is stored, create only the rest.
+                for tp in tps:
+                    self.refresh(tp)
+                tps = [tp for tp in tps if tp not in self._ctx.states]
+                continue
+            except UnknownTopicError:
+                log.info("%s: deleted before its partitions got states", topic)
+                return
+            for partition, state in sorted(states.items()):
+                tp = TopicPartition(topic, partition)
+                self._ctx.set_state(tp, state, versions[partition])
+                log.info("%s (new partition: first live replica leads)", describe(tp, None, state))
+            return
+        log.error("%s: could not create partition states, they kept changing", topic)
+
+    # -- broker changes ---------------------------------------------------------------------
+
+    def reconcile(self, partitions: Iterable[TopicPartition], why: str) -> None:
+        """Bring each partition's leader and ISR in line with the live brokers
+        (``election.reconcile``): elect leaders where the leader is gone, take dead brokers
+        out of ISRs, elect leaders for offline partitions a returning broker can lead."""
+        for tp in partitions:
+            if tp not in self._ctx.states:
+                continue
+            unclean = self._ctx.unclean_allowed(tp.topic, self._unclean_default)
+
+            def decide(
+                current: LeaderAndIsr, _version: int, tp: TopicPartition = tp, u: bool = unclean
+            ) -> Decision | None:
+                return reconcile(
+                    self._ctx.replicas(tp), current, self._ctx.live_brokers, u, self._ctx.epoch
+                )
+
+            self._write(tp, decide, why)
+
+    def _write(
+        self,
+        tp: TopicPartition,
+        decide: Callable[[LeaderAndIsr, int], Decision | None],
+        why: str,
+    ) -> bool:
+        """Decide on the current state and write the result if it is still current;
+        re-read and re-decide when it is not. True if a new state was written."""
+        for _ in range(MAX_ATTEMPTS):
+            found = self._ctx.states.get(tp)
+            if found is None:
+                return False
+            current, version = found
+            decision = decide(current, version)
+            if decision is None:
+                return False
+            try:
+                new_version = self._zk.update_partition_state(
+                    self._ctx.lease, tp.topic, tp.partition, decision.state, version
+                )
+            except StalePartitionStateError:
+                log.info("%s: state changed since read (zkVersion %d), deciding again", tp, version)
+                if not self.refresh(tp):
+                    return False
+                continue
+            except UnknownTopicError:
+                self._ctx.states.pop(tp, None)
+                return False
+            self._ctx.set_state(tp, decision.state, new_version)
+            log_fn = log.warning if decision.unclean else log.info
+            log_fn("%s (%s; %s)", describe(tp, current, decision.state), why, decision.reason)
+            return True
+        log.error("%s: gave up, its state kept changing", tp)
+        return False
+
+    # -- AlterPartition ---------------------------------------------------------------------
+
+    def alter_partition(
+        self,
+        tp: TopicPartition,
+        leader_id: int,
+        leader_epoch: int,
+        new_isr: list[int],
+        partition_epoch: int,
+        broker_epoch: int | None,
+    ) -> AlterPartitionResult:
+        """Check a leader's ISR change and write it if valid (``alter_partition``)."""
+        if tp.topic not in self._ctx.assignments:
+            return AlterPartitionResult.refused(ap.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+        refreshed = False
+        for _ in range(MAX_ATTEMPTS):
+            found = self._ctx.states.get(tp)
+            current, version = found if found is not None else (None, -1)
+            verdict = ap.check_alter_partition(
+                current,
+                version,
+                self._ctx.replicas(tp),
+                self._ctx.live_brokers,
+                leader_id=leader_id,
+                leader_epoch=leader_epoch,
+                new_isr=new_isr,
+                partition_epoch=partition_epoch,
+                controller_epoch=self._ctx.epoch,
+                broker_epoch=broker_epoch,
+            )
+            if isinstance(verdict, AlterPartitionResult):
+                if verdict.error == ap.NOT_CONTROLLER and not refreshed:
+                    # Newer epochs than ours: our copy may be behind (a write whose answer
+                    # was lost). Look once before telling the leader to go elsewhere.
+                    refreshed = True
+                    if self.refresh(tp):
+                        continue
+                if not verdict.ok:
+                    log.info(
+                        "%s: refused AlterPartition from %d (error %d: %s)",
+                        tp,
+                        leader_id,
+                        verdict.error,
+                        verdict.message,
+                    )
+                return verdict
+            assert current is not None
+            try:
+                new_version = self._zk.update_partition_state(
+                    self._ctx.lease, tp.topic, tp.partition, verdict, version
+                )
+            except StalePartitionStateError:
+                if not self.refresh(tp):
+                    break
+                continue
+            except UnknownTopicError:
+                break
+            self._ctx.set_state(tp, verdict, new_version)
+            log.info(
+                "%s (AlterPartition from leader %d; partition epoch %d -> %d)",
+                describe(tp, current, verdict),
+                leader_id,
+                version,
+                new_version,
+            )
+            return AlterPartitionResult.accepted(verdict, new_version)
+        self._ctx.states.pop(tp, None)
+        return AlterPartitionResult.refused(ap.UNKNOWN_TOPIC_OR_PARTITION, "partition is gone")
+
+    # -- preferred leaders ------------------------------------------------------------------
+
+    def elect_preferred(
+        self, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, int]:
+        """Preferred-replica election (ElectLeaders with PREFERRED); an error code per
+        partition: NONE, ELECTION_NOT_NEEDED (84), PREFERRED_LEADER_NOT_AVAILABLE (80) or
+        UNKNOWN_TOPIC_OR_PARTITION (3). With ``partitions`` None every partition is tried
+        and those that need nothing are left out of the answer (as Kafka does)."""
+        everything = partitions is None
+        results: dict[TopicPartition, int] = {}
+        for tp in self._ctx.partitions() if partitions is None else partitions:
+            found = self._ctx.states.get(tp)
+            replicas = self._ctx.replicas(tp)
+            if found is None or not replicas:
+                results[tp] = ap.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if found[0].leader == replicas[0]:
+                if not everything:
+                    results[tp] = ELECTION_NOT_NEEDED
+                continue
+
+            def decide(
+                current: LeaderAndIsr, _version: int, replicas: list[int] = replicas
+            ) -> Decision | None:
+                state = preferred_replica_election(
+                    replicas, current, self._ctx.live_brokers, self._ctx.epoch
+                )
+                return None if state is None else Decision(state, "preferred replica election")
+
+            written = self._write(tp, decide, "ElectLeaders")
+            results[tp] = ap.NONE if written else PREFERRED_LEADER_NOT_AVAILABLE
+        return results
