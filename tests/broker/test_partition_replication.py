@@ -202,6 +202,21 @@ def test_a_follower_must_reach_the_start_of_the_leaders_epoch_to_join(tmp_path: 
     asyncio.run(scenario())
 
 
+def test_the_state_in_force_delivered_again_keeps_the_change_in_flight(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        state = PartitionState(ME, 0, [ME])
+        p, _, controller = make(tmp_path, state, [ME, F2], records=1)
+        fetch(p, F2, 1)
+        await settle()
+        assert p.make_leader(replace(state, isr=[ME]), [ME, F2])  # same version again
+        assert p.pending_isr == [ME, F2]
+        controller.accept(p)
+        await p.settle_isr()
+        assert p.state.isr == [ME, F2]
+
+    asyncio.run(scenario())
+
+
 def test_one_isr_change_in_flight_and_a_refusal_clears_it(tmp_path: Path) -> None:
     async def scenario() -> None:
         p, _, controller = make(tmp_path, PartitionState(ME, 0, [ME]), [ME, F2, F3], records=1)

@@ -156,15 +156,30 @@ class Partition:
             return state.leader_epoch > self.state.leader_epoch
         return state.partition_epoch >= self.state.partition_epoch
 
+    def _in_force(self, state: PartitionState, replicas: list[int]) -> bool:
+        # The state applied already, delivered again (the owner re-applies every state on
+        # any metadata change): it must not disturb an ISR change in flight.
+        current = self.state
+        return (
+            state.leader == current.leader
+            and state.leader_epoch == current.leader_epoch
+            and state.partition_epoch == current.partition_epoch
+            and state.isr == current.isr
+            and replicas == self.replicas
+        )
+
     def make_leader(self, state: PartitionState, replicas: list[int]) -> bool:
         """Apply ``state`` naming this broker leader; False (ignored) if it is older than
-        the state applied. Kafka's ``Partition.makeLeader``: the epoch starts at the log
-        end in the leader-epoch cache, follower progress is reset, the high watermark is
-        recomputed (only ever up)."""
+        the state applied, True if applied or already in force. Kafka's
+        ``Partition.makeLeader``: the epoch starts at the log end in the leader-epoch
+        cache, follower progress is reset, the high watermark is recomputed (only ever
+        up)."""
         if state.leader != self.broker_id:
             raise ValueError(f"{self}: state {state} does not name broker {self.broker_id}")
         if not self._is_current(state):
             return False
+        if self._in_force(state, replicas):
+            return True
         new_leader = not self.is_leader or state.leader_epoch != self.state.leader_epoch
         self.state = state
         self.replicas = list(replicas)
@@ -197,13 +212,16 @@ class Partition:
         self._followers = followers
 
     def make_follower(self, state: PartitionState, replicas: list[int]) -> bool:
-        """Apply ``state`` naming another leader (or none); False if older. Produce is
+        """Apply ``state`` naming another leader (or none); False if older, True if
+        applied or already in force. Produce is
         refused from now on; long polls and acks=all waits wake and answer (Kafka's
         ``makeFollower`` completes delayed requests)."""
         if state.leader == self.broker_id:
             raise ValueError(f"{self}: state {state} names this broker leader")
         if not self._is_current(state):
             return False
+        if self._in_force(state, replicas):
+            return True
         self.state = state
         self.replicas = list(replicas)
         self._drop_pending_isr()
