@@ -77,6 +77,17 @@ class ControllerContext:
         assignment = self.assignments.get(tp.topic)
         return [] if assignment is None else list(assignment.partitions.get(tp.partition, []))
 
+    def reassigning(self) -> list[TopicPartition]:
+        """Partitions with a reassignment in progress: adding or removing replicas stored
+        in their topic's assignment (KIP-455), which is where a new controller finds them."""
+        found = []
+        for topic, assignment in self.assignments.items():
+            for p in {*assignment.adding_replicas, *assignment.removing_replicas}:
+                tp = TopicPartition(topic, p)
+                if tp in self.lifecycle:
+                    found.append(tp)
+        return sorted(found)
+
     def unclean_allowed(self, topic: str, default: bool) -> bool:
         """The topic's ``unclean.leader.election.enable`` override, else the broker's."""
         value = self.topic_configs.get(topic, {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)

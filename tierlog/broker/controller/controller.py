@@ -4,15 +4,18 @@ changes (Kafka's ZooKeeper-era ``KafkaController``).
 Owns the controller's life: electing itself when ``/controller`` is vacant, loading the
 cluster into a ``ControllerContext`` on fail-over, watching brokers, topics, deletion
 requests and config changes, resigning when deposed or when its session ends, and the
-requests brokers send it (AlterPartition, ElectLeaders). What a partition's state becomes
-is ``election``'s and ``alter_partition``'s business; ``state_machine`` writes it.
+requests brokers send it (AlterPartition, ElectLeaders, AlterPartitionReassignments,
+ListPartitionReassignments), and the periodic leader rebalance. What a partition's state
+becomes is ``election``'s, ``alter_partition``'s and ``reassignment``'s business;
+``state_machine`` and ``reassigner`` write it.
 
 Threading (Kafka's ControllerEventManager): one thread processes one event at a time from
 a queue (``events``). kazoo's watch and session callbacks only enqueue. The public methods
-are thread-safe: ``alter_partition`` and ``elect_preferred_leaders`` enqueue a request and
-wait for the answer (bounded); ``is_active``, ``controller_epoch`` and
-``active_controller_id`` read one attribute each. Call none of them on the asyncio loop
-(they block) nor from the controller's own thread.
+are thread-safe: ``alter_partition``, ``elect_leaders``, ``alter_partition_reassignments``
+and ``list_partition_reassignments`` enqueue a request and wait for the answer (bounded);
+``is_active``, ``controller_epoch`` and ``active_controller_id`` read one attribute each.
+Call none of the requests on the asyncio loop (they block) nor from the controller's own
+thread.
 
 Fencing: every write goes through ``ZkClient``'s lease-fenced methods, one multi that
 checks ``/controller_epoch``'s zkVersion (KAFKA-6082), so a deposed controller changes
@@ -23,7 +26,8 @@ as does seeing ``/controller`` held by someone else or its session expire.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tierlog.broker.controller import alter_partition as ap
@@ -31,13 +35,17 @@ from tierlog.broker.controller.alter_partition import AlterPartitionResult
 from tierlog.broker.controller.context import ControllerContext, TopicPartition
 from tierlog.broker.controller.events import (
     AlterPartition,
+    AlterReassignments,
+    AutoLeaderRebalance,
     BrokerChange,
     ConfigChange,
     ControllerChange,
-    ElectPreferredLeaders,
+    ElectLeaders,
     Event,
     EventManager,
+    ListReassignments,
     PartitionModification,
+    RequestEvent,
     Resync,
     SessionExpired,
     Shutdown,
@@ -45,6 +53,8 @@ from tierlog.broker.controller.events import (
     TopicDeletion,
     WatchEvent,
 )
+from tierlog.broker.controller.reassigner import Outcome, PartitionReassigner
+from tierlog.broker.controller.reassignment import PartitionAssignment, rebalance_candidates
 from tierlog.broker.controller.state_machine import PartitionStateMachine
 from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.zk_client import (
@@ -65,7 +75,35 @@ DEFAULT_REQUEST_TIMEOUT_S = 10.0
 # by the session's connection timeout).
 DEFAULT_STOP_TIMEOUT_S = 10.0
 
+# ElectLeaders' election types (KIP-460, Kafka's ElectionType).
+PREFERRED = 0
+UNCLEAN = 1
+
+# Kafka's defaults: auto.leader.rebalance.enable=true,
+# leader.imbalance.per.broker.percentage=10, leader.imbalance.check.interval.seconds=300,
+# and the first check 5 s after fail-over (onControllerFailover's
+# scheduleAutoLeaderRebalanceTask(delay = 5)).
+DEFAULT_LEADER_IMBALANCE_PERCENTAGE = 10
+DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S = 300.0
+DEFAULT_FIRST_REBALANCE_DELAY_S = 5.0
+
 WatchFactory = Callable[[int], WatchEvent]
+# (delay in seconds, action) -> a handle with cancel(); threading.Timer by default.
+Scheduler = Callable[[float, Callable[[], None]], Any]
+
+
+class NotControllerError(Exception):
+    """This broker is not (or no longer) the active controller: NOT_CONTROLLER (41)."""
+
+
+_NOT_CONTROLLER = object()  # a request's answer when this broker is not the controller
+
+
+def _timer(delay_s: float, action: Callable[[], None]) -> threading.Timer:
+    timer = threading.Timer(delay_s, action)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 class Controller:
@@ -78,6 +116,14 @@ class Controller:
         unclean_leader_election: the broker's ``unclean.leader.election.enable`` (Kafka's
             default false); a topic's override wins.
         clock: for timing fail-overs in the log.
+        auto_leader_rebalance: ``auto.leader.rebalance.enable`` (default true).
+        leader_imbalance_per_broker_percentage: ``leader.imbalance.per.broker.percentage``
+            (10): a broker leading fewer than this share of the partitions it is preferred
+            for below 100 % gets them back.
+        leader_imbalance_check_interval_s: ``leader.imbalance.check.interval.seconds``
+            (300).
+        first_rebalance_delay_s: the first check after fail-over (Kafka: 5 s).
+        scheduler: runs the periodic check; a daemon ``threading.Timer`` by default.
     """
 
     def __init__(
@@ -88,16 +134,28 @@ class Controller:
         unclean_leader_election: bool = False,
         clock: Clock | None = None,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        auto_leader_rebalance: bool = True,
+        leader_imbalance_per_broker_percentage: int = DEFAULT_LEADER_IMBALANCE_PERCENTAGE,
+        leader_imbalance_check_interval_s: float = DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S,
+        first_rebalance_delay_s: float = DEFAULT_FIRST_REBALANCE_DELAY_S,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._zk = zk
         self._broker_id = broker_id
         self._unclean_default = unclean_leader_election
         self._clock = clock or SystemClock()
         self._request_timeout_s = request_timeout_s
+        self._auto_rebalance = auto_leader_rebalance
+        self._imbalance_percentage = leader_imbalance_per_broker_percentage
+        self._imbalance_interval_s = leader_imbalance_check_interval_s
+        self._first_rebalance_delay_s = first_rebalance_delay_s
+        self._schedule = scheduler or _timer
+        self._rebalance_timer: Any = None
         self._events = EventManager(f"controller-{broker_id}", self._process, self._drop)
         # Controller-thread state.
         self._ctx: ControllerContext | None = None
         self._psm: PartitionStateMachine | None = None
+        self._reassigner: PartitionReassigner | None = None
         self._watched_topics: set[str] = set()
         # Read by other threads; each is one attribute, replaced whole.
         self._lease: ControllerLease | None = None  # set once fail-over is complete
@@ -175,14 +233,68 @@ class Controller:
         """Preferred-replica election (ElectLeaders, PREFERRED) for ``partitions`` or, with
         None, all; an error code per partition (``state_machine.elect_preferred``). Raises
         TimeoutError after the request timeout; {} when not the active controller."""
+        try:
+            return self.elect_leaders(PREFERRED, partitions)
+        except NotControllerError:
+            return {}
+
+    def elect_leaders(
+        self, election_type: int, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], int]:
+        """ElectLeaders (KIP-460) with ``election_type`` PREFERRED (0) or UNCLEAN (1) for
+        ``partitions`` or, with None, all; an error code per partition
+        (``state_machine.elect_preferred`` / ``elect_unclean``).
+
+        Raises:
+            NotControllerError; TimeoutError after the request timeout; ValueError for an
+            unknown election type.
+        """
+        if election_type not in (PREFERRED, UNCLEAN):
+            raise ValueError(f"unknown election type {election_type}")
         wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
-        result = self._request(ElectPreferredLeaders(wanted), {})
-        if result is None:
-            raise TimeoutError("the controller did not answer in time")
+        result = self._call(ElectLeaders(election_type, wanted))
         assert isinstance(result, dict)
         return result
 
-    def _request(self, event: AlterPartition | ElectPreferredLeaders, inactive: Any) -> Any:
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[tuple[str, int], Sequence[int] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> dict[tuple[str, int], Outcome]:
+        """AlterPartitionReassignments (KIP-455): a target replica list per partition, or
+        None to cancel; (error code, message) per partition once the reassignment is stored
+        (``reassigner``). Raises NotControllerError or TimeoutError."""
+        event = AlterReassignments(
+            {
+                TopicPartition(*tp): None if r is None else list(r)
+                for tp, r in reassignments.items()
+            },
+            allow_replication_factor_change,
+        )
+        result = self._call(event)
+        assert isinstance(result, dict)
+        return result
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], PartitionAssignment]:
+        """ListPartitionReassignments: the reassignments in progress (replicas, adding,
+        removing) of ``partitions`` or all. Raises NotControllerError or TimeoutError."""
+        wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        result = self._call(ListReassignments(wanted))
+        assert isinstance(result, dict)
+        return result
+
+    def _call(self, event: RequestEvent) -> Any:
+        result = self._request(event, _NOT_CONTROLLER)
+        if result is None:
+            raise TimeoutError("the controller did not answer in time")
+        if result is _NOT_CONTROLLER:
+            raise NotControllerError("not the active controller")
+        return result
+
+    def _request(self, event: RequestEvent, inactive: Any) -> Any:
         if self._events.on_thread:
             raise RuntimeError("controller requests cannot be made from the controller thread")
         if self._stopped or self._lease is None:
@@ -248,7 +360,7 @@ class Controller:
         if isinstance(event, Shutdown):
             self._shutdown()
             return
-        if isinstance(event, AlterPartition | ElectPreferredLeaders):
+        if isinstance(event, RequestEvent):
             self._answer(event)
             return
         try:
@@ -265,30 +377,46 @@ class Controller:
         except ControllerMovedError as e:
             self._resign(f"deposed ({e})")
 
-    def _answer(self, event: AlterPartition | ElectPreferredLeaders) -> None:
-        psm = self._psm
+    def _answer(self, event: RequestEvent) -> None:
+        psm, reassigner = self._psm, self._reassigner
         try:
-            if self._lease is None or psm is None:
+            if self._lease is None or psm is None or reassigner is None:
                 self._drop(event)
             elif isinstance(event, AlterPartition):
                 tp = TopicPartition(event.topic, event.partition)
+                result = psm.alter_partition(
+                    tp,
+                    event.leader_id,
+                    event.leader_epoch,
+                    event.new_isr,
+                    event.partition_epoch,
+                    event.broker_epoch,
+                )
+                event.reply.set_result(result)
+                if result.ok:
+                    # The leader's answer first; then a target replica may have caught up.
+                    reassigner.on_isr_change(tp)
+            elif isinstance(event, ElectLeaders):
+                if event.election_type == PREFERRED:
+                    event.reply.set_result(psm.elect_preferred(event.partitions))
+                else:
+                    event.reply.set_result(psm.elect_unclean(event.partitions))
+            elif isinstance(event, AlterReassignments):
                 event.reply.set_result(
-                    psm.alter_partition(
-                        tp,
-                        event.leader_id,
-                        event.leader_epoch,
-                        event.new_isr,
-                        event.partition_epoch,
-                        event.broker_epoch,
+                    reassigner.alter(
+                        event.reassignments,
+                        allow_replication_factor_change=event.allow_replication_factor_change,
                     )
                 )
             else:
-                event.reply.set_result(psm.elect_preferred(event.partitions))
+                event.reply.set_result(reassigner.list(event.partitions))
         except ControllerMovedError as e:
             self._resign(f"deposed ({e})")
             self._drop(event)
         except Exception as e:
             log.exception("controller request %s failed", type(event).__name__)
+            if event.reply.done():
+                return
             if isinstance(event, AlterPartition):
                 event.reply.set_result(
                     AlterPartitionResult.refused(ap.UNKNOWN_SERVER_ERROR, repr(e))
@@ -298,12 +426,14 @@ class Controller:
 
     def _drop(self, event: Event) -> None:
         """Answer a request that will not be processed: not the controller."""
-        if isinstance(event, AlterPartition) and not event.reply.done():
+        if not isinstance(event, RequestEvent) or event.reply.done():
+            return
+        if isinstance(event, AlterPartition):
             event.reply.set_result(
                 AlterPartitionResult.refused(ap.NOT_CONTROLLER, "not the active controller")
             )
-        elif isinstance(event, ElectPreferredLeaders) and not event.reply.done():
-            event.reply.set_result({})
+        else:
+            event.reply.set_result(_NOT_CONTROLLER)
 
     def _handle_watch(self, event: WatchEvent) -> None:
         if isinstance(event, BrokerChange):
@@ -318,6 +448,12 @@ class Controller:
             self._on_config_change()
         elif isinstance(event, Resync):
             self._resync()
+        elif isinstance(event, AutoLeaderRebalance):
+            try:
+                if self._auto_rebalance:
+                    self._check_leader_imbalance()
+            finally:
+                self._schedule_rebalance(self._imbalance_interval_s)
 
     # -- election and resignation -----------------------------------------------------------
 
@@ -349,6 +485,7 @@ class Controller:
         ctx = ControllerContext(lease)
         psm = PartitionStateMachine(self._zk, ctx, self._unclean_default)
         self._ctx, self._psm = ctx, psm
+        self._reassigner = reassigner = PartitionReassigner(self._zk, ctx, psm)
         try:
             # Watches first, then reads (as Kafka registers its listeners before
             # initializeControllerContext): a change between the two is not lost, it only
@@ -363,6 +500,7 @@ class Controller:
             self._delete_requested_topics()
             psm.initialize(ctx.partitions_without_state())
             psm.reconcile(list(ctx.partitions()), "controller fail-over")
+            reassigner.resume()
         except ControllerMovedError as e:
             self._resign(f"deposed during fail-over ({e})")
             return
@@ -376,6 +514,7 @@ class Controller:
                 log.warning("controller %d: could not delete /controller: %r", self._broker_id, e)
             return
         self._lease = lease
+        self._schedule_rebalance(self._first_rebalance_delay_s)
         log.info(
             "broker %d is the controller, epoch %d: %d live brokers %s, %d topics,"
             " %d partitions (%d offline), loaded in %d ms",
@@ -398,6 +537,10 @@ class Controller:
         self._lease = None
         self._ctx = None
         self._psm = None
+        self._reassigner = None
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         self._generation += 1
         self._watched_topics = set()
         log.info("broker %d resigned as controller (epoch %d): %s", self._broker_id, epoch, why)
@@ -462,6 +605,7 @@ class Controller:
         if joined or bounced:
             psm.initialize(ctx.partitions_without_state())
             psm.reconcile(ctx.offline_partitions(), f"brokers {sorted(joined | bounced)} started")
+        self._active_reassigner().check_all()
 
     def _on_topic_change(self) -> None:
         ctx, psm = self._active()
@@ -512,3 +656,47 @@ class Controller:
             psm.refresh(tp)
         psm.initialize(ctx.partitions_without_state())
         psm.reconcile(list(ctx.partitions()), "resync after reconnection")
+        self._active_reassigner().check_all()
+
+    def _active_reassigner(self) -> PartitionReassigner:
+        assert self._reassigner is not None
+        return self._reassigner
+
+    # -- automatic leader rebalance ---------------------------------------------------------
+
+    def _schedule_rebalance(self, delay_s: float) -> None:
+        """Enqueue the next ``AutoLeaderRebalance`` of this term after ``delay_s``."""
+        if self._stopped or self._lease is None:
+            return
+        generation = self._generation
+
+        def fire() -> None:
+            if not self._stopped and generation == self._generation:
+                self._events.put(AutoLeaderRebalance(generation))
+
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+        self._rebalance_timer = self._schedule(delay_s, fire)
+
+    def _check_leader_imbalance(self) -> None:
+        """Kafka's ``checkAndTriggerAutoLeaderRebalance``: for each broker leading fewer of
+        its preferred partitions than the threshold allows, elect the preferred replica of
+        those that can take it (live and in the ISR); partitions being reassigned are left
+        alone (their preferred replica is about to change)."""
+        ctx, psm = self._active()
+        moving = set(ctx.reassigning())
+        assignments = {tp: ctx.replicas(tp) for tp in ctx.partitions() if tp not in moving}
+        leaders = {tp: state.leader for tp, (state, _) in ctx.states.items()}
+        candidates = []
+        for tp in rebalance_candidates(assignments, leaders, self._imbalance_percentage):
+            preferred = ctx.replicas(tp)[0]
+            state = ctx.states[tp][0]
+            if preferred in ctx.live_brokers and preferred in state.isr:
+                candidates.append(tp)
+        if candidates:
+            log.info(
+                "leader imbalance above %d%%: preferred leader election for %s",
+                self._imbalance_percentage,
+                [str(tp) for tp in candidates],
+            )
+            psm.elect_preferred(candidates)

@@ -95,9 +95,38 @@ class AlterPartition(Event):
 
 
 @dataclass
-class ElectPreferredLeaders(Event):
+class AutoLeaderRebalance(WatchEvent):
+    """The periodic ``auto.leader.rebalance.enable`` check (Kafka's
+    AutoPreferredReplicaLeaderElection); carries the term so a timer of an earlier term
+    does nothing."""
+
+
+@dataclass
+class ElectLeaders(Event):
+    """ElectLeaders (KIP-460): ``election_type`` 0 = PREFERRED, 1 = UNCLEAN."""
+
+    election_type: int
     partitions: list[TopicPartition] | None
     reply: Future[Any] = field(default_factory=Future)
+
+
+@dataclass
+class AlterReassignments(Event):
+    """AlterPartitionReassignments (KIP-455): a target per partition, None to cancel."""
+
+    reassignments: dict[TopicPartition, list[int] | None]
+    allow_replication_factor_change: bool = True
+    reply: Future[Any] = field(default_factory=Future)
+
+
+@dataclass
+class ListReassignments(Event):
+    partitions: list[TopicPartition] | None
+    reply: Future[Any] = field(default_factory=Future)
+
+
+# Events a caller waits on (``reply``).
+RequestEvent = AlterPartition | ElectLeaders | AlterReassignments | ListReassignments
 
 
 @dataclass

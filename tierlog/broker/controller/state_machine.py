@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from tierlog.broker.controller import alter_partition as ap
 from tierlog.broker.controller.alter_partition import AlterPartitionResult
@@ -26,12 +27,13 @@ from tierlog.broker.controller.context import ControllerContext, TopicPartition
 from tierlog.broker.controller.election import (
     Decision,
     new_partition_election,
+    offline_partition_leader,
     preferred_replica_election,
     reconcile,
 )
 from tierlog.broker.coordination.api import UnknownTopicError
 from tierlog.broker.coordination.zk_client import StalePartitionStateError, ZkClient
-from tierlog.broker.coordination.zk_data import LeaderAndIsr
+from tierlog.broker.coordination.zk_data import NO_LEADER, LeaderAndIsr
 from tierlog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ MAX_ATTEMPTS = 10
 
 ELECTION_NOT_NEEDED = int(ErrorCode.election_not_needed)
 PREFERRED_LEADER_NOT_AVAILABLE = int(ErrorCode.preferred_leader_not_available)
+ELIGIBLE_LEADERS_NOT_AVAILABLE = int(ErrorCode.eligible_leaders_not_available)
 
 
 def describe(tp: TopicPartition, old: LeaderAndIsr | None, new: LeaderAndIsr) -> str:
@@ -142,6 +145,16 @@ class PartitionStateMachine:
                 )
 
             self._write(tp, decide, why)
+
+    def write(
+        self,
+        tp: TopicPartition,
+        decide: Callable[[LeaderAndIsr, int], Decision | None],
+        why: str,
+    ) -> bool:
+        """Write what ``decide`` makes of the current state (re-deciding after a lost race);
+        True if a new state was written. For the controller's other steps (reassignment)."""
+        return self._write(tp, decide, why)
 
     def _write(
         self,
@@ -279,4 +292,54 @@ class PartitionStateMachine:
 
             written = self._write(tp, decide, "ElectLeaders")
             results[tp] = ap.NONE if written else PREFERRED_LEADER_NOT_AVAILABLE
+        return results
+
+    # -- unclean leaders ---------------------------------------------------------------------
+
+    def elect_unclean(
+        self, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, int]:
+        """ElectLeaders with UNCLEAN (KIP-460): a partition without a live leader gets the
+        first live in-sync replica or, failing that, the first live replica whatever the
+        topic's ``unclean.leader.election.enable`` says (the operator asked). An error code
+        per partition: NONE, ELECTION_NOT_NEEDED (84: its leader is live),
+        ELIGIBLE_LEADERS_NOT_AVAILABLE (83: no replica is live) or
+        UNKNOWN_TOPIC_OR_PARTITION. With ``partitions`` None only the partitions that
+        needed an election are answered."""
+        everything = partitions is None
+        results: dict[TopicPartition, int] = {}
+        for tp in self._ctx.partitions() if partitions is None else partitions:
+            found = self._ctx.states.get(tp)
+            replicas = self._ctx.replicas(tp)
+            if found is None or not replicas:
+                results[tp] = ap.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            leader = found[0].leader
+            if leader != NO_LEADER and leader in self._ctx.live_brokers:
+                if not everything:
+                    results[tp] = ELECTION_NOT_NEEDED
+                continue
+
+            def decide(
+                current: LeaderAndIsr, _version: int, replicas: list[int] = replicas
+            ) -> Decision | None:
+                live = self._ctx.live_brokers
+                if current.leader != NO_LEADER and current.leader in live:
+                    return None
+                chosen, unclean = offline_partition_leader(replicas, current.isr, live, True)
+                if chosen is None:
+                    return None
+                isr = (chosen,) if unclean else tuple(r for r in current.isr if r in live)
+                state = replace(
+                    current,
+                    leader=chosen,
+                    leader_epoch=current.leader_epoch + 1,
+                    isr=isr,
+                    controller_epoch=self._ctx.epoch,
+                )
+                how = "unclean election of an out-of-sync replica" if unclean else "clean"
+                return Decision(state, f"ElectLeaders UNCLEAN: {how}", unclean)
+
+            written = self._write(tp, decide, "ElectLeaders")
+            results[tp] = ap.NONE if written else ELIGIBLE_LEADERS_NOT_AVAILABLE
         return results
