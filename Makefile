@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo test lint typecheck unit zookeeper bench bench-storage bench-throughput bench-spark clean setup
+.PHONY: demo test lint typecheck unit zookeeper bench bench-storage bench-throughput bench-cluster bench-spark clean setup
 
 setup: $(STAMP)
 
@@ -46,7 +46,7 @@ unit: $(STAMP) $(JARS) zookeeper
 
 test: lint typecheck unit
 
-bench: bench-storage bench-throughput bench-spark
+bench: bench-storage bench-throughput bench-cluster bench-spark
 
 bench-storage: $(STAMP)
 	$(BIN)/python bench/storage.py
@@ -54,6 +54,10 @@ bench-storage: $(STAMP)
 # Fetches Apache Kafka's jars with mvn into bench/.work (once) and runs both brokers.
 bench-throughput: $(STAMP)
 	$(BIN)/python bench/throughput.py
+
+# Three tierlog brokers + ZooKeeper vs three Kafka brokers + a KRaft controller (same jars).
+bench-cluster: $(STAMP) zookeeper
+	$(BIN)/python bench/cluster.py
 
 # Arrow decoding per codec, and the tierlog source vs Spark's Kafka source on a cold topic.
 bench-spark: $(STAMP) $(JARS)

@@ -1,0 +1,960 @@
+"""Three-broker clusters side by side: tierlog (ZooKeeper mode) vs Apache Kafka 4.x (KRaft).
+
+Both clusters run on 127.0.0.1 at the same time, each with the same client (confluent-kafka),
+topics with replication factor 3 and ``min.insync.replicas=2``, producers with ``acks=all``,
+``linger.ms=5`` and idempotence on:
+
+  tierlog  3 broker processes (``python -m tierlog.cli broker start --override ...``) and a
+           ZooKeeper from Debian's package (``tierlog.tools.zookeeper``); the controller is
+           one of the brokers, elected in ZooKeeper.
+  kafka    1 dedicated KRaft controller (``process.roles=controller``, a one-voter static
+           quorum) + 3 brokers (``process.roles=broker``), jars fetched by
+           ``bench/kafka_ref.py`` (as for ``bench/throughput.py``); brokers ``-Xmx1G``, the
+           controller ``-Xmx512M``. The dedicated controller plays the part ZooKeeper and
+           tierlog's controller play together; neither side's controller is ever killed.
+
+Failure detection is set equal: tierlog's ``zookeeper.session.timeout.ms`` and Kafka's
+``broker.session.timeout.ms`` are both ``SESSION_TIMEOUT_MS`` (ZooKeeper's ``tickTime`` of
+200 ms allows 400 ms - 60 s sessions; Kafka's brokers heartbeat every 2 s, its default),
+and ``replica.lag.time.max.ms`` and ``replica.fetch.wait.max.ms`` are the same on both.
+``auto.leader.rebalance.enable`` is off on both (no leadership moves back by itself).
+
+Workloads (each side in turn, who goes first alternating):
+
+  throughput  after a warm-up (30 s per cluster, quick 5 s: Kafka's JIT needs ~2M records
+              on this box to reach its pace), N records of 1 KiB (full 1.5M, quick 0.3M)
+              into a fresh one-partition topic as fast as the client sends them; msgs/s and MB/s of
+              acknowledged records; best of ``--rounds``. Around the same window: each
+              broker's CPU (utime+stime from /proc/<pid>/stat), reported as broker CPU
+              seconds per GiB replicated (per GiB of record values acknowledged with
+              acks=all, i.e. written on three brokers), leader and followers apart, and
+              the records per batch in the leader's segment files (same batching on both?).
+  latency     1 KiB records at a fixed 2,000 msgs/s (same producer settings), p50/p99 of
+              produce() -> delivery report (librdkafka's ``Message.latency()``).
+  failover    a producer sends 1 KiB records to partition 0 at 1,000 msgs/s; the
+              partition's leader gets SIGKILL; measured: from the kill to the first
+              successful delivery report of a record produced after the kill. Each round
+              uses a fresh topic whose preferred (hence first) leader is the broker to be
+              killed (never tierlog's controller); afterwards the broker is restarted and
+              the bench waits until all three replicas are in sync again. Median of
+              ``--failover-rounds`` (full 3, quick 1).
+  move        ``--move``: moving a partition between brokers (tiered vs untiered) is not
+              measured yet (reassignment only just landed in tierlog): prints "not
+              available yet" and is not a figure.
+
+Run (from the repository root)::
+
+    .venv/bin/python bench/cluster.py --quick     # smoke run, under 2 minutes
+    .venv/bin/python bench/cluster.py             # full run, ~7 minutes
+    .venv/bin/python bench/cluster.py --only tierlog --profile --failover-rounds 0 --rounds 1
+
+``--profile`` runs tierlog's brokers under cProfile and prints each one's top functions by
+own time at the end (slower: its figures are not comparable with Kafka's). Progress goes to
+stderr; the LAST line on stdout is one JSON object with every figure.
+Processes run in their own process groups and are killed on exit (errors, Ctrl-C and
+SIGTERM included). Logs stay in ``bench/.work/runs/cluster-<time>/``; data dirs are removed
+unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import functools
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import kafka_ref
+import procs
+import workloads as wl
+from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+from procs import ManagedProcess, free_port
+
+WORK = Path(__file__).resolve().parent / ".work"  # git-ignored, shared with throughput.py
+GiB = 1 << 30
+MiB = 1 << 20
+
+SESSION_TIMEOUT_MS = 6000  # tierlog zookeeper.session.timeout.ms = Kafka broker.session.timeout.ms
+KAFKA_HEARTBEAT_MS = 2000  # Kafka's default broker.heartbeat.interval.ms
+ZK_TICK_MS = 200  # ZooKeeper sessions may be 2..20 ticks by default; tools/zookeeper allows 60 s
+REPLICA_LAG_MS = 10000  # replica.lag.time.max.ms on both
+FETCH_WAIT_MS = 500  # replica.fetch.wait.max.ms on both (Kafka's default)
+BROKERS = 3
+KAFKA_CONTROLLER_ID = 3000
+READY_TIMEOUT = 120.0
+CALL_TIMEOUT = 15.0
+VALUE_BYTES = 1024
+PRODUCER = {"acks": "all", "linger.ms": 5, "enable.idempotence": True}
+TOPIC_CONFIG = {"min.insync.replicas": "2"}
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Plan:
+    throughput_msgs: int
+    throughput_max_s: float
+    rounds: int
+    warm_up_s: float  # per cluster: Kafka's JIT needs ~2M records here to reach its pace
+    latency_rate: int
+    latency_s: float
+    failover_rounds: int
+    failover_rate: int
+    failover_give_up_s: float
+
+
+QUICK = Plan(300_000, 60.0, 1, 5.0, 2000, 5.0, 1, 1000, 60.0)
+FULL = Plan(1_500_000, 120.0, 3, 30.0, 2000, 15.0, 3, 1000, 60.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Clusters
+
+
+@dataclass
+class Node:
+    """One server process that can be killed and started again with the same argv."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    port: int
+    broker_id: int | None = None
+    proc: ManagedProcess | None = None
+    starts: int = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        log = self.log_path.with_suffix(f".{self.starts}.log")
+        self.proc = procs.start_process(self.name, self.argv, log)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.alive()
+
+    def cpu(self) -> float:
+        return procs.tree_cpu_seconds(self.pid) if self.alive() else 0.0
+
+    def kill(self) -> None:
+        """SIGKILL the broker's process (what is measured), then reap its group."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+
+    def reap(self) -> None:
+        if self.proc is not None:
+            self.proc.stop(timeout=0.1)
+
+
+@dataclass
+class Cluster:
+    """Three brokers plus the coordination service (a KRaft controller or ZooKeeper)."""
+
+    name: str
+    run_dir: Path
+    brokers: list[Node] = field(default_factory=list)
+    coordinator: Node | None = None
+    zookeeper: Any = None  # tierlog.tools.zookeeper.ZooKeeperServer
+    settings: dict[str, Any] = field(default_factory=dict)
+    _admin: AdminClient | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+
+    def broker(self, broker_id: int) -> Node:
+        return next(b for b in self.brokers if b.broker_id == broker_id)
+
+    def conf(self) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "broker.address.family": "v4",
+            "client.id": "tierlog-bench-cluster",
+            "log_level": 0,  # refused connections to a killed broker are expected
+        }
+
+    def admin(self) -> AdminClient:
+        """One client for the cluster's life: a future outlives a client that is freed."""
+        if self._admin is None:
+            self._admin = AdminClient(self.conf())
+        return self._admin
+
+    def coordination_cpu(self) -> float:
+        if self.coordinator is not None:
+            return self.coordinator.cpu()
+        proc = getattr(self.zookeeper, "_proc", None)
+        return procs.tree_cpu_seconds(proc.pid) if proc is not None else 0.0
+
+    def partition(self, topic: str) -> tuple[int, list[int], list[int]] | None:
+        """(leader, replicas, isr) of partition 0 as Metadata shows it, None if unknown."""
+        meta = self.admin().list_topics(topic=topic, timeout=5).topics.get(topic)
+        if meta is None or meta.error is not None or 0 not in meta.partitions:
+            return None
+        p = meta.partitions[0]
+        return p.leader, list(p.replicas), list(p.isrs)
+
+    def wait_until(self, check: Any, what: str, timeout: float) -> float:
+        begin = time.monotonic()
+        while time.monotonic() - begin < timeout:
+            try:
+                if check():
+                    return time.monotonic() - begin
+            except procs.BrokerNotReady:
+                raise
+            except Exception:  # a broker mid-restart: ask again
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"[{self.name}] {what} not reached in {timeout:.0f} s")
+
+    def wait_brokers(self, timeout: float = READY_TIMEOUT) -> float:
+        def all_up() -> bool:
+            for b in self.brokers:
+                if not b.alive():
+                    raise procs.BrokerNotReady(f"{b.name} exited; see {b.log_path.parent}")
+            meta = self.admin().list_topics(timeout=2)
+            return len(meta.brokers) == BROKERS
+
+        try:
+            return self.wait_until(all_up, f"{BROKERS} brokers in Metadata", timeout)
+        except procs.BrokerNotReady:
+            raise
+        except TimeoutError as exc:
+            raise procs.BrokerNotReady(str(exc)) from exc
+
+    def create_topic(self, topic: str, replicas: list[int] | None = None) -> None:
+        """RF 3, min ISR 2; ``replicas`` fixes the order (its first is the first leader)."""
+        if replicas is None:
+            new = NewTopic(topic, num_partitions=1, replication_factor=BROKERS, config=TOPIC_CONFIG)
+        else:
+            new = NewTopic(topic, 1, replica_assignment=[replicas], config=TOPIC_CONFIG)
+        futures = self.admin().create_topics(
+            [new], operation_timeout=CALL_TIMEOUT, request_timeout=CALL_TIMEOUT
+        )
+        futures[topic].result(timeout=CALL_TIMEOUT * 2)
+        self.wait_full_isr(topic, 60.0)
+
+    def wait_full_isr(self, topic: str, timeout: float) -> float:
+        def full() -> bool:
+            found = self.partition(topic)
+            return found is not None and found[0] >= 0 and len(found[2]) == BROKERS
+
+        return self.wait_until(full, f"{topic}: {BROKERS} replicas in sync", timeout)
+
+    def delete_topic(self, topic: str) -> None:
+        futures = self.admin().delete_topics([topic], operation_timeout=CALL_TIMEOUT)
+        with contextlib.suppress(Exception):
+            futures[topic].result(timeout=CALL_TIMEOUT * 2)
+
+    def controller_id(self) -> int | None:
+        """tierlog's controller (a broker); None for Kafka, whose controller is its own node."""
+        if self.coordinator is not None:
+            return None
+        cluster: Any = self.admin().describe_cluster(request_timeout=CALL_TIMEOUT)
+        described = cluster.result(timeout=CALL_TIMEOUT)
+        return described.controller.id if described.controller is not None else None
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM every broker at once, then SIGKILL what is left; then the coordinator."""
+        begin = time.monotonic()
+        for b in self.brokers:
+            if b.alive():
+                assert b.proc is not None
+                with contextlib.suppress(ProcessLookupError):
+                    b.proc.popen.send_signal(signal.SIGTERM)
+        clean = []
+        for b in self.brokers:
+            if b.proc is not None:
+                left = max(0.5, 20.0 - (time.monotonic() - begin))
+                clean.append(b.proc.stop(timeout=left).clean)
+        if self.coordinator is not None and self.coordinator.proc is not None:
+            self.coordinator.proc.stop(timeout=10)
+        if self.zookeeper is not None:
+            self.zookeeper.close()
+        return {"clean": all(clean), "seconds": round(time.monotonic() - begin, 1)}
+
+
+def _kafka_properties(role: str, node_id: int, port: int, cport: int, data: Path) -> str:
+    common = [
+        f"process.roles={role}",
+        f"node.id={node_id}",
+        f"controller.quorum.voters={KAFKA_CONTROLLER_ID}@127.0.0.1:{cport}",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        f"log.dirs={data}",
+        f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}",
+        f"broker.heartbeat.interval.ms={KAFKA_HEARTBEAT_MS}",
+    ]
+    if role == "controller":
+        return "\n".join([*common, f"listeners=CONTROLLER://127.0.0.1:{cport}", ""])
+    return "\n".join(
+        [
+            *common,
+            f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+            "inter.broker.listener.name=PLAINTEXT",
+            "num.partitions=1",
+            f"default.replication.factor={BROKERS}",
+            "min.insync.replicas=2",
+            "auto.create.topics.enable=false",
+            "unclean.leader.election.enable=false",
+            "auto.leader.rebalance.enable=false",
+            f"replica.lag.time.max.ms={REPLICA_LAG_MS}",
+            f"replica.fetch.wait.max.ms={FETCH_WAIT_MS}",
+            f"offsets.topic.replication.factor={BROKERS}",
+            f"transaction.state.log.replication.factor={BROKERS}",
+            "transaction.state.log.min.isr=2",
+            f"share.coordinator.state.topic.replication.factor={BROKERS}",
+            "share.coordinator.state.topic.min.isr=2",
+            "group.initial.rebalance.delay.ms=0",
+            "log.segment.delete.delay.ms=1000",
+            "",
+        ]
+    )
+
+
+def start_kafka(version: str, run_dir: Path) -> tuple[Cluster, dict[str, Any]]:
+    """Fetch (or reuse) the jars; format and start 1 controller + 3 brokers."""
+    dist = kafka_ref.fetch_kafka(WORK, version)
+    info: dict[str, Any] = {"version": dist.version, "jars_cached": dist.cached}
+    say(f"[kafka] Apache Kafka {dist.version} ({dist.jar_count} jars)")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log4j = run_dir / "log4j2.yaml"
+    log4j.write_text(kafka_ref.LOG4J2_YAML)
+    java = ["java", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{dist.libs}/*"]
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cport = free_port()
+    cluster = Cluster("kafka", run_dir)
+    nodes = [("controller", KAFKA_CONTROLLER_ID, cport)] + [
+        ("broker", n, free_port()) for n in range(BROKERS)
+    ]
+    for role, node_id, port in nodes:
+        name = "controller" if role == "controller" else f"broker-{node_id}"
+        props = run_dir / f"{name}.properties"
+        props.write_text(_kafka_properties(role, node_id, port, cport, run_dir / "data" / name))
+        fmt = [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)]
+        done = subprocess.run(fmt, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise kafka_ref.KafkaUnavailable(f"format {name}: {done.stderr.strip()[-500:]}")
+        heap = ["-Xmx512M", "-Xms512M"] if role == "controller" else ["-Xmx1G", "-Xms1G"]
+        flags = [f for f in kafka_ref.JVM_FLAGS if not f.startswith(("-Xmx", "-Xms"))]
+        argv = [java[0], *heap, *flags, *java[1:], "kafka.Kafka", str(props)]
+        node = Node(
+            f"kafka-{name}", argv, run_dir / name, port, None if role == "controller" else node_id
+        )
+        if role == "controller":
+            cluster.coordinator = node
+        else:
+            cluster.brokers.append(node)
+        node.start()
+    info["ready_s"] = round(cluster.wait_brokers(), 2)
+    info["topology"] = "1 KRaft controller (static one-voter quorum) + 3 brokers"
+    info["heap"] = "brokers -Xmx1G -Xms1G, controller -Xmx512M -Xms512M, G1"
+    cluster.settings = {
+        "broker.session.timeout.ms": SESSION_TIMEOUT_MS,
+        "broker.heartbeat.interval.ms": KAFKA_HEARTBEAT_MS,
+        "replica.lag.time.max.ms": REPLICA_LAG_MS,
+        "replica.fetch.wait.max.ms": FETCH_WAIT_MS,
+        "auto.leader.rebalance.enable": False,
+    }
+    say(f"[kafka] 3 brokers up after {info['ready_s']} s: {cluster.bootstrap}")
+    return cluster, info
+
+
+def start_tierlog(run_dir: Path, profile: bool = False) -> tuple[Cluster, dict[str, Any]]:
+    """A ZooKeeper (tick 200 ms) and 3 tierlog brokers in ZooKeeper mode; with ``profile``
+    each broker runs under cProfile (its main thread, the event loop) and writes
+    ``broker-N.prof`` when it stops."""
+    from tierlog.tools.zookeeper import ZooKeeperServer
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cluster = Cluster("tierlog", run_dir)
+    begin = time.monotonic()
+    cluster.zookeeper = ZooKeeperServer(run_dir / "zookeeper", tick_time_ms=ZK_TICK_MS).start()
+    connect = f"{cluster.zookeeper.connect}/tierlog-bench"
+    for n in range(BROKERS):
+        port = free_port()
+        overrides = {
+            "broker.id": str(n),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "log.dirs": str(run_dir / "data" / f"broker-{n}"),
+            "zookeeper.connect": connect,
+            "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+            "num.partitions": "1",
+            "default.replication.factor": str(BROKERS),
+            "min.insync.replicas": "2",
+            "auto.create.topics.enable": "false",
+            "unclean.leader.election.enable": "false",
+            "auto.leader.rebalance.enable": "false",
+            "replica.lag.time.max.ms": str(REPLICA_LAG_MS),
+            "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS),
+            "offsets.topic.replication.factor": str(BROKERS),
+            "group.initial.rebalance.delay.ms": "0",
+            "log.segment.delete.delay.ms": "1000",
+        }
+        argv = [sys.executable, "-m", "tierlog.cli", "broker", "start"]
+        if profile:
+            argv[1:1] = ["-m", "cProfile", "-o", str(run_dir / f"broker-{n}.prof")]
+        for key, value in overrides.items():
+            argv += ["--override", f"{key}={value}"]
+        node = Node(f"tierlog-broker-{n}", argv, run_dir / f"broker-{n}", port, n)
+        cluster.brokers.append(node)
+        node.start()
+    cluster.wait_brokers()
+    cluster.wait_until(lambda: cluster.controller_id() is not None, "a controller", 60.0)
+    info = {
+        "ready_s": round(time.monotonic() - begin, 2),
+        "topology": "ZooKeeper (Debian package, standalone) + 3 brokers, one of them controller",
+        "controller": cluster.controller_id(),
+    }
+    cluster.settings = {
+        "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+        "zookeeper tickTime ms": ZK_TICK_MS,
+        "replica.lag.time.max.ms": REPLICA_LAG_MS,
+        "replica.fetch.wait.max.ms": FETCH_WAIT_MS,
+        "auto.leader.rebalance.enable": False,
+    }
+    say(f"[tierlog] 3 brokers up after {info['ready_s']} s: {cluster.bootstrap}")
+    return cluster, info
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads
+
+
+def _client_cpu() -> float:
+    usage = os.times()
+    return usage.user + usage.system
+
+
+def _producer(cluster: Cluster, **extra: Any) -> Producer:
+    return Producer({**cluster.conf(), **PRODUCER, **extra})
+
+
+def throughput(cluster: Cluster, topic: str, count: int, max_s: float) -> dict[str, Any]:
+    """``count`` records of 1 KiB as fast as the client sends them; broker CPU around it."""
+    cluster.create_topic(topic)
+    leader = cluster.partition(topic)
+    assert leader is not None
+    errors: list[str] = []
+
+    def on_error(err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    producer = _producer(cluster, **{"delivery.report.only.error": True, "on_delivery": on_error})
+    value = os.urandom(VALUE_BYTES)
+    for _ in range(100):  # connections, producer id, the first segment
+        producer.produce(topic, value, partition=0)
+    producer.flush(CALL_TIMEOUT)
+    cpu0 = {b.broker_id: b.cpu() for b in cluster.brokers}
+    coord0, client0 = cluster.coordination_cpu(), _client_cpu()
+    produce, poll, now = producer.produce, producer.poll, time.perf_counter
+    t0 = now()
+    until = t0 + max_s
+    sent = 0
+    while sent < count and now() < until:
+        try:
+            produce(topic, value, partition=0)
+        except BufferError:  # the local queue is full: wait for the brokers
+            poll(0.005)
+            continue
+        sent += 1
+        if sent & 1023 == 0:
+            poll(0)
+    unsent = producer.flush(max_s)
+    elapsed = now() - t0
+    cpu = {b.broker_id: round(b.cpu() - cpu0[b.broker_id], 2) for b in cluster.brokers}
+    coord = cluster.coordination_cpu() - coord0
+    client = _client_cpu() - client0
+    delivered = sent - unsent - len(errors)
+    gib = delivered * VALUE_BYTES / GiB
+    lead = leader[0]
+    followers = [c for b, c in cpu.items() if b != lead]
+    result: dict[str, Any] = {
+        "msgs": delivered,
+        "seconds": round(elapsed, 3),
+        "msgs_per_s": round(delivered / elapsed, 1),
+        "mb_per_s": round(delivered * VALUE_BYTES / elapsed / 1e6, 2),
+        "errors": len(errors) + unsent,
+        "gib": round(gib, 3),
+        "leader": lead,
+        "broker_cpu_s": cpu,
+        "brokers_cpu_s_per_gib": round(sum(cpu.values()) / gib, 2) if gib else None,
+        "leader_cpu_s_per_gib": round(cpu[lead] / gib, 2) if gib else None,
+        "follower_cpu_s_per_gib": round(statistics.fmean(followers) / gib, 2) if gib else None,
+        "coordination_cpu_s": round(coord, 2),
+        "client_cpu_s": round(client, 2),
+    }
+    if errors:
+        result["first_error"] = errors[0]
+    # Record batches in the leader's segment files: how the client batched for this broker.
+    data = cluster.run_dir / "data" / f"broker-{lead}"
+    result.update(wl.batch_stats(wl.Target(cluster.name, "", 0, data), topic))
+    cluster.delete_topic(topic)
+    return result
+
+
+def latency(cluster: Cluster, topic: str, rate: int, seconds: float) -> dict[str, Any]:
+    """produce() -> delivery report at a fixed rate; one second first, not counted."""
+    cluster.create_topic(topic)
+    latencies: list[float] = []
+    errors: list[str] = []
+
+    def done(err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            errors.append(str(err))
+        elif (lat := msg.latency()) is not None:
+            latencies.append(lat)
+
+    producer = _producer(cluster, on_delivery=done, **{"socket.nagle.disable": True})
+    value = os.urandom(VALUE_BYTES)
+    stop = threading.Event()
+
+    def serve() -> None:  # poll() returns as soon as a report arrives
+        while not stop.is_set():
+            producer.poll(0.1)
+
+    def paced(count: int) -> float:
+        t0 = time.perf_counter()
+        for i in range(count):
+            wait = t0 + i / rate - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            producer.produce(topic, value, partition=0)
+        while len(producer) and time.perf_counter() < t0 + count / rate + CALL_TIMEOUT:
+            time.sleep(0.001)
+        return time.perf_counter() - t0
+
+    server = threading.Thread(target=serve, name="delivery-reports", daemon=True)
+    server.start()
+    try:
+        paced(rate)
+        latencies.clear()
+        elapsed = paced(int(rate * seconds))
+    finally:
+        stop.set()
+        server.join(timeout=CALL_TIMEOUT)
+    producer.flush(CALL_TIMEOUT)
+    cluster.delete_topic(topic)
+    ordered = sorted(latencies)
+
+    def pct(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3)
+
+    result: dict[str, Any] = {
+        "msgs": len(ordered),
+        "rate_target": rate,
+        "rate_achieved": round(len(ordered) / elapsed, 1),
+        "errors": len(errors),
+    }
+    if ordered:
+        result.update(p50_ms=pct(0.5), p99_ms=pct(0.99), p999_ms=pct(0.999))
+        result["max_ms"] = round(ordered[-1] * 1000, 3)
+    return result
+
+
+def failover(cluster: Cluster, topic: str, victim: int, plan: Plan) -> dict[str, Any]:
+    """SIGKILL partition 0's leader while producing; time to the first acknowledged record
+    produced after the kill. Restarts the victim and waits for a full ISR afterwards."""
+    others = [b.broker_id for b in cluster.brokers if b.broker_id != victim]
+    cluster.create_topic(topic, [victim, *others])  # type: ignore[list-item]
+    found = cluster.partition(topic)
+    if found is None or found[0] != victim:
+        raise RuntimeError(f"{topic}: leader {found} is not the chosen victim {victim}")
+    t_kill = [float("inf")]
+    first_ok_after: list[float] = []
+    first_ok_any: list[float] = []
+    errors: list[str] = []
+    acked = [0]
+
+    def report(sent_at: float, err: KafkaError | None, _msg: Message) -> None:
+        now = time.perf_counter()
+        if err is not None:
+            errors.append(str(err))
+            return
+        acked[0] += 1
+        if now > t_kill[0] and not first_ok_any:
+            first_ok_any.append(now)
+        if sent_at > t_kill[0] and not first_ok_after:
+            first_ok_after.append(now)
+
+    producer = _producer(cluster)
+    value = os.urandom(VALUE_BYTES)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            producer.poll(0.05)
+
+    leader_seen: list[tuple[float, int]] = []
+
+    def watch_metadata() -> None:  # when Metadata first names a new leader, for the record
+        admin = cluster.admin()
+        while not stop.is_set() and not leader_seen:
+            with contextlib.suppress(Exception):
+                meta = admin.list_topics(topic=topic, timeout=1).topics[topic].partitions[0]
+                if meta.leader >= 0 and meta.leader != victim:
+                    leader_seen.append((time.perf_counter(), meta.leader))
+            time.sleep(0.05)
+
+    server = threading.Thread(target=serve, name="delivery-reports", daemon=True)
+    server.start()
+    watcher: threading.Thread | None = None
+    interval = 1.0 / plan.failover_rate
+    node = cluster.broker(victim)
+    try:
+        t0 = time.perf_counter()
+        i = 0
+        killed = False
+        give_up = float("inf")
+        after_ok = float("inf")
+        while True:
+            now = time.perf_counter()
+            if not killed and now >= t0 + 2.0:  # two seconds of steady acks=all first
+                t_kill[0] = time.perf_counter()
+                node.kill()
+                killed = True
+                give_up = t_kill[0] + plan.failover_give_up_s
+                watcher = threading.Thread(target=watch_metadata, daemon=True)
+                watcher.start()
+            if first_ok_after and after_ok == float("inf"):
+                after_ok = now
+            if now > after_ok + 0.5 or now > give_up:
+                break
+            wait = t0 + i * interval - now
+            if wait > 0:
+                time.sleep(wait)
+            producer.produce(
+                topic,
+                value,
+                partition=0,
+                on_delivery=functools.partial(report, time.perf_counter()),
+            )
+            i += 1
+        unsent = producer.flush(CALL_TIMEOUT)
+    finally:
+        stop.set()
+        server.join(timeout=CALL_TIMEOUT)
+        if watcher is not None:
+            watcher.join(timeout=5)
+        node.reap()
+    result: dict[str, Any] = {
+        "victim": victim,
+        "failover_s": round(first_ok_after[0] - t_kill[0], 3) if first_ok_after else None,
+        "first_ack_any_s": round(first_ok_any[0] - t_kill[0], 3) if first_ok_any else None,
+        "sent": i,
+        "acked": acked[0],
+        "errors": len(errors) + unsent,
+    }
+    if leader_seen:
+        result["new_leader"] = leader_seen[0][1]
+        result["metadata_new_leader_s"] = round(leader_seen[0][0] - t_kill[0], 3)
+    if errors:
+        result["first_error"] = errors[0]
+    # Back to three in-sync replicas before anything else runs.
+    restart = time.monotonic()
+    node.start()
+    result["rejoin_s"] = round(cluster.wait_full_isr(topic, 120.0), 2)
+    result["restart_to_full_isr_s"] = round(time.monotonic() - restart, 2)
+    cluster.wait_brokers()
+    cluster.delete_topic(topic)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+
+
+def _victims(cluster: Cluster, rounds: int) -> list[int]:
+    """Round robin over the brokers that are not the controller (tierlog's is a broker)."""
+    controller = cluster.controller_id()
+    candidates = [b.broker_id for b in cluster.brokers if b.broker_id != controller]
+    return [candidates[r % len(candidates)] for r in range(rounds)]  # type: ignore[misc]
+
+
+def _guard(name: str, what: str, run: Any) -> dict[str, Any]:
+    try:
+        result: dict[str, Any] = run()
+        return result
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        say(f"  [{name}] {what} failed: {type(exc).__name__}: {exc}")
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if isinstance(a, int | float) and isinstance(b, int | float) and b:
+        return round(a / b, 3)
+    return None
+
+
+def run_all(clusters: dict[str, Cluster], plan: Plan, report: dict[str, Any]) -> None:
+    order = list(clusters)
+    say(f"warm-up (not counted): {plan.warm_up_s:g} s of the throughput workload on each")
+    for name in order:
+        warm = _guard(
+            name,
+            "warm-up",
+            lambda c=clusters[name]: throughput(c, "warm-up", 1 << 40, plan.warm_up_s),
+        )
+        say(f"  [{name}] warm-up {warm.get('msgs_per_s', warm.get('error'))} msgs/s")
+
+    say(f"throughput: {plan.throughput_msgs:,} x 1 KiB, acks=all, linger 5 ms, idempotent")
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
+    for r in range(plan.rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            c = clusters[name]
+            res = _guard(
+                name,
+                "throughput",
+                lambda c=c, r=r: throughput(
+                    c, f"tput-{r}", plan.throughput_msgs, plan.throughput_max_s
+                ),
+            )
+            rounds[name].append(res)
+            if "error" not in res:
+                say(
+                    f"  [{name}] #{r + 1}: {res['msgs_per_s']:,.0f} msgs/s {res['mb_per_s']} MB/s"
+                    f"  broker CPU {res['brokers_cpu_s_per_gib']} s/GiB (leader "
+                    f"{res['leader_cpu_s_per_gib']}, follower {res['follower_cpu_s_per_gib']})"
+                    f"  client CPU {res['client_cpu_s']} s in {res['seconds']} s"
+                    f"  {res.get('records_per_batch')} records/batch"
+                    f"  errors {res['errors']}"
+                )
+    tput: dict[str, Any] = {}
+    for name, results in rounds.items():
+        good = [x for x in results if "msgs_per_s" in x]
+        best = dict(max(good, key=lambda x: x["msgs_per_s"])) if good else results[-1]
+        best["rounds_msgs_per_s"] = [x.get("msgs_per_s") for x in results]
+        best["rounds_cpu_s_per_gib"] = [x.get("brokers_cpu_s_per_gib") for x in results]
+        tput[name] = best
+    report["throughput"] = tput
+    order.reverse()
+
+    say(f"latency: {plan.latency_rate:,} msgs/s x 1 KiB for {plan.latency_s:g} s, same producer")
+    lat: dict[str, Any] = {}
+    for name in order:
+        c = clusters[name]
+        lat[name] = _guard(
+            name, "latency", lambda c=c: latency(c, "latency", plan.latency_rate, plan.latency_s)
+        )
+        if "p99_ms" in lat[name]:
+            x = lat[name]
+            say(
+                f"  [{name}] p50 {x['p50_ms']} ms  p99 {x['p99_ms']} ms  p99.9 {x['p999_ms']} ms"
+                f"  at {x['rate_achieved']:,.0f}/s  errors {x['errors']}"
+            )
+    report["latency"] = lat
+    order.reverse()
+
+    say(
+        f"failover: SIGKILL of partition 0's leader while producing {plan.failover_rate}/s; "
+        f"session timeout {SESSION_TIMEOUT_MS} ms on both sides"
+    )
+    fo: dict[str, Any] = {name: {"rounds": []} for name in order}
+    victims = {name: _victims(clusters[name], plan.failover_rounds) for name in order}
+    for r in range(plan.failover_rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            c = clusters[name]
+            res = _guard(
+                name,
+                "failover",
+                lambda c=c, r=r, v=victims[name][r]: failover(c, f"failover-{r}", v, plan),
+            )
+            fo[name]["rounds"].append(res)
+            if "error" not in res:
+                say(
+                    f"  [{name}] #{r + 1}: killed broker {res['victim']} -> first ack of a "
+                    f"post-kill record after {res['failover_s']} s "
+                    f"(any ack {res['first_ack_any_s']} s, Metadata names "
+                    f"{res.get('new_leader')} at {res.get('metadata_new_leader_s')} s)"
+                    f"; restarted broker back in ISR after {res['restart_to_full_isr_s']} s"
+                    f"; errors {res['errors']}"
+                )
+    for entry in fo.values():
+        times = [x["failover_s"] for x in entry["rounds"] if x.get("failover_s") is not None]
+        entry["median_s"] = round(statistics.median(times), 3) if times else None
+        meta = [x["metadata_new_leader_s"] for x in entry["rounds"] if "metadata_new_leader_s" in x]
+        entry["median_metadata_new_leader_s"] = round(statistics.median(meta), 3) if meta else None
+    report["failover"] = fo
+
+
+def profile_summary(run_dir: Path, top: int = 15) -> dict[str, Any]:
+    """The functions with the most own time in each tierlog broker's profile."""
+    import pstats
+
+    out: dict[str, Any] = {}
+    for path in sorted(run_dir.glob("broker-*.prof")):
+        stats: Any = pstats.Stats(str(path))
+        total = stats.total_tt
+        rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
+        out[path.stem] = {
+            "total_s": round(total, 2),
+            "top_tottime": [
+                [f"{Path(f).name}:{line}:{fn}", round(tt, 3), round(ct, 3), calls]
+                for (f, line, fn), (_cc, calls, tt, ct, _callers) in rows
+            ],
+        }
+        say(f"profile {path} ({total:.1f} s in the main thread), most own time:")
+        for name, tt, ct, calls in out[path.stem]["top_tottime"]:
+            say(f"  {tt:8.3f} s own {ct:8.3f} s cum {calls:>9} calls  {name}")
+    return out
+
+
+def summarise(report: dict[str, Any]) -> None:
+    t, k = report.get("throughput", {}), report.get("latency", {})
+    tt, tk = t.get("tierlog", {}), t.get("kafka", {})
+    lt, lk = k.get("tierlog", {}), k.get("kafka", {})
+    ft = report.get("failover", {}).get("tierlog", {}).get("median_s")
+    fk = report.get("failover", {}).get("kafka", {}).get("median_s")
+    figures = {
+        "throughput_msgs_per_s": {"tierlog": tt.get("msgs_per_s"), "kafka": tk.get("msgs_per_s")},
+        "throughput_mb_per_s": {"tierlog": tt.get("mb_per_s"), "kafka": tk.get("mb_per_s")},
+        "p50_ms": {"tierlog": lt.get("p50_ms"), "kafka": lk.get("p50_ms")},
+        "p99_ms": {"tierlog": lt.get("p99_ms"), "kafka": lk.get("p99_ms")},
+        "failover_median_s": {"tierlog": ft, "kafka": fk},
+        "broker_cpu_s_per_gib": {
+            "tierlog": tt.get("brokers_cpu_s_per_gib"),
+            "kafka": tk.get("brokers_cpu_s_per_gib"),
+        },
+    }
+    for entry in figures.values():
+        entry["ratio_tierlog_kafka"] = _ratio(entry["tierlog"], entry["kafka"])
+    tr = figures["throughput_msgs_per_s"]["ratio_tierlog_kafka"]
+    goals = {
+        "throughput_ratio_ge_1": None if tr is None else tr >= 1.0,
+        "failover_no_slower_than_kafka": None if ft is None or fk is None else ft <= fk,
+    }
+    report["figures"] = figures
+    report["goals"] = goals
+    say("summary (tierlog / kafka / ratio):")
+    for key, entry in figures.items():
+        say(f"  {key:<24} {entry['tierlog']} / {entry['kafka']} / {entry['ratio_tierlog_kafka']}")
+    say(f"  goals: {goals}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").splitlines()[0],
+        epilog="The last line on stdout is one JSON object with every figure.",
+    )
+    parser.add_argument("--quick", action="store_true", help="smoke run (< 2 min)")
+    parser.add_argument("--only", choices=["tierlog", "kafka"], help="run one cluster only")
+    parser.add_argument("--msgs", type=int, help="records per throughput round")
+    parser.add_argument("--rounds", type=int, help="throughput rounds per cluster")
+    parser.add_argument("--failover-rounds", type=int, help="failover rounds per cluster")
+    parser.add_argument("--kafka-version", default="auto", help="e.g. 4.4.0; auto = newest cached")
+    parser.add_argument(
+        "--move",
+        action="store_true",
+        help="partition move, tiered vs untiered: not available yet (needs reassignment)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run tierlog's brokers under cProfile (slower: figures not comparable)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the clusters' data dirs")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    procs.install_signal_handlers()
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    plan = QUICK if args.quick else FULL
+    if args.msgs:
+        plan = Plan(**{**plan.__dict__, "throughput_msgs": args.msgs})
+    if args.rounds:
+        plan = Plan(**{**plan.__dict__, "rounds": args.rounds})
+    if args.failover_rounds is not None:
+        plan = Plan(**{**plan.__dict__, "failover_rounds": args.failover_rounds})
+    run_dir = WORK / "runs" / time.strftime("cluster-%Y%m%d-%H%M%S")
+    report: dict[str, Any] = {
+        "bench": "cluster",
+        "quick": args.quick,
+        "profiled": args.profile,
+        "plan": plan.__dict__,
+        "env": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "confluent_kafka": metadata.version("confluent-kafka"),
+            "librdkafka": confluent_kafka.libversion()[0],
+            "tierlog": metadata.version("tierlog"),
+        },
+        "producer": {**PRODUCER, "value_bytes": VALUE_BYTES},
+        "topic": {"replication_factor": BROKERS, **TOPIC_CONFIG},
+        "timeouts": {
+            "failure_detection_ms": SESSION_TIMEOUT_MS,
+            "tierlog": "zookeeper.session.timeout.ms (ZooKeeper tickTime 200 ms)",
+            "kafka": "broker.session.timeout.ms (broker.heartbeat.interval.ms 2000)",
+            "replica.lag.time.max.ms": REPLICA_LAG_MS,
+            "replica.fetch.wait.max.ms": FETCH_WAIT_MS,
+        },
+        "clusters": {},
+    }
+    started = time.monotonic()
+    say(f"cluster bench: {'quick' if args.quick else 'full'} run, logs in {run_dir}")
+    clusters: dict[str, Cluster] = {}
+    try:
+        for name in ("kafka", "tierlog"):
+            if args.only not in (None, name):
+                continue
+            try:
+                if name == "kafka":
+                    cluster, info = start_kafka(args.kafka_version, run_dir / name)
+                else:
+                    cluster, info = start_tierlog(run_dir / name, args.profile)
+                clusters[name] = cluster
+                report["clusters"][name] = {**info, "settings": cluster.settings}
+            except (kafka_ref.KafkaUnavailable, procs.BrokerNotReady, RuntimeError) as exc:
+                say(f"[{name}] unavailable: {exc}")
+                report["clusters"][name] = {"error": str(exc)}
+        if clusters:
+            run_all(clusters, plan, report)
+        if args.move:
+            say("move: not available yet (the partition-move measurement is not written yet)")
+            report["move"] = {"available": False, "reason": "not measured yet; not a figure"}
+    except (KeyboardInterrupt, SystemExit) as exc:
+        report["interrupted"] = type(exc).__name__
+        say(f"interrupted ({type(exc).__name__}); stopping the clusters")
+    finally:
+        for name, cluster in clusters.items():
+            with contextlib.suppress(Exception):
+                report["clusters"][name]["stop"] = cluster.stop()
+            if not args.keep:
+                shutil.rmtree(cluster.run_dir / "data", ignore_errors=True)
+        procs._kill_all()
+        if args.profile:
+            report["profile"] = profile_summary(run_dir / "tierlog")
+    report["seconds"] = round(time.monotonic() - started, 1)
+    summarise(report)
+    print(json.dumps(report, separators=(",", ":")), flush=True)
+    return 130 if "interrupted" in report else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
