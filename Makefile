@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo test lint typecheck unit zookeeper bench bench-storage bench-throughput bench-cluster bench-spark clean setup
+.PHONY: demo test lint typecheck unit zookeeper kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark clean setup
 
 setup: $(STAMP)
 
@@ -36,12 +36,20 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The integration tests run a real ZooKeeper (tests/integration/zookeeper.py): Debian's
-# package, from apt when missing.
+# The integration tests and `tierlog cluster start` run a real ZooKeeper
+# (tierlog/tools/zookeeper.py): Debian's package, from apt when missing.
 zookeeper:
 	test -x /usr/share/zookeeper/bin/zkServer.sh || (apt-get update -q && apt-get install -y -q zookeeper)
 
-unit: $(STAMP) $(JARS) zookeeper
+# Apache Kafka's command-line tools (org.apache.kafka:kafka-tools, the version bench/kafka_ref.py
+# resolves) from Maven Central with mvn, once, into bench/.work; tests/integration/
+# test_kafka_tools.py runs them against a tierlog cluster. Prints what the fetch cost.
+kafka-tools: $(STAMP)
+	command -v java > /dev/null || (apt-get update -q && apt-get install -y -q default-jre-headless)
+	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)
+	$(BIN)/python -m tests.integration.kafka_tools fetch
+
+unit: $(STAMP) $(JARS) zookeeper kafka-tools
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit

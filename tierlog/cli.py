@@ -142,6 +142,34 @@ def _broker_start(args: argparse.Namespace) -> int:
     return run_broker(Path(args.config) if args.config else None, _parse_overrides(args.override))
 
 
+def _cluster_start(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from tierlog.tools.cluster import start_cluster
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return run_tool(
+        lambda: start_cluster(
+            args.brokers,
+            sys.stdout,
+            zookeeper=args.zookeeper,
+            data_dir=Path(args.data_dir),
+            port=args.port,
+            racks=args.racks,
+            until=stop,
+        )
+    )
+
+
+def _cluster_status(settings: ClientSettings, args: argparse.Namespace) -> int:
+    from tierlog.tools.cluster import status
+
+    return status(settings, sys.stdout)
+
+
 # Kafka client tools: confluent-kafka is imported only inside the tool modules' functions.
 ClientAction = Callable[[ClientSettings, argparse.Namespace], int]
 
@@ -534,6 +562,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="only the broker part: produce, offload, consume with a group (no Spark)",
     )
     demo.set_defaults(func=_demo)
+
+    cluster = sub.add_parser(
+        "cluster", help="run a local development cluster, or show a cluster's health"
+    ).add_subparsers(dest="cluster_command", required=True)
+    cluster_start = cluster.add_parser(
+        "start",
+        help="N brokers on 127.0.0.1 (and a ZooKeeper unless --zookeeper); Ctrl-C stops all",
+    )
+    cluster_start.add_argument("--brokers", type=_positive, default=3, help="default: 3")
+    cluster_start.add_argument(
+        "--zookeeper", metavar="CONNECT", help="use this ensemble instead of a local one"
+    )
+    cluster_start.add_argument("--data-dir", default="./data/cluster", help="default: %(default)s")
+    cluster_start.add_argument(
+        "--port", type=_positive, default=9092, help="first broker's port (default: 9092)"
+    )
+    cluster_start.add_argument(
+        "--racks",
+        type=_non_negative,
+        default=0,
+        help="spread the brokers over this many broker.rack values (default: 0, none)",
+    )
+    cluster_start.set_defaults(func=_cluster_start)
+    cluster_status = cluster.add_parser(
+        "status", help="brokers, controller, under-replicated and offline partitions"
+    )
+    add_client_options(cluster_status)
+    cluster_status.set_defaults(func=_client(_cluster_status))
 
     _add_topics(sub)
     _add_console(sub)

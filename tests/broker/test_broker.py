@@ -85,3 +85,36 @@ def test_high_watermarks_are_checkpointed_in_kafkas_file(tmp_path: Path) -> None
     text = (data / HIGH_WATERMARK_FILE).read_text().splitlines()
     assert text[:2] == ["0", "2"]  # Kafka's format: version 0, then the entry count
     assert read_offsets(data / HIGH_WATERMARK_FILE) == {("t", 0): 0, ("t", 1): 5}
+
+
+def test_metrics_endpoint_speaks_prometheus_with_kafkas_names(tmp_path: Path) -> None:
+    import urllib.request
+
+    broker = Broker(config(tmp_path / "data", **{"metrics.http.port": "0"}))
+
+    async def scenario() -> str:
+        await broker.start()
+        try:
+            assert broker.replicas is not None
+            await broker.replicas.create_topic("t", 1, 1, {})
+            broker.replicas.append_records("t", 0, make_batch(7), 1)
+            loop = asyncio.get_running_loop()
+            url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
+            return await loop.run_in_executor(
+                None, lambda: urllib.request.urlopen(url, timeout=10).read().decode()
+            )
+        finally:
+            await broker.stop()
+
+    text = asyncio.run(scenario())
+    values = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    assert values["kafka_server_brokertopicmetrics_messagesin_total"] == 7
+    assert values["kafka_server_brokertopicmetrics_bytesin_total"] == len(make_batch(7))
+    assert values["kafka_server_replicamanager_underreplicatedpartitions"] == 0
+    assert values["kafka_server_replicamanager_partitioncount"] == 1
+    assert values["kafka_controller_kafkacontroller_activecontrollercount"] == 1
+    assert "kafka_network_requestmetrics_requests_total" in text

@@ -71,24 +71,26 @@ def test_node_id_is_an_alias_of_broker_id() -> None:
     assert BrokerConfig({"node.id": "7"}).broker_id == 7
 
 
-@pytest.mark.parametrize(
-    ("key", "value"),
-    [
-        ("zookeeper.connect", "127.0.0.1:2181"),
-        ("zookeeper.session.timeout.ms", "6000"),
-        ("replica.lag.time.max.ms", "10000"),
-        ("unclean.leader.election.enable", "true"),
-        ("transactional.id.expiration.ms", "1000"),
-    ],
-)
-def test_keys_whose_feature_is_not_there_yet_are_refused_not_ignored(key: str, value: str) -> None:
+def test_keys_whose_feature_is_not_there_yet_are_refused_not_ignored() -> None:
     with pytest.raises(ConfigError) as exc:
-        BrokerConfig({key: value})
-    assert exc.value.key == key
+        BrokerConfig({"transactional.id.expiration.ms": "1000"})
+    assert exc.value.key == "transactional.id.expiration.ms"
     assert "remove this key" in str(exc.value)
 
 
-def test_such_keys_at_their_default_are_what_a_single_node_does() -> None:
-    # Kafka's sample server.properties carries these; a single node already behaves so.
-    config = BrokerConfig({"zookeeper.connect": "", "unclean.leader.election.enable": "false"})
+def test_such_keys_at_their_default_are_what_the_broker_does() -> None:
+    config = BrokerConfig({"transactional.id.expiration.ms": "604800000"})
     assert config.single_node
+
+
+def test_cluster_example_configs_parse_and_differ_where_they_must() -> None:
+    configs = [
+        BrokerConfig.load(path)
+        for path in sorted((ROOT / "configs" / "cluster").glob("*.properties"))
+    ]
+    assert len(configs) == 3
+    assert [c.broker_id for c in configs] == [0, 1, 2]
+    assert len({c.listeners[0].port for c in configs}) == 3
+    assert len({str(c.log_dirs) for c in configs}) == 3
+    assert len({c.remote_storage_url for c in configs}) == 1  # one remote root for all
+    assert all(not c.single_node and c["default.replication.factor"] == 3 for c in configs)

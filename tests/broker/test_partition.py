@@ -101,3 +101,24 @@ def test_long_polls_wake_when_the_high_watermark_moves(tmp_path: Path) -> None:
         return waiter.done()
 
     assert asyncio.run(scenario())
+
+
+def test_a_follower_appends_a_fetch_larger_than_a_segment_in_runs(tmp_path: Path) -> None:
+    # A fetch brings up to replica.fetch.max.bytes; a topic's segments may be smaller.
+    leader_log = Log(tmp_path / "leader" / "t-0", LogConfig.from_props({"segment.bytes": 4096}))
+    for _ in range(12):
+        leader_log.append(make_batch(10, value_size=100))
+    fetched = b"".join(segment.path.read_bytes() for segment in leader_log.segments)
+    assert len(fetched) > 4096
+    follower_log = Log(tmp_path / "t-0", LogConfig.from_props({"segment.bytes": 4096}))
+    follower = Partition(
+        "t",
+        uuid.uuid4(),
+        0,
+        UnifiedLog(follower_log, None, "t", 0),
+        PartitionState(2, 0, [2, ME]),
+        ME,
+    )
+    info = follower.append_as_follower(fetched)
+    assert (info.first_offset, info.last_offset, info.record_count) == (0, 119, 120)
+    assert follower_log.log_end_offset == 120 and len(follower_log.segments) > 1

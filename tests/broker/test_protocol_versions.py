@@ -342,6 +342,50 @@ def incremental_alter_configs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def alter_partition(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    # A leader restating its ISR: a single node is its own controller, and accepts it.
+    return {
+        "broker_id": 0,
+        "broker_epoch": -1,
+        "topics": [
+            {
+                "topic_id": ctx["topic_id"],
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "leader_epoch": 0,
+                        "new_isr": [0],
+                        "leader_recovery_state": 0,
+                        "partition_epoch": 0,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def elect_leaders(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    # A single node leads everything it has: ELECTION_NOT_NEEDED (84) per partition.
+    return {
+        "election_type": 0,
+        "topic_partitions": [{"topic": TOPIC, "partitions": [0]}],
+        "timeout": 5000,
+    }
+
+
+def alter_partition_reassignments(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    # Reassigning a single node's partition to where it is changes nothing, successfully.
+    return {
+        "timeout": 5000,
+        "allow_replication_factor_change": True,
+        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [0]}]}],
+    }
+
+
+def list_partition_reassignments(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"timeout": 5000, "topics": None}
+
+
 REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
@@ -367,6 +411,10 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.CREATE_PARTITIONS: create_partitions,
     ApiKey.DELETE_GROUPS: delete_groups,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+    ApiKey.ALTER_PARTITION: alter_partition,
+    ApiKey.ELECT_LEADERS: elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments,
 }
 
 
@@ -406,6 +454,9 @@ MUST_SUCCEED = {
     ApiKey.ALTER_CONFIGS,
     ApiKey.CREATE_PARTITIONS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.ALTER_PARTITION,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS,
 }
 
 

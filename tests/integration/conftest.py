@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.zookeeper import INSTALL_HINT, ZK_SERVER_SH, ZooKeeperServer
 from tests.remote.conftest import s3_bucket, s3_server  # noqa: F401
+from tierlog.tools.zookeeper import INSTALL_HINT, ZK_SERVER_SH, ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

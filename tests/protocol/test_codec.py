@@ -58,7 +58,15 @@ def _kafka_python_classes(suffix: str) -> dict[int, Any]:
 KP_REQUESTS = _kafka_python_classes("Request")
 KP_RESPONSES = _kafka_python_classes("Response")
 ALL_TOPICS_V12 = KioMetadataRequestV12(topics=None, include_topic_authorized_operations=False)
-ALL_VERSIONS = [(k, v) for k, (low, high) in SUPPORTED.items() for v in range(low, high + 1)]
+SUPPORTED_PAIRS = [(k, v) for k, (low, high) in SUPPORTED.items() for v in range(low, high + 1)]
+# Client APIs, cross-checked with kafka-python's own encoders; inter-broker APIs
+# (AlterPartition...) that kafka-python does not have are round-tripped through kio below.
+ALL_VERSIONS = [(k, v) for k, v in SUPPORTED_PAIRS if k in KP_REQUESTS]
+INTER_BROKER_VERSIONS = [(k, v) for k, v in SUPPORTED_PAIRS if k not in KP_REQUESTS]
+# A request body (its required scalar fields) per inter-broker API.
+INTER_BROKER_SAMPLES: dict[int, dict[str, Any]] = {
+    56: {"broker_id": 1, "broker_epoch": 25},  # AlterPartition
+}
 
 
 def kp_encode(message: Any, correlation_id: int = 1, client_id: str | None = "kp") -> bytes:
@@ -412,4 +420,17 @@ def test_decode_response_errors() -> None:
 
 
 def test_warm_codecs_counts_every_pair() -> None:
-    assert warm_codecs() == len(ALL_VERSIONS)
+    assert warm_codecs() == len(SUPPORTED_PAIRS)
+
+
+@pytest.mark.parametrize(("api_key", "version"), INTER_BROKER_VERSIONS)
+def test_inter_broker_requests_decode_from_kio(api_key: int, version: int) -> None:
+    from kio.index import load_request_schema
+
+    from tierlog.protocol.kio_build import build
+
+    body = build(load_request_schema(api_key, version), INTER_BROKER_SAMPLES[api_key])
+    frame = encode_request(body, 41, client_id="broker-1")
+    request = decode_request(frame[4:])
+    assert (request.api_key, request.api_version, request.correlation_id) == (api_key, version, 41)
+    assert request.body == body

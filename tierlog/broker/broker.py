@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
+from tierlog.broker.cluster import ClusterMembership
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.handlers import HANDLERS
 from tierlog.broker.meta_properties import check_or_write
+from tierlog.broker.metrics import MetricsCollector, serve_metrics
 from tierlog.broker.offsets_topic import OffsetsTopic
 from tierlog.broker.partition import Partition
+from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.server import KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.local.log_manager import LogManager, LogManagerTimings
-from tierlog.protocol import Request
+from tierlog.protocol import EncodedFetchResponse, Request
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.util.clock import Clock, SystemClock
@@ -52,7 +56,10 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self.offsets_topic: OffsetsTopic | None = None
         self.services: BrokerServices | None = None
+        self.cluster: ClusterMembership | None = None
         self.port = 0
+        self.metrics_port = -1
+        self._metrics_server: Any = None
 
     @property
     def stopping(self) -> bool:
@@ -63,7 +70,14 @@ class Broker:
     async def start(self) -> None:
         config = self.config
         loop = asyncio.get_running_loop()
-        coordinator = self.coordinator = LocalCoordinator(config.log_dirs[0])
+        coordinator: Coordinator
+        if config.single_node:
+            coordinator = LocalCoordinator(config.log_dirs[0])
+        else:
+            self.cluster = ClusterMembership(config)
+            coordinator = self.cluster.coordinator
+            await self.cluster.connect()
+        self.coordinator = coordinator
         for log_dir in config.log_dirs:
             check_or_write(log_dir, config.broker_id, coordinator.cluster_id)
         topic_configs = {
@@ -91,7 +105,12 @@ class Broker:
         self.port = await self.server.start()
         advertised = config.advertised[0]
         await coordinator.start(
-            BrokerRegistration(config.broker_id, advertised.host, advertised.port or self.port)
+            BrokerRegistration(
+                config.broker_id,
+                advertised.host,
+                advertised.port or self.port,
+                config["broker.rack"] or None,
+            )
         )
         self.remote = self._remote_log_manager()
         replicas = self.replicas = ReplicaManager(
@@ -101,13 +120,26 @@ class Broker:
             config.log_config,
             self.remote,
             remote_storage_system_enabled=config["remote.log.storage.system.enable"],
+            replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
+            clock=self.clock,
         )
-        replicas.sync()
         offsets_topic = self.offsets_topic = OffsetsTopic(
             config, coordinator, replicas, clock=self.clock
         )
-        if offsets_topic.exists:
-            offsets_topic.load_led_partitions()
+        replicas.leadership_listeners.append(offsets_topic.on_leadership_change)
+        if self.cluster is not None:
+            replicas.fetchers = ReplicaFetcherManager(
+                config.broker_id,
+                self._address_of,
+                max_wait_ms=config["replica.fetch.wait.max.ms"],
+                min_bytes=config["replica.fetch.min.bytes"],
+                max_bytes=config["replica.fetch.max.bytes"],
+                backoff_ms=config["replica.fetch.backoff.ms"],
+            )
+        replicas.sync()
+        coordinator.on_change(replicas.sync)
+        if self.cluster is not None:
+            self.cluster.start_controller()
         self.services = BrokerServices(
             config=config,
             cluster=coordinator,
@@ -116,8 +148,15 @@ class Broker:
             offsets_topic=offsets_topic,
             producer_ids=ProducerIds(coordinator),
             lifecycle=self.lifecycle,
+            alter_partition=(
+                coordinator.alter_partition
+                if self.cluster is None
+                else self.cluster.decide_alter_partition
+            ),
+            controller=None if self.cluster is None else self.cluster.controller,
         )
         self._schedule_background_tasks(scheduler)
+        self._serve_metrics()
         await self.server.serve()
         log.info(
             "broker %d listening on %s:%d (cluster %s)",
@@ -138,6 +177,10 @@ class Broker:
             interval,
             interval,
         )
+        if self.cluster is not None:
+            # Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2.
+            interval = max(1, config["replica.lag.time.max.ms"] // 2)
+            scheduler.schedule("isr-expiration", self.replicas.maybe_shrink_isr, interval, interval)
         interval = config["replica.high.watermark.checkpoint.interval.ms"]
         scheduler.schedule(
             "high-watermark-checkpoint",
@@ -154,11 +197,46 @@ class Broker:
                 interval,
             )
 
+    def _serve_metrics(self) -> None:
+        config = self.config
+        if config["metrics.http.port"] < 0:
+            return
+        assert self.replicas is not None
+        cluster = self.cluster
+        collector = MetricsCollector(
+            self.replicas.metrics,
+            self.replicas,
+            offline_partitions=lambda: sum(
+                1
+                for topic in (self.coordinator.topics() if self.coordinator else {}).values()
+                for state in topic.partition_states.values()
+                if state.leader < 0
+            ),
+            active_controller=lambda: cluster.controller.is_active if cluster else True,
+            remote=self.remote,
+        )
+        self._metrics_server, self.metrics_port = serve_metrics(
+            collector, config["metrics.http.host"], config["metrics.http.port"]
+        )
+
+    def _address_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Where a live broker listens (the replica fetchers connect there)."""
+        assert self.coordinator is not None
+        found = next((b for b in self.coordinator.brokers() if b.broker_id == broker_id), None)
+        return (found.host, found.port) if found is not None else None
+
     def _remote_log_manager(self) -> RemoteLogManager | None:
         """The remote log manager, when remote.log.storage.system.enable (the default)."""
         config = self.config
         if not config["remote.log.storage.system.enable"]:
             return None
+        if not config.single_node and not config["remote.log.storage.url"]:
+            log.warning(
+                "remote.log.storage.url is not set: this broker's remote tier is its own "
+                "(%s); in a cluster every broker must name the same root, or a new leader "
+                "does not see what the old one offloaded",
+                config.remote_storage_url,
+            )
         store = FsspecRemoteStore(
             config.remote_storage_url, config.remote_storage_options, clock=self.clock
         )
@@ -173,13 +251,15 @@ class Broker:
         )
 
     async def remote_cycle(self) -> None:
-        """Track the tiered partitions this broker leads, then offload and retain."""
+        """Track the tiered partitions hosted here (leaders offload and retain, followers
+        read the manifest), then run a cycle."""
         remote, replicas = self.remote, self.replicas
         if remote is None or replicas is None or self.stopping:
             return
         wanted = set()
         for (topic, index), partition in replicas.partitions.items():
-            if partition.local.config.remote_storage_enable and partition.is_leader:
+            if partition.local.config.remote_storage_enable:
+                # Leaders upload; followers follow the manifest (KIP-405).
                 wanted.add((topic, index))
                 remote.track(
                     topic,
@@ -188,6 +268,7 @@ class Broker:
                     partition.local,
                     partition_leader_epoch(partition),
                     partition_high_watermark(partition),
+                    follower=not partition.is_leader,
                 )
         for key in list(remote.partitions):
             if key not in wanted:
@@ -202,21 +283,31 @@ class Broker:
         if self.stopping:
             await self._stopped.wait()
             return
+        if self.cluster is not None and self.replicas is not None:
+            # Still serving: leaderships move away first, so clients fail over with one
+            # metadata refresh instead of waiting out a session timeout.
+            await self.cluster.controlled_shutdown(self.replicas)
         self.lifecycle.begin_stop()
         # Each step runs even if an earlier one fails (say the data dir was removed under
         # a running broker), and steps of components a failed start never built are
         # skipped: a SIGTERM must always end the process.
         clean = True
         server, remote, replicas = self.server, self.remote, self.replicas
-        log_manager, coordinator = self.log_manager, self.coordinator
+        log_manager, coordinator, cluster = self.log_manager, self.coordinator, self.cluster
         groups = self.offsets_topic.groups if self.offsets_topic is not None else None
+        fetchers = replicas.fetchers if replicas is not None else None
         steps: list[tuple[str, Callable[[], Any] | None]] = [
             ("server", server.stop if server else None),
+            ("metrics endpoint", self._metrics_server.shutdown if self._metrics_server else None),
+            ("replica fetchers", fetchers.close if fetchers else None),
             ("groups", groups.close if groups else None),
             ("remote tier", remote.close if remote else None),
             ("high watermarks", replicas.checkpoint_high_watermarks if replicas else None),
             ("logs", log_manager.shutdown if log_manager else None),
-            ("coordination", coordinator.stop if coordinator else None),
+            (
+                "coordination",
+                (cluster.stop if cluster else coordinator.stop) if coordinator else None,
+            ),
         ]
         for what, step in steps:
             if step is None:
@@ -245,8 +336,18 @@ class Broker:
         if handler is None:
             raise _no_handler(request)
         # The server accepts connections only once start() has built every service.
-        assert self.services is not None
-        return await handler(self.services, request)
+        assert self.services is not None and self.replicas is not None
+        metrics = self.replicas.metrics
+        started = time.perf_counter()
+        failed = True
+        try:
+            response = await handler(self.services, request)
+            failed = False
+        finally:
+            metrics.record_request(request.api_key, time.perf_counter() - started, failed)
+        if isinstance(response, EncodedFetchResponse):
+            metrics.bytes_out += response.size
+        return response
 
 
 def partition_leader_epoch(partition: Partition) -> Callable[[], int]:

@@ -23,6 +23,12 @@ BROKER_CONFIG = ConfigDef(
     [
         ConfigKey("broker.id", "int", 0, "this broker's id", at_least(0)),
         ConfigKey("node.id", "int", -1, "alias of broker.id (KRaft name)", at_least(-1)),
+        ConfigKey(
+            "broker.rack",
+            "string",
+            "",
+            "this broker's rack (e.g. its host): replicas of a partition go to different racks",
+        ),
         ConfigKey("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "where to listen"),
         ConfigKey("advertised.listeners", "list", [], "what clients are told; default listeners"),
         ConfigKey("log.dirs", "list", [], "data directories; default log.dir"),
@@ -210,6 +216,52 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("unclean.leader.election.enable", "bool", False, "elect out-of-sync replicas"),
         ConfigKey("fetch.max.bytes", "int", 55 << 20, "largest fetch response", at_least(0)),
         ConfigKey(
+            "replica.fetch.wait.max.ms", "int", 500, "a follower's fetch long poll", at_least(0)
+        ),
+        ConfigKey("replica.fetch.min.bytes", "int", 1, "a follower's fetch min bytes", at_least(1)),
+        ConfigKey(
+            "replica.fetch.max.bytes",
+            "int",
+            1 << 20,
+            "a follower's fetch bytes per partition",
+            at_least(0),
+        ),
+        ConfigKey(
+            "replica.fetch.backoff.ms",
+            "int",
+            1000,
+            "a follower's wait after a fetch error",
+            at_least(0),
+        ),
+        ConfigKey(
+            "auto.leader.rebalance.enable",
+            "bool",
+            True,
+            "give leaderships back to preferred replicas (cluster mode)",
+        ),
+        ConfigKey(
+            "leader.imbalance.per.broker.percentage",
+            "int",
+            10,
+            "share of a broker's preferred partitions it may not lead before a rebalance",
+            at_least(0),
+        ),
+        ConfigKey(
+            "leader.imbalance.check.interval.seconds",
+            "long",
+            300,
+            "how often leader imbalance is checked",
+            at_least(1),
+        ),
+        ConfigKey(
+            "metrics.http.port",
+            "int",
+            -1,
+            "Prometheus endpoint (/metrics) port; -1 = off, 0 = any free port",
+            at_least(-1),
+        ),
+        ConfigKey("metrics.http.host", "string", "127.0.0.1", "address of the metrics endpoint"),
+        ConfigKey(
             "replica.high.watermark.checkpoint.interval.ms",
             "long",
             5000,
@@ -237,17 +289,8 @@ _TOPIC_DEFAULTS = {
 
 # Keys Kafka accepts whose feature this version does not run: refused when set to anything
 # but their default, with the reason, rather than accepted and silently ignored (a user
-# would believe them in force). Their defaults are what a single node does anyway (no
-# ZooKeeper, no followers to lag or to elect out of sync, no transactional ids).
+# would believe them in force). Their defaults are what the broker does anyway.
 _NOT_YET_HONOURED = {
-    "zookeeper.connect": "cluster mode is not available yet; leave it empty for a single "
-    "node (coordination kept in the data dir)",
-    "zookeeper.session.timeout.ms": "applies to cluster mode (zookeeper.connect), which is "
-    "not available yet",
-    "replica.lag.time.max.ms": "applies to followers, which exist only in cluster mode "
-    "(zookeeper.connect), not available yet",
-    "unclean.leader.election.enable": "leader elections happen only in cluster mode "
-    "(zookeeper.connect), not available yet",
     "transactional.id.expiration.ms": "transactions are not supported yet",
 }
 

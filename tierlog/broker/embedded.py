@@ -5,7 +5,8 @@ notebooks and for tests that want a broker without a child process.
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
 
 The broker's single-threaded contract holds: everything it does runs on that one thread;
-callers only start and stop it.
+callers only start and stop it. ``EmbeddedCluster`` runs several such brokers as one
+replicated cluster.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from tierlog.broker.broker import Broker
 from tierlog.broker.config import BrokerConfig
@@ -84,4 +87,82 @@ class EmbeddedBroker:
         value: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.stop()
+
+
+class EmbeddedCluster:
+    """Brokers 0..n-1 of one cluster inside this process (each an ``EmbeddedBroker``: its
+    own thread and event loop) on a ZooKeeper from Debian's package, or on ``zookeeper``:
+    for notebooks and tests that want replication without child processes.
+
+        with EmbeddedCluster(3, data_dir=Path("./data/cluster")) as cluster:
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    All brokers share one interpreter (one GIL): this is for trying replication out, not
+    for throughput (``tierlog cluster start`` runs one process per broker).
+    """
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        data_dir: Path,
+        zookeeper: str | None = None,
+        overrides: Mapping[str, str] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.size = brokers
+        self.zookeeper = zookeeper
+        self.overrides = dict(overrides or {})
+        self.brokers: list[EmbeddedBroker | None] = [None] * brokers
+        self._server: Any = None
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b is not None)
+
+    def start(self) -> EmbeddedCluster:
+        if self.zookeeper is None:
+            from tierlog.tools.zookeeper import ZooKeeperServer
+
+            self._server = ZooKeeperServer(self.data_dir / "zookeeper").start()
+            self.zookeeper = self._server.connect
+        for n in range(self.size):
+            self.start_broker(n)
+        return self
+
+    def start_broker(self, n: int) -> EmbeddedBroker:
+        assert self.zookeeper is not None, "start() first"
+        broker = EmbeddedBroker(
+            {
+                "broker.id": str(n),
+                "log.dirs": str(self.data_dir / f"broker-{n}"),
+                "zookeeper.connect": self.zookeeper,
+                "zookeeper.session.timeout.ms": "2000",
+                "offsets.topic.replication.factor": str(min(3, self.size)),
+                "default.replication.factor": str(min(3, self.size)),
+                **self.overrides,
+            }
+        ).start(timeout=60)
+        self.brokers[n] = broker
+        return broker
+
+    def stop_broker(self, n: int) -> None:
+        """Clean shutdown of broker ``n`` (its leaderships move away first)."""
+        broker = self.brokers[n]
+        if broker is not None:
+            broker.stop(timeout=60)
+            self.brokers[n] = None
+
+    def stop(self) -> None:
+        for n in range(self.size):
+            self.stop_broker(n)
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
         self.stop()

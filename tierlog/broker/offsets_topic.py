@@ -13,7 +13,8 @@ from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.group import AppendError, GroupConfig, GroupCoordinator, partition_for
 from tierlog.broker.handlers.errors import error_code
-from tierlog.broker.replica_manager import ReplicaManager
+from tierlog.broker.partition import Partition
+from tierlog.broker.replica_manager import TOPIC_ALREADY_EXISTS, ReplicaManager, TopicError
 from tierlog.local.log import Log
 from tierlog.protocol.errors import ErrorCode
 from tierlog.records.reader import DecodedRecord, iter_records
@@ -24,10 +25,10 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-def read_records(topic_log: Log, high_watermark: int) -> Iterator[DecodedRecord]:
-    """Every data record of a log below its high watermark (control batches skipped)."""
+def read_records(topic_log: Log, end_offset: int) -> Iterator[DecodedRecord]:
+    """Every data record of a log below ``end_offset`` (control batches skipped)."""
     for segment, position, header in topic_log.batches(topic_log.log_start_offset):
-        if header.base_offset >= high_watermark:
+        if header.base_offset >= end_offset:
             return
         if header.is_control:
             continue
@@ -65,36 +66,48 @@ class OffsetsTopic:
         if self.exists:
             return
         config = self.config
-        await self.replicas.create_topic(
-            OFFSETS_TOPIC,
-            self.partitions,
-            config["offsets.topic.replication.factor"],
-            {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-            },
-        )
-        self.load_led_partitions()
-
-    def load_led_partitions(self) -> None:
-        """Replay every partition this broker leads into the coordinator."""
-        loaded = 0
-        for p in range(self.partitions):
-            partition = self.replicas.partition(OFFSETS_TOPIC, p)
-            if partition is None or not partition.is_leader:
-                continue
-            self.groups.begin_loading(p)
-            loaded += self.groups.load_partition(
-                p, read_records(partition.local, partition.high_watermark)
+        try:
+            await self.replicas.create_topic(
+                OFFSETS_TOPIC,
+                self.partitions,
+                config["offsets.topic.replication.factor"],
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                },
             )
-        log.info("loaded %d consumer groups from %s", loaded, OFFSETS_TOPIC)
+        except TopicError as exc:
+            # Another broker created it first (cluster mode): fine, it exists.
+            if exc.code != TOPIC_ALREADY_EXISTS:
+                raise
+
+    def on_leadership_change(self, partition: Partition) -> None:
+        """A group's coordinator is the leader of its offsets partition: load the groups
+        of a partition this broker now leads, drop those of one it stopped leading (Kafka's
+        GroupCoordinator.onElection / onResignation)."""
+        if partition.topic != OFFSETS_TOPIC:
+            return
+        if partition.is_leader:
+            self.groups.begin_loading(partition.index)
+            # To the log end, not the high watermark, as Kafka's GroupMetadataManager loads:
+            # a new leader learns the high watermark from its followers only later, and
+            # what it has is now the partition's history.
+            loaded = self.groups.load_partition(
+                partition.index, read_records(partition.local, partition.local.log_end_offset)
+            )
+            log.info("loaded %d consumer groups from %s", loaded, partition)
+        else:
+            self.groups.unload_partition(partition.index)
 
     async def coordinator_node(self, group_id: str) -> BrokerRegistration | None:
         """The broker leading the group's offsets partition (creating the topic first)."""
         await self.ensure_created()
         topic = self.cluster.topic(OFFSETS_TOPIC)
-        assert topic is not None
-        state = topic.partition_states[partition_for(group_id, topic.partitions)]
+        if topic is None:
+            return None  # created by another broker a moment ago: ask again
+        state = topic.partition_states.get(partition_for(group_id, topic.partitions))
+        if state is None:
+            return None  # no leader elected yet
         return next((b for b in self.cluster.brokers() if b.broker_id == state.leader), None)
 
     async def append(self, partition: int, records: bytes) -> None:

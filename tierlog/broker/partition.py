@@ -116,6 +116,7 @@ class Partition:
         self.clock = clock or log.local.clock
         self.alter_isr: AlterIsr = no_isr_change
         self._high_watermark = 0
+        self.hosted = True  # False once the broker drops the replica (moved, deleted)
         self._waiters: set[asyncio.Future[None]] = set()
         self._log_end_waiters: set[asyncio.Future[None]] = set()
         self._followers: dict[int, ReplicaProgress] = {}
@@ -488,7 +489,7 @@ class Partition:
     def _replication_outcome(self, required_offset: int, leader_epoch: int) -> int | None:
         # Kafka's checkEnoughReplicasReachOffset: done once the high watermark reaches the
         # offset, with an error if the ISR is then below min.insync.replicas.
-        if not self.is_leader or self.state.leader_epoch != leader_epoch:
+        if not self.hosted or not self.is_leader or self.state.leader_epoch != leader_epoch:
             return NOT_LEADER_OR_FOLLOWER
         if self.high_watermark < required_offset:
             return None
@@ -526,7 +527,22 @@ class Partition:
             raise PartitionError(
                 NOT_LEADER_OR_FOLLOWER, f"{self}: the leader does not append as follower"
             )
-        return self.local.append_as_follower(records)
+        local = self.local
+        limit = local.config.segment_bytes
+        if len(records) <= limit:
+            return local.append_as_follower(records)
+        # One append goes into one segment, so a fetch larger than segment.bytes (a topic
+        # with small segments) is appended in runs of whole batches that each fit.
+        info = AppendInfo()
+        for run in _runs_of_batches(memoryview(records), limit):
+            part = local.append_as_follower(run)
+            if info.first_offset < 0:
+                info.first_offset = part.first_offset
+            info.last_offset = part.last_offset
+            info.record_count += part.record_count
+            info.size += part.size
+            info.batches += part.batches
+        return info
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> int:
         """A follower's high watermark is its leader's, bounded by its own log end
@@ -589,6 +605,13 @@ class Partition:
     def _wake(self) -> None:
         _resolve(self._waiters)
 
+    def stop_hosting(self) -> None:
+        """The broker no longer hosts this replica (reassigned away, topic deleted): what
+        waits on it answers now (acks=all: NOT_LEADER_OR_FOLLOWER, so producers retry on
+        the new leader) instead of at its timeout (Kafka's StopReplica does the same)."""
+        self.hosted = False
+        self._wake_all()
+
     def _wake_all(self) -> None:
         _resolve(self._waiters)
         _resolve(self._log_end_waiters)
@@ -606,3 +629,19 @@ def _resolve(futures: set[asyncio.Future[None]]) -> None:
 def _default_replicas(state: PartitionState) -> list[int]:
     members = [*state.isr, state.leader]
     return [r for r in dict.fromkeys(members) if r >= 0]
+
+
+def _runs_of_batches(records: memoryview, limit: int) -> list[memoryview]:
+    """``records`` (whole batches) cut between batches into runs of at most ``limit``
+    bytes; a batch larger than ``limit`` is a run of its own (the log refuses it)."""
+    runs: list[memoryview] = []
+    start = position = 0
+    while position + 12 <= len(records):
+        size = 12 + int.from_bytes(records[position + 8 : position + 12], "big", signed=True)
+        if position > start and position + size - start > limit:
+            runs.append(records[start:position])
+            start = position
+        position += size
+    if start < len(records):
+        runs.append(records[start:])
+    return runs

@@ -13,14 +13,21 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tierlog.broker.coordination.api import (
+    AlterPartitionError,
     BrokerRegistration,
+    CoordinationError,
     Coordinator,
+    PartitionState,
+    TopicExistsError,
     TopicMetadata,
 )
+from tierlog.broker.metrics import BrokerMetrics
 from tierlog.broker.partition import Partition
 from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.config import LogConfig
@@ -28,6 +35,10 @@ from tierlog.local.log import AppendInfo
 from tierlog.local.log_manager import LogManager, TopicPartition, validate_topic_name
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.remote.unified_log import UnifiedLog
+from tierlog.util.clock import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +57,7 @@ class TopicError(Exception):
 
 # Kafka error codes used here.
 UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
 INVALID_TOPIC_EXCEPTION = 17
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
@@ -61,29 +73,81 @@ def assign_replicas(
     first_partition: int = 0,
     rng: random.Random | None = None,
 ) -> dict[int, list[int]]:
-    """Round-robin from a random start, followers on the next brokers (Kafka's
-    ``AdminUtils.assignReplicasToBrokers`` without racks)."""
-    ids = sorted(b.broker_id for b in brokers)
-    if replication_factor > len(ids):
+    """Kafka's ``AdminUtils.assignReplicasToBrokers``: round-robin from a random start,
+    followers on the next brokers (shifted once per round so followers spread too); when
+    every broker has a ``broker.rack``, the brokers are first ordered alternating between
+    racks and each partition's replicas go to as many different racks as there are
+    (``assignReplicasToBrokersRackAware``)."""
+    if replication_factor > len(brokers):
         raise TopicError(
             INVALID_REPLICATION_FACTOR,
             f"replication factor {replication_factor} is larger than the "
-            f"{len(ids)} available broker(s)",
+            f"{len(brokers)} available broker(s)",
         )
     rng = rng or random.Random()
-    start = rng.randrange(len(ids))
-    shift = rng.randrange(len(ids))
+    racks = {b.broker_id: b.rack for b in brokers}
+    ids = _rack_alternated(racks) if brokers and all(racks.values()) else sorted(racks)
+    n = len(ids)
+    start = rng.randrange(n)
+    shift = rng.randrange(n)
+    rack_count = len(set(racks.values())) if all(racks.values()) else 0
     out = {}
-    for n in range(partitions):
-        p = first_partition + n
-        if n > 0 and n % len(ids) == 0:
+    for k in range(partitions):
+        p = first_partition + k
+        if k > 0 and k % n == 0:
             shift += 1
-        first = (start + n) % len(ids)
+        first = (start + k) % n
         replicas = [ids[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(ids[(first + 1 + (shift + j) % (len(ids) - 1)) % len(ids)])
+        if rack_count:
+            replicas += _rack_aware_followers(ids, racks, first, shift, replication_factor)
+        else:
+            for j in range(replication_factor - 1):
+                replicas.append(ids[_replica_index(first, shift, j, n)])
         out[p] = replicas
     return out
+
+
+def _replica_index(first: int, shift: int, j: int, n: int) -> int:
+    return (first + 1 + (shift + j) % (n - 1)) % n
+
+
+def _rack_alternated(racks: Mapping[int, str | None]) -> list[int]:
+    """Brokers ordered rack by rack in turn: a0, b0, c0, a1, b1, ... (Kafka's
+    getRackAlternatedBrokerList), so consecutive brokers sit in different racks."""
+    by_rack: dict[str, list[int]] = {}
+    for broker_id in sorted(racks):
+        by_rack.setdefault(str(racks[broker_id]), []).append(broker_id)
+    queues = [by_rack[r] for r in sorted(by_rack)]
+    out: list[int] = []
+    for i in range(max(len(q) for q in queues)):
+        out += [q[i] for q in queues if i < len(q)]
+    return out
+
+
+def _rack_aware_followers(
+    ids: list[int], racks: Mapping[int, str | None], first: int, shift: int, rf: int
+) -> list[int]:
+    """Followers of a partition led by ``ids[first]``: walk the rack-alternated list, taking
+    a broker only if its rack has no replica yet (until every rack has one) and it has none
+    itself (until every broker has one)."""
+    n = len(ids)
+    rack_count = len(set(racks.values()))
+    leader = ids[first]
+    taken, taken_racks = {leader}, {racks[leader]}
+    followers: list[int] = []
+    k = 0
+    while len(followers) < rf - 1:
+        broker = ids[_replica_index(first, shift * rack_count, k, n)]
+        k += 1
+        rack = racks[broker]
+        if (rack in taken_racks and len(taken_racks) < rack_count) or (
+            broker in taken and len(taken) < n
+        ):
+            continue
+        followers.append(broker)
+        taken.add(broker)
+        taken_racks.add(rack)
+    return followers
 
 
 def check_assignment(
@@ -131,6 +195,8 @@ class ReplicaManager:
         remote: RemoteLogManager | None = None,
         *,
         remote_storage_system_enabled: bool = True,
+        replica_lag_time_max_ms: int = 30_000,
+        clock: Clock | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -142,6 +208,14 @@ class ReplicaManager:
         self._by_id: dict[uuid.UUID, str] = {}
         self._checkpointed_high_watermarks = self._read_high_watermarks()
         log_manager.committed_offset = self._committed_offset
+        # Cluster mode: the replica fetchers of the partitions this broker follows.
+        self.fetchers: ReplicaFetcherManager | None = None
+        # Called with a partition whenever it becomes leader or stops being it (the group
+        # coordinator loads and unloads __consumer_offsets partitions so).
+        self.leadership_listeners: list[Callable[[Partition], None]] = []
+        self.clock = clock or SystemClock()
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.metrics = BrokerMetrics()
 
     # -- high watermarks -----------------------------------------------------------------
 
@@ -191,39 +265,127 @@ class ReplicaManager:
     # -- metadata -> partitions ----------------------------------------------------------
 
     def sync(self) -> None:
-        """Host every partition the metadata assigns here; drop (and delete the logs of)
-        topics that no longer exist. Called at start-up and after metadata changes."""
+        """Host every partition the metadata assigns here and apply its state (become
+        leader or follower, new ISR); drop (and delete the logs of) partitions no longer
+        assigned here and topics that no longer exist. Called at start-up and after every
+        metadata change, on the event loop."""
         topics = self.coordinator.topics()
         self._by_id = {t.topic_id: name for name, t in topics.items()}
+        wanted: set[TopicPartition] = set()
         for name, topic in topics.items():
             config = self.topic_config(topic.configs)
             for p, replicas in topic.replicas.items():
-                if self.broker_id not in replicas or (name, p) in self.partitions:
-                    continue
-                topic_log = self.log_manager.get_or_create_log(name, p, config)
-                topic_log.config = config
-                state = topic.partition_states[p]
-                if state.leader == self.broker_id:
-                    # Kafka's Partition.makeLeader: the leader's epoch starts at its log end
-                    # now, not at its first append. Without it an empty partition answered
-                    # OffsetForLeaderEpoch(current epoch) with (-1, -1), which a consumer
-                    # validating its position (KIP-320) takes for log truncation.
-                    topic_log.leader_epoch_cache.assign(
-                        state.leader_epoch, topic_log.log_end_offset
-                    )
-                self.partitions[(name, p)] = Partition(
-                    name,
-                    topic.topic_id,
-                    p,
-                    UnifiedLog(topic_log, self.remote, name, p),
-                    state,
-                    self.broker_id,
-                    high_watermark=self._checkpointed_high_watermarks.get((name, p), 0),
-                )
-        for name, p in list(self.partitions):
-            if name not in topics:
-                del self.partitions[(name, p)]
-                self.log_manager.delete_log(name, p)
+                state = topic.partition_states.get(p)
+                if self.broker_id not in replicas or state is None:
+                    continue  # not ours, or the controller has not elected a leader yet
+                wanted.add((name, p))
+                partition = self.partitions.get((name, p))
+                if partition is not None and partition.topic_id != topic.topic_id:
+                    self._drop(partition)  # the topic was deleted and created again
+                    partition = None
+                new = partition is None
+                if partition is None:
+                    partition = self._host(name, topic.topic_id, p, config, state, replicas)
+                elif partition.local.config != config:
+                    partition.local.config = config  # configs changed (AlterConfigs)
+                self._apply(partition, state, replicas, new=new)
+        for tp in list(self.partitions):
+            if tp not in wanted:
+                self._drop(self.partitions[tp], delete_log=True)
+
+    def _host(
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        p: int,
+        config: LogConfig,
+        state: PartitionState,
+        replicas: list[int],
+    ) -> Partition:
+        topic_log = self.log_manager.get_or_create_log(name, p, config)
+        topic_log.config = config
+        partition = Partition(
+            name,
+            topic_id,
+            p,
+            UnifiedLog(topic_log, self.remote, name, p),
+            replace(state, isr=list(state.isr)),
+            self.broker_id,
+            high_watermark=self._checkpointed_high_watermarks.get((name, p), 0),
+            replicas=list(replicas),
+            clock=self.clock,
+        )
+        partition.alter_isr = self._alter_isr
+        self.partitions[(name, p)] = partition
+        return partition
+
+    def _apply(
+        self, partition: Partition, state: PartitionState, replicas: list[int], *, new: bool
+    ) -> None:
+        """Become leader or follower as ``state`` says; a state older than the partition's
+        (a lower leader epoch) changes nothing (Partition refuses it)."""
+        was_leader = partition.is_leader and not new
+        copy = replace(state, isr=list(state.isr))
+        if state.leader == self.broker_id:
+            changed = partition.make_leader(copy, list(replicas))
+            if changed and self.fetchers is not None:
+                self.fetchers.remove(partition)
+        else:
+            changed = partition.make_follower(copy, list(replicas))
+            if changed and self.fetchers is not None:
+                if state.leader >= 0:
+                    self.fetchers.add(partition, state.leader)
+                else:
+                    self.fetchers.remove(partition)  # offline: nobody to follow
+        if (changed or new) and was_leader != partition.is_leader:
+            log.info(
+                "%s: %s (leader epoch %d, ISR %s)",
+                partition,
+                "leader" if partition.is_leader else f"follower of {state.leader}",
+                state.leader_epoch,
+                state.isr,
+            )
+            for listener in list(self.leadership_listeners):
+                listener(partition)
+
+    def _drop(self, partition: Partition, *, delete_log: bool = True) -> None:
+        tp = (partition.topic, partition.index)
+        if self.fetchers is not None:
+            self.fetchers.remove(partition)
+        partition.stop_hosting()
+        del self.partitions[tp]
+        if delete_log:
+            self.log_manager.delete_log(*tp)
+
+    async def _alter_isr(self, partition: Partition, isr: list[int]) -> PartitionState | None:
+        """AlterPartition for ``partition`` (the leader's ISR change), through the
+        coordination metadata: the controller in cluster mode."""
+        state = partition.state
+        try:
+            stored = await self.coordinator.alter_partition(
+                partition.topic,
+                partition.index,
+                self.broker_id,
+                state.leader_epoch,
+                isr,
+                state.partition_epoch,
+            )
+            self.metrics.record_isr_change(len(state.isr), len(stored.isr))
+            return stored
+        except AlterPartitionError as exc:
+            log.info("%s: ISR change to %s refused: %s", partition, isr, exc)
+            return None
+        except CoordinationError as exc:
+            log.warning("%s: ISR change to %s failed: %s (will retry)", partition, isr, exc)
+            return None
+
+    def maybe_shrink_isr(self) -> None:
+        """Periodic (Kafka: every replica.lag.time.max.ms / 2): each partition this broker
+        leads drops followers that have not caught up for replica.lag.time.max.ms."""
+        now = self.clock.milliseconds()
+        for partition in list(self.partitions.values()):
+            if partition.is_leader:
+                partition.maybe_shrink_isr(now, self.replica_lag_time_max_ms)
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -241,6 +403,14 @@ class ReplicaManager:
             raise TopicError(INVALID_TOPIC_EXCEPTION, f"cannot write to internal topic {topic}")
         partition = self.partitions.get((topic, index))
         if partition is None:
+            known = self.coordinator.topic(topic)
+            if known is not None and index in known.replicas:
+                # Another broker's partition: the client's metadata is stale (Kafka answers
+                # so too, and clients refresh their metadata and retry).
+                raise TopicError(
+                    NOT_LEADER_OR_FOLLOWER,
+                    f"broker {self.broker_id} has no replica of {topic}-{index}",
+                )
             raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{index}")
         return partition
 
@@ -256,6 +426,9 @@ class ReplicaManager:
         """Append a producer's batches to a partition this broker leads."""
         partition = self._hosted(topic, index, internal_allowed=internal_allowed)
         info = partition.append(records, acks, partition.local.config.min_insync_replicas)
+        if not internal_allowed:
+            self.metrics.bytes_in += info.size
+            self.metrics.messages_in += info.record_count
         return partition, info
 
     async def delete_records(self, topic: str, index: int, offset: int) -> int:
@@ -298,7 +471,11 @@ class ReplicaManager:
         self.topic_config(configs)
         if validate_only:
             return None
-        topic = await self.coordinator.create_topic(name, replicas, dict(configs))
+        try:
+            topic = await self.coordinator.create_topic(name, replicas, dict(configs))
+        except TopicExistsError:
+            # Another broker created it first (its cache and ours differ for a moment).
+            raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") from None
         self.sync()
         log.info("created topic %s (%d partitions)", name, topic.partitions)
         return topic

@@ -8,15 +8,16 @@ accepting connections, so no request ever sees a half-built broker.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.coordination.api import Coordinator
+from tierlog.broker.coordination.api import Coordinator, PartitionState
 from tierlog.broker.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
+    from tierlog.broker.controller import Controller
     from tierlog.broker.group import GroupCoordinator
     from tierlog.broker.offsets_topic import OffsetsTopic
 
@@ -77,6 +78,11 @@ class BrokerServices:
     offsets_topic: ``__consumer_offsets``: where a group's coordinator is.
     producer_ids: InitProducerId's id source.
     lifecycle: whether the broker is stopping.
+    alter_partition: the controller's AlterPartition decision (topic, partition, leader,
+        leader epoch, new ISR, partition epoch) -> the stored state, raising
+        AlterPartitionError; None on a broker that is not the controller.
+    controller: cluster mode's controller role of this broker, for the operator's
+        controller APIs (ElectLeaders, partition reassignments); None on a single node.
     """
 
     config: BrokerConfig
@@ -86,3 +92,7 @@ class BrokerServices:
     offsets_topic: OffsetsTopic
     producer_ids: ProducerIds
     lifecycle: Lifecycle
+    alter_partition: (
+        Callable[[str, int, int, int, list[int], int], Awaitable[PartitionState]] | None
+    )
+    controller: Controller | None = None

@@ -66,7 +66,11 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    ALTER_PARTITION = 56
 
 
 SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
@@ -126,6 +130,17 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        # ElectLeaders: v0 is preferred-only (KIP-183), v1 adds the election type (KIP-460:
+        # PREFERRED or UNCLEAN) and a top-level error, v2 is flexible; all of kio's.
+        ApiKey.ELECT_LEADERS: (0, 2),
+        # AlterPartitionReassignments (KIP-455): v1 adds allow_replication_factor_change
+        # (KIP-860), honoured with INVALID_REPLICATION_FACTOR. ListPartitionReassignments
+        # has only v0.
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        # AlterPartition (KIP-497): leaders -> controller. kio has v2 (topic IDs) and v3
+        # (replica broker epochs, KIP-903); v3's epochs are not checked, so only v2.
+        ApiKey.ALTER_PARTITION: (2, 2),
     }
 )
 

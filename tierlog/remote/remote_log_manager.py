@@ -95,6 +95,8 @@ class TieredPartition:
     # The partition's high watermark (its replication state owns it): only segments
     # wholly below it are offloaded, so nothing uncommitted ever reaches the remote tier.
     high_watermark: Callable[[], int]
+    # True for a partition this broker follows: its manifest is read, never written.
+    follower: bool = False
     manifest: mf.Manifest | None = None
     problem: str | None = None  # the last error, reported once per change
     # After a failed cycle the cached manifest may be wrong (a commit that landed though
@@ -163,6 +165,9 @@ class RemoteLogManager:
         self.uploaded_bytes = 0
         self.deleted_segments = 0
         self.orphans_removed = 0
+        self.fetched_bytes = 0
+        self.copy_errors = 0
+        self.fetch_errors = 0
 
     # -- tracking ------------------------------------------------------------------------
 
@@ -174,11 +179,18 @@ class RemoteLogManager:
         log: Log,
         leader_epoch: Callable[[], int],
         high_watermark: Callable[[], int],
+        *,
+        follower: bool = False,
     ) -> TieredPartition:
+        """Offload and retain ``partition`` as its leader, or (``follower``) only follow
+        its manifest. A partition changing role starts afresh: the manifest is read again
+        before anything counts as remote."""
         key = (topic, partition)
         state = self.partitions.get(key)
-        if state is None or state.log is not log:
-            state = TieredPartition(topic, partition, topic_id, log, leader_epoch, high_watermark)
+        if state is None or state.log is not log or state.follower != follower:
+            state = TieredPartition(
+                topic, partition, topic_id, log, leader_epoch, high_watermark, follower
+            )
             self.partitions[key] = state
             # Until the manifest is read nothing counts as uploaded: local retention
             # deletes nothing of a tiered log it cannot prove is remote.
@@ -217,6 +229,7 @@ class RemoteLogManager:
                         log.info("%s: remote tier reachable again", state.name)
                         state.problem = None
                 except (RemoteStorageError, OSError, ValueError) as exc:
+                    self.copy_errors += 1
                     state.stale = True
                     if isinstance(exc, CorruptManifestError):
                         # Nothing is provably remote while the manifest cannot be read, so
@@ -238,6 +251,16 @@ class RemoteLogManager:
 
     async def _cycle_partition(self, state: TieredPartition) -> None:
         loop = asyncio.get_running_loop()
+        if state.follower:
+            # A follower only learns how far the leader's uploads are committed, so that
+            # its local retention deletes only what is remote (KIP-405); it never writes.
+            manifest = await loop.run_in_executor(
+                self._worker, self.store.read_manifest, state.topic, state.partition
+            )
+            if manifest.topic_id in (mf.ZERO_UUID, state.topic_id):
+                state.manifest = manifest
+                self._publish(state)
+            return
         scan = state.cycles % ORPHAN_SCAN_EVERY == 0
         # Also re-read before each orphan scan: the scan must compare the listing with the
         # stored manifest, and an idle partition (no commit to fail) still finds out that
@@ -518,11 +541,17 @@ class RemoteLogManager:
         if segment is None or segment.state is not SegmentState.COPY_FINISHED:
             return None
         reader = self._reader(state, segment)
-        return await self._off_loop(
-            lambda: reader.read(
-                max(offset, segment.base_offset), max_bytes, min_one_batch=min_one_batch
+        try:
+            data = await self._off_loop(
+                lambda: reader.read(
+                    max(offset, segment.base_offset), max_bytes, min_one_batch=min_one_batch
+                )
             )
-        )
+        except (RemoteStorageError, OSError, TimeoutError):
+            self.fetch_errors += 1
+            raise
+        self.fetched_bytes += len(data) if data else 0
+        return data
 
     async def offset_for_timestamp(
         self, state: TieredPartition, timestamp: int
@@ -555,6 +584,9 @@ class RemoteLogManager:
             "uploaded_bytes": self.uploaded_bytes,
             "deleted_segments": self.deleted_segments,
             "orphans_removed": self.orphans_removed,
+            "fetched_bytes": self.fetched_bytes,
+            "copy_errors": self.copy_errors,
+            "fetch_errors": self.fetch_errors,
             "cache_hits": self.cache.hits,
             "cache_misses": self.cache.misses,
         }

@@ -40,6 +40,12 @@ from tierlog.broker.handlers.offsets import (
     handle_offset_for_leader_epoch,
 )
 from tierlog.broker.handlers.produce import handle_produce
+from tierlog.broker.handlers.reassignment import (
+    handle_alter_partition_reassignments,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
+from tierlog.broker.handlers.replication import handle_alter_partition
 from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
@@ -73,4 +79,8 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.ALTER_PARTITION: handle_alter_partition,
 }

@@ -43,8 +43,22 @@ def topic_entry(services: BrokerServices, name: str) -> dict[str, Any]:
     live = {b.broker_id for b in services.cluster.brokers()}
     partitions = []
     for p in sorted(topic.replicas):
-        state = topic.partition_states[p]
         replicas = topic.replicas[p]
+        state = topic.partition_states.get(p)
+        if state is None:
+            # Cluster mode: the controller has not elected a first leader yet.
+            partitions.append(
+                {
+                    "error_code": ErrorCode.leader_not_available,
+                    "partition_index": p,
+                    "leader_id": -1,
+                    "leader_epoch": -1,
+                    "replica_nodes": replicas,
+                    "isr_nodes": [],
+                    "offline_replicas": [r for r in replicas if r not in live],
+                }
+            )
+            continue
         leader_alive = state.leader in live
         partitions.append(
             {

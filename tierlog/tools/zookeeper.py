@@ -1,4 +1,6 @@
-"""A real ZooKeeper for tests: Debian's ``zookeeper`` package run in the foreground.
+"""A local ZooKeeper for development clusters and tests: Debian's ``zookeeper`` package run
+in the foreground (``tierlog cluster start`` without ``--zookeeper``, ``EmbeddedCluster``,
+the integration tests).
 
 ``ZooKeeperServer`` writes a ``zoo.cfg`` into its own temporary directory, runs
 ``zkServer.sh start-foreground`` as a child process in a new process group (never
@@ -22,9 +24,10 @@ import time
 from pathlib import Path
 
 ZK_SERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
-INSTALL_HINT = "`make test` installs it (apt-get install zookeeper)"
+INSTALL_HINT = "`make test` installs it, or: apt-get install zookeeper"
 
-# ZooKeeper's minimum session timeout is 2 ticks; 200 ms ticks let tests use short sessions.
+# ZooKeeper's minimum session timeout is 2 ticks; 200 ms ticks let brokers use short
+# sessions (fast failover in development and tests).
 TICK_TIME_MS = 200
 MAX_SESSION_TIMEOUT_MS = 60_000
 START_TIMEOUT_S = 30.0
@@ -51,12 +54,15 @@ class ZooKeeperServer:
     """One standalone ZooKeeper server on 127.0.0.1. Not thread-safe: drive it from the
     test's thread."""
 
-    def __init__(self, base_dir: Path | None = None) -> None:
+    def __init__(
+        self, base_dir: Path | None = None, *, port: int = 0, tick_time_ms: int = TICK_TIME_MS
+    ) -> None:
         if not ZK_SERVER_SH.exists():
             raise FileNotFoundError(f"ZooKeeper is not installed ({ZK_SERVER_SH}): {INSTALL_HINT}")
         self._own_dir = base_dir is None
         self.dir = Path(base_dir or tempfile.mkdtemp(prefix="tierlog-zk-"))
-        self.port = free_port()
+        self.port = port or free_port()
+        self.tick_time_ms = tick_time_ms
         self.log_path = self.dir / "zookeeper.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._write_config()
@@ -74,7 +80,7 @@ class ZooKeeperServer:
     def _write_config(self) -> None:
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         (self.dir / "zoo.cfg").write_text(
-            f"tickTime={TICK_TIME_MS}\n"
+            f"tickTime={self.tick_time_ms}\n"
             f"dataDir={self.dir / 'data'}\n"
             f"clientPort={self.port}\n"
             "clientPortAddress=127.0.0.1\n"

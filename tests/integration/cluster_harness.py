@@ -1,0 +1,101 @@
+"""A cluster of real tierlog broker processes on 127.0.0.1 and a real ZooKeeper, for tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from tests.broker.harness import BrokerProcess
+
+# Short enough that a killed broker's session ends within seconds (ZooKeeper's minimum is
+# two of the test server's 200 ms ticks).
+SESSION_TIMEOUT_MS = 2000
+
+
+class ProcessCluster:
+    """Brokers 0..n-1 with their own data dirs under ``base``; ``zk_connect`` names the
+    ZooKeeper chroot. ``overrides`` go to every broker."""
+
+    def __init__(
+        self, base: Path, zk_connect: str, brokers: int, overrides: dict[str, str] | None = None
+    ) -> None:
+        self.zk_connect = zk_connect
+        self.brokers = [
+            BrokerProcess(
+                base / f"broker-{n}",
+                {
+                    "broker.id": str(n),
+                    "zookeeper.connect": zk_connect,
+                    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                    "replica.lag.time.max.ms": "3000",
+                    "replica.fetch.wait.max.ms": "100",
+                    "replica.fetch.backoff.ms": "100",
+                    "offsets.topic.num.partitions": "3",
+                    # One remote root for the cluster, as every real deployment needs.
+                    "remote.log.storage.url": (base / "remote").resolve().as_uri(),
+                    "offsets.topic.replication.factor": str(min(3, brokers)),
+                    **(overrides or {}),
+                },
+            )
+            for n in range(brokers)
+        ]
+
+    def start(self) -> ProcessCluster:
+        for broker in self.brokers:
+            broker.start(timeout=60)
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b.proc is not None)
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def partitions(self, topic: str) -> dict[int, Any]:
+        """Metadata of each partition (leader, replicas, isrs) as a live broker sees it."""
+        metadata = self.admin().list_topics(topic, timeout=10)
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None:
+            return {}
+        return dict(found.partitions)
+
+    def wait_until(self, check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if check():
+                    return
+            except Exception:  # a broker mid-restart: ask again
+                pass
+            time.sleep(0.2)
+        logs = "\n".join(
+            f"--- broker {n}\n{b.log_text()[-3000:]}" for n, b in enumerate(self.brokers)
+        )
+        raise AssertionError(f"timed out waiting for {what}\n{logs}")
+
+    def wait_for_full_isr(
+        self, topic: str, partitions: int, rf: int, timeout: float = 30.0
+    ) -> None:
+        def full() -> bool:
+            found = self.partitions(topic)
+            return len(found) == partitions and all(
+                p.leader >= 0 and len(p.isrs) == rf for p in found.values()
+            )
+
+        self.wait_until(full, f"{topic}: every partition with {rf} in sync", timeout)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return int(self.partitions(topic)[partition].leader)
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+
+    def kill(self) -> None:
+        for broker in self.brokers:
+            broker.kill()

@@ -1,0 +1,193 @@
+"""Failures beyond clean and hard bounces, against real broker processes and a real
+ZooKeeper: a zombie leader (paused past its session), a slow follower, ZooKeeper restarted
+under load, the unclean election switch, and a group coordinator failover."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from tests.integration.cluster_harness import ProcessCluster
+from tests.integration.test_replication import (
+    PARTITIONS,
+    TOPIC,
+    BackgroundProducer,
+    consume,
+)
+from tierlog.tools.zookeeper import ZooKeeperServer
+
+
+def create(cluster: ProcessCluster, topic: str = TOPIC, rf: int = 3, **configs: str) -> None:
+    admin = cluster.admin()
+    admin.create_topics(
+        [NewTopic(topic, PARTITIONS, rf, config={"min.insync.replicas": "2", **configs})]
+    )[topic].result(30)
+    cluster.wait_for_full_isr(topic, PARTITIONS, rf)
+
+
+def check_all_acked_consumed(cluster: ProcessCluster, producer: BackgroundProducer) -> None:
+    assert not producer.errors, producer.errors[:3]
+    seen = consume(cluster, producer.acked)
+    for p in range(PARTITIONS):
+        missing = set(producer.acked[p]) - set(seen[p])
+        assert not missing, f"partition {p}: {len(missing)} acknowledged records lost"
+        assert len(seen[p]) == len(set(seen[p])), f"partition {p}: duplicates"
+
+
+def pause(cluster: ProcessCluster, broker: int) -> None:
+    proc = cluster.brokers[broker].proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGSTOP)
+
+
+def resume(cluster: ProcessCluster, broker: int) -> None:
+    proc = cluster.brokers[broker].proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGCONT)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zk_connect: str) -> Iterator[ProcessCluster]:
+    c = ProcessCluster(tmp_path, zk_connect, 3).start()
+    try:
+        yield c
+    finally:
+        for n in range(3):
+            if c.brokers[n].proc is not None:
+                resume(c, n)  # a paused process does not die of SIGKILL's cleanup wait
+        c.kill()
+
+
+def test_a_zombie_leader_loses_no_acknowledged_write_and_rejoins_as_follower(
+    cluster: ProcessCluster,
+) -> None:
+    create(cluster)
+    # Short client timeouts so that requests stuck on the paused leader are retried
+    # elsewhere within the test's bounds (they are never acknowledged by the zombie).
+    with BackgroundProducer(
+        cluster.bootstrap, **{"request.timeout.ms": 3000, "message.timeout.ms": 60_000}
+    ) as producer:
+        producer.wait_for_more(300)
+        zombie = cluster.leader_of(TOPIC, 0)
+        pause(cluster, zombie)
+        cluster.wait_until(
+            lambda: cluster.leader_of(TOPIC, 0) not in (-1, zombie), "a new leader", 30
+        )
+        producer.wait_for_more(300)
+        resume(cluster, zombie)
+        # The old leader finds out it was deposed, truncates what diverged and follows.
+        cluster.wait_for_full_isr(TOPIC, PARTITIONS, 3, timeout=60)
+        producer.wait_for_more(300)
+    check_all_acked_consumed(cluster, producer)
+    assert cluster.leader_of(TOPIC, 0) != -1
+
+
+def test_a_slow_follower_leaves_the_isr_and_rejoins(tmp_path: Path, zk_connect: str) -> None:
+    # Its ZooKeeper session outlives the pause; replica.lag.time.max.ms does not.
+    cluster = ProcessCluster(
+        tmp_path,
+        zk_connect,
+        3,
+        {"zookeeper.session.timeout.ms": "20000", "replica.lag.time.max.ms": "1000"},
+    ).start()
+    try:
+        create(cluster)
+        leader = cluster.leader_of(TOPIC, 0)
+        admin = cluster.admin()
+        controller = int(admin.describe_cluster().result(10).controller.id)
+        # Not the controller: a paused controller answers no AlterPartition until its
+        # session ends, which would hold up every ISR change (as in Kafka).
+        follower = next(b for b in range(3) if b not in (leader, controller))
+        with BackgroundProducer(cluster.bootstrap) as producer:
+            producer.wait_for_more(200)
+            pause(cluster, follower)
+            started = time.monotonic()
+            cluster.wait_until(
+                lambda: follower not in cluster.partitions(TOPIC)[0].isrs, "the ISR to shrink", 15
+            )
+            shrunk_after = time.monotonic() - started
+            producer.wait_for_more(200)  # min.insync.replicas 2 still met
+            resume(cluster, follower)
+            cluster.wait_for_full_isr(TOPIC, PARTITIONS, 3, timeout=30)
+        assert shrunk_after < 10, f"the ISR shrank only after {shrunk_after:.1f}s"
+        check_all_acked_consumed(cluster, producer)
+    finally:
+        for n in range(3):
+            if cluster.brokers[n].proc is not None:
+                resume(cluster, n)
+        cluster.kill()
+
+
+def test_zookeeper_restarted_under_load(tmp_path: Path) -> None:
+    with ZooKeeperServer(tmp_path / "zk") as zk:
+        cluster = ProcessCluster(
+            tmp_path, f"{zk.connect}/tierlog", 3, {"zookeeper.session.timeout.ms": "6000"}
+        ).start()
+        try:
+            create(cluster)
+            with BackgroundProducer(cluster.bootstrap) as producer:
+                producer.wait_for_more(300)
+                zk.restart()
+                producer.wait_for_more(300)  # leaders keep serving without ZooKeeper
+                cluster.wait_for_full_isr(TOPIC, PARTITIONS, 3, timeout=60)
+                producer.wait_for_more(300)
+            check_all_acked_consumed(cluster, producer)
+        finally:
+            cluster.kill()
+
+
+def test_unclean_leader_election_only_when_enabled(cluster: ProcessCluster) -> None:
+    topic = "unclean"
+    admin = cluster.admin()
+    admin.create_topics([NewTopic(topic, 1, 2, config={"min.insync.replicas": "1"})])[topic].result(
+        30
+    )
+    cluster.wait_for_full_isr(topic, 1, 2)
+    replicas = list(cluster.partitions(topic)[0].replicas)
+    leader = cluster.leader_of(topic, 0)
+    follower = next(r for r in replicas if r != leader)
+    cluster.brokers[follower].kill()
+    cluster.wait_until(lambda: len(cluster.partitions(topic)[0].isrs) == 1, "the ISR to shrink")
+    cluster.brokers[leader].kill()
+    cluster.brokers[follower].start(timeout=60)
+    # The only live replica is out of sync: without unclean election the partition stays
+    # offline rather than lose what the dead leader acknowledged.
+    time.sleep(3)
+    assert cluster.leader_of(topic, 0) == -1
+    admin = cluster.admin()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    resource.set_config("unclean.leader.election.enable", "true")
+    admin.alter_configs([resource])[resource].result(30)
+    cluster.wait_until(lambda: cluster.leader_of(topic, 0) == follower, "the unclean election")
+
+
+def test_committed_offsets_survive_a_coordinator_failover(cluster: ProcessCluster) -> None:
+    create(cluster)
+    group = "survivors"
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    consumer.commit(
+        offsets=[TopicPartition(TOPIC, p, 100 + p) for p in range(PARTITIONS)], asynchronous=False
+    )
+    consumer.close()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    coordinator = int(admin.describe_consumer_groups([group])[group].result(30).coordinator.id)
+    cluster.brokers[coordinator].kill()
+
+    def committed() -> list[int]:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+        try:
+            found = c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10)
+            return [tp.offset for tp in found]
+        finally:
+            c.close()
+
+    cluster.wait_until(lambda: committed() == [100, 101, 102], "offsets from the new coordinator")

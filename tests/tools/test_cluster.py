@@ -1,0 +1,108 @@
+"""`tierlog cluster start` (a local cluster with its own ZooKeeper), `tierlog cluster status`
+and `tierlog topics describe` on it, as a user runs them; and EmbeddedCluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.tools.cli import Cli
+from tierlog.broker.embedded import EmbeddedCluster
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = int(probe.getsockname()[1])
+        if base + count >= 65535:
+            continue
+        try:
+            socks = []
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+def test_cluster_start_status_and_ctrl_c(tmp_path: Path) -> None:
+    port = free_ports(2)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tierlog.cli",
+            "cluster",
+            "start",
+            "--brokers",
+            "2",
+            "--data-dir",
+            str(tmp_path / "cluster"),
+            "--port",
+            str(port),
+            "--racks",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if not line or "cluster up" in line:
+                break
+        assert lines and "cluster up" in lines[-1], "".join(lines)
+        cli = Cli(f"127.0.0.1:{port},127.0.0.1:{port + 1}")
+        cli.ok("topics", "create", "pairs", "--partitions", "2", "--replication-factor", "2")
+        status = cli.ok("cluster", "status")
+        assert "Broker: 0" in status and "Broker: 1" in status
+        assert "Rack: rack-0" in status and "Rack: rack-1" in status
+        assert "Under-replicated partitions: 0" in status
+        assert "Offline partitions: 0" in status
+        described = cli.ok("topics", "describe", "pairs")
+        assert "ReplicationFactor: 2" in described
+        assert described.count("Isr: ") == 2
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "stopped" in out
+
+
+def test_embedded_cluster_replicates_and_survives_a_clean_broker_stop(tmp_path: Path) -> None:
+    with EmbeddedCluster(3, data_dir=tmp_path / "cluster") as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("embedded", 1, 3)])["embedded"].result(30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            partition = admin.list_topics("embedded", timeout=10).topics["embedded"].partitions[0]
+            if partition.leader >= 0 and len(partition.isrs) == 3:
+                break
+            time.sleep(0.2)
+        leader = partition.leader
+        cluster.stop_broker(leader)  # clean: its leadership moves first
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        partition = admin.list_topics("embedded", timeout=10).topics["embedded"].partitions[0]
+        assert partition.leader not in (-1, leader)
+        assert leader not in partition.isrs

@@ -1,0 +1,392 @@
+"""Cluster-mode coordination: the ``Coordinator`` interface over ZooKeeper (one broker's view).
+
+A broker sees the cluster through a cache: live brokers, the controller, every topic's
+assignment, id and config overrides, and every partition's state (leader, leader epoch,
+ISR, partition epoch = the state znode's zkVersion). ZooKeeper watches mark the cache
+dirty; one worker thread re-reads it and hands the new snapshot to the event loop, which
+swaps it in and tells the listeners (the replica manager applies leaderships from it).
+Decisions are the controller's (``tierlog.broker.controller``); this class only watches
+them and makes the writes any Kafka broker may make (AdminZkClient: create and delete
+topics, configs, producer id blocks). Reads never block; writes run on the worker thread
+and wait until the cache shows their effect, so a CreateTopics answer names a leader.
+
+Threads: kazoo's event thread (watch callbacks: set a flag, never block), the
+``zk-coordinator`` worker (every ZooKeeper call), the event loop (the cache, listeners).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from tierlog.broker.coordination import zk_data
+from tierlog.broker.coordination.api import (
+    AlterPartitionError,
+    BrokerRegistration,
+    CoordinationError,
+    PartitionState,
+    TopicMetadata,
+    UnknownTopicError,
+)
+from tierlog.broker.coordination.zk_client import SessionEvent, ZkClient
+from tierlog.broker.coordination.zk_data import BrokerInfo, TopicAssignment
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# How long an admin write waits for the controller's answer to show in the cache (Kafka's
+# CreateTopics waits for the new partitions' leaders the same way, up to its timeout).
+DEFAULT_PROPAGATION_TIMEOUT_S = 30.0
+
+# Sends AlterPartition to the controller broker: (controller id, topic, partition, leader,
+# leader epoch, new ISR, partition epoch) -> the stored state. The broker supplies it (it
+# owns the network client); it raises AlterPartitionError with the controller's code.
+AlterPartitionSender = Callable[
+    [int, str, int, int, int, list[int], int], Awaitable[PartitionState]
+]
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Everything the cache knows, replaced whole on every refresh (never mutated)."""
+
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    broker_epochs: dict[int, int] = field(default_factory=dict)
+    controller_id: int = -1
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+
+
+class ZkCoordinator:
+    """Args:
+    connect: ``host:port[,host:port...][/chroot]`` (``zookeeper.connect``).
+    broker_id: this broker.
+    session_timeout_ms: ``zookeeper.session.timeout.ms``.
+    """
+
+    def __init__(
+        self,
+        connect: str,
+        broker_id: int,
+        *,
+        session_timeout_ms: int = 18_000,
+        propagation_timeout_s: float = DEFAULT_PROPAGATION_TIMEOUT_S,
+    ) -> None:
+        self.zk = ZkClient(connect, session_timeout_ms)
+        self.broker_id = broker_id
+        self.cluster_id = ""
+        self.broker_epoch = -1
+        self.propagation_timeout_s = propagation_timeout_s
+        self.alter_partition_sender: AlterPartitionSender | None = None
+        self._snapshot = ClusterSnapshot()
+        self._listeners: list[Callable[[], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._me: BrokerInfo | None = None
+        self._dirty = threading.Event()
+        self._closed = threading.Event()
+        self._watched: set[str] = set()
+        self._worker: threading.Thread | None = None
+        self._changed: asyncio.Event | None = None
+        self._calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+        self._calls_lock = threading.Lock()
+        self._expired = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def connect(self, candidate_cluster_id: str) -> str:
+        """Open the session and agree on the cluster id (the first broker's candidate wins,
+        Kafka's ``/cluster/id``); returns it. Nothing is registered yet."""
+        self._loop = asyncio.get_running_loop()
+        self._changed = asyncio.Event()
+        self._worker = threading.Thread(target=self._work, name="zk-coordinator", daemon=True)
+        self._worker.start()
+        await self._call(self.zk.start)
+        self.cluster_id = await self._call(
+            lambda: self.zk.get_or_create_cluster_id(candidate_cluster_id)
+        )
+        self.zk.on_session_event(self._on_session_event)
+        return self.cluster_id
+
+    async def start(self, me: BrokerRegistration) -> None:
+        """Register this broker (ephemeral ``/brokers/ids/<id>``; its czxid is the broker
+        epoch, KIP-380), set the watches and wait for the first full view."""
+        self._me = BrokerInfo.plaintext(me.broker_id, me.host, me.port, me.rack)
+        info = self._me
+        self.broker_epoch = await self._call(lambda: self.zk.register_broker(info))
+        await self._call(self._watch_roots)
+        await self.wait_for(lambda s: me.broker_id in s.brokers, "this broker's registration")
+        log.info("registered broker %d (epoch %d) in ZooKeeper", me.broker_id, self.broker_epoch)
+
+    async def deregister(self) -> None:
+        """Remove this broker's registration while keeping the session: the controller
+        then moves its leaderships away (controlled shutdown, docs/cluster.md)."""
+        broker_id = self.broker_id
+        await self._call(lambda: self.zk.kazoo.delete(zk_data.broker_path(broker_id)))
+
+    async def stop(self) -> None:
+        """Close the session (its ephemeral znodes go at once) and the worker."""
+        self._closed.set()
+        self._dirty.set()
+        if self._worker is not None and self._worker.is_alive():
+            await asyncio.get_running_loop().run_in_executor(None, self._stop_blocking)
+
+    def _stop_blocking(self) -> None:
+        self.zk.stop()
+        if self._worker is not None:
+            self._worker.join(10)
+
+    # -- reads (the cache) ---------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        return self._snapshot
+
+    def brokers(self) -> list[BrokerRegistration]:
+        return [self._snapshot.brokers[b] for b in sorted(self._snapshot.brokers)]
+
+    def controller_id(self) -> int:
+        return self._snapshot.controller_id
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        return self._snapshot.topics
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._snapshot.topics.get(name)
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        self._listeners.append(callback)
+
+    async def wait_for(
+        self, predicate: Callable[[ClusterSnapshot], bool], what: str, timeout: float | None = None
+    ) -> ClusterSnapshot:
+        """Wait until the cache satisfies ``predicate``.
+
+        Raises:
+            CoordinationError: not within the timeout (names ``what``).
+        """
+        assert self._changed is not None, "connect() first"
+        deadline = asyncio.get_running_loop().time() + (timeout or self.propagation_timeout_s)
+        while not predicate(self._snapshot):
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise CoordinationError(f"timed out waiting for {what}")
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                continue
+        return self._snapshot
+
+    # -- writes --------------------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, replicas: dict[int, list[int]], configs: dict[str, str]
+    ) -> TopicMetadata:
+        topic_id = uuid.uuid4()
+        await self._call(lambda: self.zk.create_topic(name, replicas, topic_id, configs))
+        snapshot = await self.wait_for(
+            lambda s: _has_states(s, name, set(replicas)), f"the leaders of topic {name}"
+        )
+        return snapshot.topics[name]
+
+    async def delete_topic(self, name: str) -> None:
+        await self._call(lambda: self.zk.request_topic_deletion(name))
+        await self.wait_for(lambda s: name not in s.topics, f"the deletion of topic {name}")
+
+    async def add_partitions(self, name: str, replicas: dict[int, list[int]]) -> TopicMetadata:
+        current = self.topic(name)
+        if current is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        everything = {**current.replicas, **replicas}
+        await self._call(lambda: self.zk.add_partitions(name, everything))
+        snapshot = await self.wait_for(
+            lambda s: _has_states(s, name, set(everything)), f"the new partitions of {name}"
+        )
+        return snapshot.topics[name]
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        await self._call(lambda: self.zk.set_topic_configs(name, configs))
+        await self.wait_for(
+            lambda s: name in s.topics and s.topics[name].configs == configs,
+            f"the new configs of {name}",
+        )
+
+    async def alter_partition(
+        self,
+        name: str,
+        partition: int,
+        leader_id: int,
+        leader_epoch: int,
+        isr: list[int],
+        partition_epoch: int,
+    ) -> PartitionState:
+        if self.alter_partition_sender is None:
+            raise AlterPartitionError(41, "no channel to the controller yet")  # NOT_CONTROLLER
+        return await self.alter_partition_sender(
+            self.controller_id(), name, partition, leader_id, leader_epoch, isr, partition_epoch
+        )
+
+    async def allocate_producer_ids(self, count: int) -> int:
+        broker_id = self.broker_id
+        return int(await self._call(lambda: self.zk.allocate_producer_id_block(broker_id, count)))
+
+    # -- the worker thread ---------------------------------------------------------------
+
+    async def _call(self, call: Callable[[], T]) -> T:
+        """Run ``call`` on the worker thread (every ZooKeeper call goes there, in order)."""
+        assert self._loop is not None
+        future: asyncio.Future[T] = self._loop.create_future()
+        with self._calls_lock:
+            self._calls.append((call, future))
+        self._dirty.set()
+        return await future
+
+    def _work(self) -> None:
+        while True:
+            self._dirty.wait()
+            self._dirty.clear()
+            with self._calls_lock:
+                calls, self._calls = self._calls, []
+            for call, future in calls:
+                self._run_call(call, future)
+            if self._closed.is_set():
+                return
+            if self._watched:
+                self._refresh()
+
+    def _run_call(self, call: Callable[[], Any], future: asyncio.Future[Any]) -> None:
+        assert self._loop is not None
+        try:
+            result = call()
+        except BaseException as exc:
+            self._loop.call_soon_threadsafe(_fail, future, exc)
+        else:
+            self._loop.call_soon_threadsafe(_resolve, future, result)
+
+    def _mark_dirty(self, *_: Any) -> bool | None:
+        if self._closed.is_set():
+            return False  # ends kazoo's watch
+        self._dirty.set()
+        return None
+
+    def _watch(self, path: str, children: bool) -> None:
+        if path in self._watched:
+            return
+        self._watched.add(path)
+        if children:
+            self.zk.watch_children(path, self._mark_dirty)
+        else:
+            self.zk.watch_data(path, self._mark_dirty)
+
+    def _watch_roots(self) -> None:
+        self._watch(zk_data.BROKER_IDS, children=True)
+        self._watch(zk_data.TOPICS, children=True)
+        self._watch(zk_data.CONTROLLER, children=False)
+        self._watch(zk_data.CONFIG_CHANGES, children=True)
+        self._dirty.set()
+
+    def _refresh(self) -> None:
+        """Read the whole view (cheap at this scale: one read per znode), watching every
+        topic and partition state seen, then publish it to the loop."""
+        try:
+            snapshot = self._read_snapshot()
+        except Exception as exc:
+            if not self._closed.is_set():
+                log.warning("reading the cluster state from ZooKeeper failed: %s (retrying)", exc)
+                threading.Timer(0.2, self._dirty.set).start()
+            return
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._publish, snapshot)
+
+    def _read_snapshot(self) -> ClusterSnapshot:
+        zk = self.zk
+        brokers: dict[int, BrokerRegistration] = {}
+        epochs: dict[int, int] = {}
+        for broker_id, (info, epoch) in zk.get_brokers().items():
+            brokers[broker_id] = BrokerRegistration(
+                broker_id, info.host or "", info.port, info.rack
+            )
+            epochs[broker_id] = epoch
+        topics: dict[str, TopicMetadata] = {}
+        for name in zk.get_topics():
+            self._watch(zk_data.topic_path(name), children=False)
+            assignment = zk.get_topic(name)
+            if assignment is None:
+                continue
+            topics[name] = self._read_topic(name, assignment)
+        controller = zk.get_controller_id()
+        return ClusterSnapshot(brokers, epochs, -1 if controller is None else controller, topics)
+
+    def _read_topic(self, name: str, assignment: TopicAssignment) -> TopicMetadata:
+        states: dict[int, PartitionState] = {}
+        for p, (state, zk_version) in self.zk.get_partition_states(name).items():
+            states[p] = PartitionState(
+                state.leader,
+                state.leader_epoch,
+                list(state.isr),
+                controller_epoch=state.controller_epoch,
+                partition_epoch=zk_version,
+            )
+        for p in assignment.partitions:
+            self._watch(zk_data.partition_state_path(name, p), children=False)
+        return TopicMetadata(
+            name,
+            assignment.topic_id or uuid.UUID(int=0),
+            {p: list(r) for p, r in assignment.partitions.items()},
+            self.zk.get_topic_configs(name),
+            states,
+        )
+
+    def _publish(self, snapshot: ClusterSnapshot) -> None:
+        """On the loop: swap the cache in and tell the listeners."""
+        if self._closed.is_set():
+            return
+        self._snapshot = snapshot
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = asyncio.Event()
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("applying the cluster state failed")
+
+    def _on_session_event(self, event: SessionEvent) -> None:
+        # kazoo's thread. A new session after an expiry lost the ephemeral registration:
+        # register again (a new broker epoch) and re-read everything.
+        if event is SessionEvent.EXPIRED:
+            log.warning("ZooKeeper session expired; registering again when reconnected")
+            self._expired = True
+        elif event is SessionEvent.CONNECTED and self._expired:
+            self._expired = False
+            me = self._me
+            if me is not None and self._loop is not None and not self._closed.is_set():
+                self._loop.call_soon_threadsafe(
+                    lambda: asyncio.ensure_future(self._register_again(me))
+                )
+
+    async def _register_again(self, me: BrokerInfo) -> None:
+        try:
+            self.broker_epoch = await self._call(lambda: self.zk.register_broker(me))
+            log.info("registered again in ZooKeeper (broker epoch %d)", self.broker_epoch)
+        except Exception:
+            log.exception("registering again in ZooKeeper failed")
+
+
+def _has_states(snapshot: ClusterSnapshot, name: str, partitions: set[int]) -> bool:
+    topic = snapshot.topics.get(name)
+    return topic is not None and partitions <= set(topic.partition_states)
+
+
+def _resolve(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)

@@ -1,0 +1,182 @@
+"""The broker's metrics, in Prometheus' text format on ``metrics.http.port`` (off by default).
+
+Names follow Kafka's JMX metrics as the Prometheus JMX exporter renders them
+(``kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions`` ->
+``kafka_server_replicamanager_underreplicatedpartitions``), so dashboards built for Kafka
+read them. Gauges are computed when scraped, from the broker's own state; the only work on
+the request path is a few integer additions per request (``BrokerMetrics.record_*``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tierlog.protocol import ApiKey
+
+if TYPE_CHECKING:
+    from tierlog.broker.replica_manager import ReplicaManager
+    from tierlog.remote.remote_log_manager import RemoteLogManager
+
+log = logging.getLogger(__name__)
+
+# Kafka's request names (RequestMetrics' "request" tag): ApiKey names in CamelCase.
+REQUEST_NAMES = {int(k): "".join(w.title() for w in k.name.split("_")) for k in ApiKey}
+
+
+@dataclass
+class RequestStats:
+    count: int = 0
+    errors: int = 0
+    total_seconds: float = 0.0
+
+
+@dataclass
+class BrokerMetrics:
+    """Counters the broker adds to as it works (event loop only)."""
+
+    requests: defaultdict[int, RequestStats] = field(
+        default_factory=lambda: defaultdict(RequestStats)
+    )
+    bytes_in: int = 0
+    bytes_out: int = 0
+    messages_in: int = 0
+    isr_shrinks: int = 0
+    isr_expands: int = 0
+
+    def record_request(self, api_key: int, seconds: float, failed: bool) -> None:
+        stats = self.requests[api_key]
+        stats.count += 1
+        stats.total_seconds += seconds
+        if failed:
+            stats.errors += 1
+
+    def record_isr_change(self, before: int, after: int) -> None:
+        if after < before:
+            self.isr_shrinks += 1
+        elif after > before:
+            self.isr_expands += 1
+
+
+class MetricsCollector:
+    """A prometheus_client collector over the broker's state.
+
+    Args:
+        metrics: the counters.
+        replicas: the partitions hosted here (under-replicated partitions).
+        offline_partitions: partitions without a leader, as the active controller counts
+            them; None on a broker that is not the controller (Kafka reports it there only).
+        active_controller: 1 on the active controller.
+        remote: the remote log manager's counters, if the remote tier is on.
+    """
+
+    def __init__(
+        self,
+        metrics: BrokerMetrics,
+        replicas: ReplicaManager,
+        *,
+        offline_partitions: Callable[[], int],
+        active_controller: Callable[[], bool],
+        remote: RemoteLogManager | None,
+    ) -> None:
+        self.metrics = metrics
+        self.replicas = replicas
+        self.offline_partitions = offline_partitions
+        self.active_controller = active_controller
+        self.remote = remote
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        m = self.metrics
+        under = sum(
+            1
+            for p in list(self.replicas.partitions.values())
+            if p.is_leader and len(p.state.isr) < len(p.replicas)
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Partitions led here whose ISR is smaller than their replica set",
+            value=under,
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_partitioncount",
+            "Partitions hosted on this broker",
+            value=len(self.replicas.partitions),
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_leadercount",
+            "Partitions led by this broker",
+            value=sum(1 for p in list(self.replicas.partitions.values()) if p.is_leader),
+        )
+        active = self.active_controller()
+        yield GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_activecontrollercount",
+            "1 on the active controller",
+            value=1 if active else 0,
+        )
+        yield GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+            "Partitions without a live leader (reported by the active controller)",
+            value=self.offline_partitions() if active else 0,
+        )
+        for name, value, text in (
+            ("isrshrinks", m.isr_shrinks, "ISR shrinks of partitions led here"),
+            ("isrexpands", m.isr_expands, "ISR expansions of partitions led here"),
+        ):
+            yield CounterMetricFamily(f"kafka_server_replicamanager_{name}", text, value=value)
+        for name, value, text in (
+            ("bytesin", m.bytes_in, "Bytes of record batches appended for producers"),
+            ("bytesout", m.bytes_out, "Bytes of fetch responses"),
+            ("messagesin", m.messages_in, "Records appended for producers"),
+        ):
+            yield CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", text, value=value)
+        requests = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests", "Requests handled", labels=["request"]
+        )
+        errors = CounterMetricFamily(
+            "kafka_network_requestmetrics_errors",
+            "Requests that failed inside the broker",
+            labels=["request"],
+        )
+        seconds = CounterMetricFamily(
+            "kafka_network_requestmetrics_totaltime_seconds",
+            "Time spent answering requests (the mean is this over requests_total)",
+            labels=["request"],
+        )
+        for key, stats in sorted(m.requests.items()):
+            label = [REQUEST_NAMES.get(key, str(key))]
+            requests.add_metric(label, stats.count)
+            errors.add_metric(label, stats.errors)
+            seconds.add_metric(label, stats.total_seconds)
+        yield requests
+        yield errors
+        yield seconds
+        if self.remote is not None:
+            remote = self.remote.stats()
+            for name, stat, text in (
+                ("remotecopybytes", "uploaded_bytes", "Bytes offloaded to the remote tier"),
+                ("remotecopysegments", "uploaded_segments", "Segments offloaded"),
+                ("remotefetchbytes", "fetched_bytes", "Bytes read from the remote tier"),
+                ("remotecopyerrors", "copy_errors", "Failed remote-tier cycles"),
+                ("remotefetcherrors", "fetch_errors", "Failed remote reads"),
+            ):
+                if stat in remote:
+                    yield CounterMetricFamily(
+                        f"kafka_server_brokertopicmetrics_{name}", text, value=remote[stat]
+                    )
+
+
+def serve_metrics(collector: MetricsCollector, host: str, port: int) -> tuple[Any, int]:
+    """Start the HTTP endpoint (a prometheus_client thread); returns (server, bound port)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    bound = int(server.server_address[1])
+    log.info("metrics on http://%s:%d/metrics", host, bound)
+    return server, bound

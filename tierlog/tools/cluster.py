@@ -1,0 +1,189 @@
+"""``tierlog cluster start|status``: a local development cluster, and what a cluster looks like
+(brokers, controller, under-replicated and offline partitions) through any Kafka client.
+
+``start`` runs N broker processes on 127.0.0.1 (ports ``--port``, ``--port``+1, ...), each
+with ``broker.rack`` naming this host's slot so that a host with many cores can run several
+brokers (one Python event loop each, about a core) while replicas still spread; without
+``--zookeeper`` it also runs a ZooKeeper from Debian's package. Ctrl-C (or SIGTERM) stops
+the brokers cleanly (each moves its leaderships away first), then ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+from tierlog.tools.client_config import ClientSettings, ToolError
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 60.0
+
+
+def broker_overrides(
+    broker_id: int, port: int, data_dir: Path, zookeeper: str, rack: str | None
+) -> dict[str, str]:
+    """One development broker's settings (configs/cluster/ has the same, commented)."""
+    overrides = {
+        "broker.id": str(broker_id),
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": str(data_dir / f"broker-{broker_id}"),
+        "zookeeper.connect": zookeeper,
+        # One remote root for every broker: a new leader goes on from the manifests.
+        "remote.log.storage.url": (data_dir.resolve() / "remote").as_uri(),
+        "default.replication.factor": "3",
+        "offsets.topic.replication.factor": "3",
+        "min.insync.replicas": "2",
+    }
+    if rack:
+        overrides["broker.rack"] = rack
+    return overrides
+
+
+class _Broker:
+    def __init__(self, broker_id: int, overrides: dict[str, str], log_path: Path) -> None:
+        self.broker_id = broker_id
+        self.log_path = log_path
+        args = [sys.executable, "-m", "tierlog.cli", "broker", "start"]
+        for key, value in overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self._log: IO[str] = open(log_path, "a")  # noqa: SIM115 - closed in wait()
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True
+        )
+        self.started = threading.Event()
+        threading.Thread(target=self._watch_stdout, daemon=True).start()
+
+    def _watch_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if "started on port" in line:
+                self.started.set()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._log.close()
+        return code
+
+
+def start_cluster(
+    brokers: int,
+    out: TextIO,
+    *,
+    zookeeper: str | None = None,
+    data_dir: Path = Path("./data/cluster"),
+    port: int = 9092,
+    racks: int = 0,
+    until: threading.Event | None = None,
+) -> int:
+    """Run the cluster until ``until`` is set (the CLI sets it on SIGINT/SIGTERM).
+
+    Args:
+        racks: give the brokers ``broker.rack`` rack-0..rack-(racks-1) round robin (0: none).
+    """
+    from tierlog.tools.zookeeper import ZooKeeperServer
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = None
+    started_at = time.monotonic()
+    if zookeeper is None:
+        server = ZooKeeperServer(data_dir / "zookeeper", tick_time_ms=500)
+        server.start()
+        zookeeper = server.connect
+        print(f"zookeeper on {zookeeper} (data in {server.dir})", file=out, flush=True)
+    running: list[_Broker] = []
+    try:
+        for n in range(brokers):
+            rack = f"rack-{n % racks}" if racks else None
+            overrides = broker_overrides(n, port + n, data_dir, zookeeper, rack)
+            running.append(_Broker(n, overrides, data_dir / f"broker-{n}.log"))
+        for broker in running:
+            if not broker.started.wait(START_TIMEOUT_S) or broker.proc.poll() is not None:
+                raise ToolError(f"broker {broker.broker_id} did not start; see {broker.log_path}")
+            print(
+                f"broker {broker.broker_id} on 127.0.0.1:{port + broker.broker_id} "
+                f"(log {broker.log_path})",
+                file=out,
+                flush=True,
+            )
+        bootstrap = ",".join(f"127.0.0.1:{port + n}" for n in range(brokers))
+        print(
+            f"cluster up in {time.monotonic() - started_at:.1f}s: --bootstrap-server {bootstrap}"
+            " (Ctrl-C stops it)",
+            file=out,
+            flush=True,
+        )
+        stop = until or threading.Event()
+        while not stop.wait(0.5):
+            dead = [b for b in running if b.proc.poll() is not None]
+            if dead:
+                raise ToolError(f"broker {dead[0].broker_id} exited; see {dead[0].log_path}")
+        return 0
+    finally:
+        print("stopping the cluster...", file=out, flush=True)
+        for broker in running:
+            broker.stop()
+        for broker in running:
+            broker.wait(STOP_TIMEOUT_S)
+        if server is not None:
+            server.stop()
+        print("stopped", file=out, flush=True)
+
+
+def status(settings: ClientSettings, out: TextIO) -> int:
+    """Brokers, the controller, and partitions under-replicated (ISR smaller than the
+    replicas) or offline (no leader), like ``kafka-topics --describe
+    --under-replicated-partitions`` / ``--unavailable-partitions``. Exit code 1 when any
+    partition is offline."""
+    from confluent_kafka import TopicCollection
+
+    admin = settings.admin()
+    cluster: Any = settings.wait(admin.describe_cluster(), "describe the cluster", admin)
+    controller = cluster.controller.id if cluster.controller is not None else "none"
+    live = sorted(n.id for n in cluster.nodes)
+    print(f"Cluster: {cluster.cluster_id}\tController: {controller}", file=out)
+    for node in sorted(cluster.nodes, key=lambda n: n.id):
+        rack = f"\tRack: {node.rack}" if node.rack else ""
+        print(f"Broker: {node.id}\t{node.host}:{node.port}{rack}", file=out)
+    names = sorted(settings.metadata(admin, "list topics").topics)
+    futures = admin.describe_topics(TopicCollection(names)) if names else {}
+    under, offline = [], []
+    for name in names:
+        topic: Any = settings.wait(futures[name], f"describe topic {name!r}", admin)
+        for p in sorted(topic.partitions, key=lambda p: p.id):
+            replicas = [r.id for r in p.replicas]
+            isr = [r.id for r in p.isr]
+            line = (
+                f"\tTopic: {name}\tPartition: {p.id}\t"
+                f"Leader: {p.leader.id if p.leader is not None else 'none'}\t"
+                f"Replicas: {_ids(replicas)}\tIsr: {_ids(isr)}\t"
+                f"Offline: {_ids([r for r in replicas if r not in live])}"
+            )
+            if p.leader is None:
+                offline.append(line)
+            elif len(isr) < len(replicas):
+                under.append(line)
+    print(f"Under-replicated partitions: {len(under)}", file=out)
+    for line in under:
+        print(line, file=out)
+    print(f"Offline partitions: {len(offline)}", file=out)
+    for line in offline:
+        print(line, file=out)
+    return 1 if offline else 0
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids)
