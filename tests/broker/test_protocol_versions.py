@@ -293,6 +293,10 @@ def offset_for_leader_epoch(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def describe_log_dirs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"topics": None}
+
+
 def describe_configs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {
         "resources": [
@@ -407,6 +411,7 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
     ApiKey.DESCRIBE_CONFIGS: describe_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
     ApiKey.ALTER_CONFIGS: alter_configs,
     ApiKey.CREATE_PARTITIONS: create_partitions,
     ApiKey.DELETE_GROUPS: delete_groups,
@@ -451,6 +456,7 @@ MUST_SUCCEED = {
     ApiKey.INIT_PRODUCER_ID,
     ApiKey.OFFSET_FOR_LEADER_EPOCH,
     ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.DESCRIBE_LOG_DIRS,
     ApiKey.ALTER_CONFIGS,
     ApiKey.CREATE_PARTITIONS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,

@@ -6,8 +6,8 @@ after a leader bounce) and ``kafka-reassign-partitions`` (``--generate``, ``--ex
 fetched by ``tests/integration/kafka_tools.py`` (``make kafka-tools``); results are checked
 with confluent-kafka's AdminClient, not with the tools' own word.
 
-What tierlog does not answer yet is pinned by strict xfails that name the API: they turn
-into failures the day it lands, so the mark is removed with the feature.
+``--generate``/``--execute`` need DescribeLogDirs (API 35); ``--verify`` clears the
+replication throttles with an IncrementalAlterConfigs DELETE on every broker resource.
 """
 
 from __future__ import annotations
@@ -37,23 +37,6 @@ from tests.integration.test_reassignment import alter_reassignments, freeze, tha
 # Each test is well under 60 s once the jars are cached; a cold fetch (mvn) comes first.
 pytestmark = pytest.mark.timeout(
     90 if kafka_tools.cached_tools() else kafka_tools.kafka_ref.MVN_TIMEOUT + 90
-)
-
-# ReassignPartitionsCommand's generateAssignment and executeAssignment both call
-# getReplicaToLogDir -> Admin.describeLogDirs before anything else; tierlog's ApiVersions
-# does not list the API, so the Java client fails locally without sending a request.
-NEEDS_DESCRIBE_LOG_DIRS = (
-    "tierlog lacks DescribeLogDirs (API 35; Kafka 4.4's client speaks v1-v5): the tool "
-    "stops in ReassignPartitionsCommand.getReplicaToLogDir with 'UnsupportedVersionException: "
-    "The node does not support DESCRIBE_LOG_DIRS'"
-)
-# verifyAssignment, once every move is complete, clears the replication throttles: an
-# IncrementalAlterConfigs (API 44) DELETE of leader/follower.replication.throttled.rate and
-# replica.alter.log.dirs.io.max.bytes.per.second on every BROKER resource.
-NEEDS_DYNAMIC_BROKER_CONFIGS = (
-    "tierlog's IncrementalAlterConfigs (API 44) alters topic resources only: the broker-level "
-    "throttle clearing of --verify is answered INVALID_REQUEST 'only topic configs can be "
-    "altered; broker configs are static' (ReassignPartitionsCommand.clearBrokerLevelThrottles)"
 )
 
 LISTED = re.compile(r"^\s*Topic: (\S+)\s+Partition: (\d+)\s", re.MULTILINE)
@@ -190,7 +173,6 @@ def test_leader_election_preferred_after_a_bounce(
 # -- kafka-reassign-partitions ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_DESCRIBE_LOG_DIRS)
 def test_reassign_generate(tools: KafkaDist, cluster4: ProcessCluster, tmp_path: Path) -> None:
     c = cluster4
     tool(tools, TOPICS, c.bootstrap, "--create --topic generated --replica-assignment 0:1:2,1:2:0")
@@ -228,7 +210,6 @@ def verify_until_complete(tools: KafkaDist, bootstrap: str, plan: Path, topic: s
         time.sleep(0.5)
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_DESCRIBE_LOG_DIRS)
 def test_reassign_execute_and_verify(
     tools: KafkaDist, cluster4: ProcessCluster, tmp_path: Path
 ) -> None:
@@ -250,9 +231,9 @@ def test_reassign_execute_and_verify(
 def test_reassign_list_and_verify(
     tools: KafkaDist, cluster4: ProcessCluster, tmp_path: Path
 ) -> None:
-    """The move is started with AlterPartitionReassignments directly (the tool's --execute
-    is xfailed above) and held in progress by freezing the broker it adds, as
-    test_reassignment does; ``--list`` and ``--verify`` report it, then its completion."""
+    """The move is started with AlterPartitionReassignments directly and held in progress
+    by freezing the broker it adds, as test_reassignment does; ``--list`` and ``--verify``
+    report it, then its completion."""
     c = cluster4
     tool(tools, TOPICS, c.bootstrap, "--create --topic moved --replica-assignment 0:1:2")
     c.wait_for_full_isr("moved", 1, 3)
@@ -288,7 +269,6 @@ def test_reassign_list_and_verify(
     assert "No partition reassignments found." in done.stdout, done.output
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_DYNAMIC_BROKER_CONFIGS)
 def test_reassign_verify_clears_throttles(
     tools: KafkaDist, cluster4: ProcessCluster, tmp_path: Path
 ) -> None:

@@ -33,10 +33,11 @@ CLIENT_VERSIONS = {
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4,
                   18: 3, 19: 5, 22: 2, 23: 4}  # fmt: skip
 
-# 43, 45, 46: ElectLeaders and partition reassignments (operators -> controller);
+# 35: DescribeLogDirs; 43, 45, 46: ElectLeaders and partition reassignments (operators ->
+# controller);
 # 56: AlterPartition (leaders -> controller).
 BRIEF_KEYS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 32, 33,
-              37, 42, 43, 44, 45, 46, 56}  # fmt: skip
+              35, 37, 42, 43, 44, 45, 46, 56}  # fmt: skip
 
 
 def test_table_has_exactly_the_broker_apis() -> None:

@@ -63,6 +63,7 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -126,6 +127,9 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         # OffsetForLeaderEpoch: v2 baseline (leader epoch fencing), v3 ReplicaId, v4 flexible.
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
+        # DescribeLogDirs: v1 is kio's baseline; v4 adds each dir's total/usable bytes.
+        # (kafka-reassign-partitions asks it.) v5 is not needed by any tool we know.
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.DELETE_GROUPS: (0, 2),

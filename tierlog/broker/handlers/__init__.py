@@ -32,6 +32,7 @@ from tierlog.broker.handlers.groups import (
     handle_offset_fetch,
     handle_sync_group,
 )
+from tierlog.broker.handlers.log_dirs import handle_describe_log_dirs
 from tierlog.broker.handlers.metadata import handle_api_versions, handle_metadata
 from tierlog.broker.handlers.offsets import (
     handle_delete_records,
@@ -83,4 +84,5 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.ALTER_PARTITION: handle_alter_partition,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
 }

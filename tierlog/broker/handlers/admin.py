@@ -299,6 +299,14 @@ async def handle_incremental_alter_configs(services: BrokerServices, request: Re
             "resource_name": resource.resource_name,
         }
         try:
+            if resource.resource_type == RESOURCE_BROKER and all(
+                c.config_operation == OP_DELETE for c in resource.configs
+            ):
+                # Broker configs are static, so no dynamic override exists: deleting one
+                # changes nothing and succeeds, as in Kafka when none is set. (Kafka's
+                # reassignment tool clears replication throttles this way when done.)
+                answers.append(answer)
+                continue
             # Resource type first: a broker resource used to have its keys checked against
             # the topic keys, and was refused INVALID_CONFIG or INVALID_REQUEST by key.
             _check_alterable(resource)
@@ -322,6 +330,10 @@ async def handle_incremental_alter_configs(services: BrokerServices, request: Re
 def _apply_op(
     services: BrokerServices, configs: dict[str, str], name: str, op: int, value: str | None
 ) -> None:
+    if op == OP_DELETE and name not in configs:
+        # Nothing to delete is success, whatever the key (Kafka validates what remains):
+        # Kafka's reassignment tool clears throttle keys tierlog never sets this way.
+        return
     key = TOPIC_CONFIG.keys.get(name)
     if key is None:
         raise TopicError(ErrorCode.invalid_config, f"config {name!r}: unknown configuration key")
