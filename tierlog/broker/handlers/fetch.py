@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
-from tierlog.broker.partition import Partition
+from tierlog.broker.partition import Partition, ReadResult
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
     EncodedFetchResponse,
@@ -95,11 +96,44 @@ def _plan(services: BrokerServices, request: Request) -> tuple[list[FetchTopicDa
     return topics, wanted
 
 
+# How one partition is read: (wanted, byte limit, first with data?) -> ReadResult.
+PartitionRead = Callable[[_Wanted, int, bool], Awaitable[ReadResult]]
+
+
+def consumer_read(read_committed: bool) -> PartitionRead:
+    """A consumer's read: up to the high watermark (or LSO), from whichever tier holds the
+    offset (the partition's ``UnifiedLog`` decides)."""
+
+    async def read(w: _Wanted, limit: int, first: bool) -> ReadResult:
+        assert w.partition is not None
+        return await w.partition.read(
+            w.offset,
+            limit,
+            read_committed=read_committed,
+            min_one_batch=first,
+            current_leader_epoch=w.current_leader_epoch,
+        )
+
+    return read
+
+
+def follower_read(replica_id: int) -> PartitionRead:
+    """A follower's read: up to the log end, local tier only; the answer's high watermark
+    is the leader's after this fetch was recorded."""
+
+    async def read(w: _Wanted, limit: int, first: bool) -> ReadResult:
+        assert w.partition is not None
+        return w.partition.fetch_for_follower(
+            replica_id, w.offset, limit, w.current_leader_epoch, min_one_batch=first
+        )
+
+    return read
+
+
 async def _read_all(
-    wanted: list[_Wanted], max_bytes: int, read_committed: bool
+    wanted: list[_Wanted], max_bytes: int, read: PartitionRead, *, follower: bool
 ) -> tuple[int, bool]:
-    """Fill each answer; returns (bytes read, whether any partition has an error). Which
-    tier serves an offset is the partition's log's business (``UnifiedLog``)."""
+    """Fill each answer; returns (bytes read, whether any partition has an error)."""
     total = 0
     errors = False
     for w in wanted:
@@ -118,59 +152,15 @@ async def _read_all(
         # consumer always makes progress; later ones stop at the response limit.
         limit = min(w.partition_max_bytes, max(0, max_bytes - total))
         try:
-            result = await partition.read(
-                w.offset,
-                limit,
-                read_committed=read_committed,
-                min_one_batch=total == 0,
-                current_leader_epoch=w.current_leader_epoch,
-            )
+            result = await read(w, limit, total == 0)
         except Exception as exc:
             answer.error_code = error_code(exc)
             answer.high_watermark = partition.high_watermark
             answer.last_stable_offset = partition.last_stable_offset
-            answer.log_start_offset = partition.log.earliest_offset()
-            errors = True
-            continue
-        answer.high_watermark = result.high_watermark
-        answer.last_stable_offset = result.last_stable_offset
-        answer.log_start_offset = result.log_start_offset
-        answer.records = result.records if result.records is not None else b""
-        total += result.size
-    return total, errors
-
-
-def _read_all_for_follower(
-    wanted: list[_Wanted], replica_id: int, max_bytes: int
-) -> tuple[int, bool]:
-    """``_read_all`` for a follower: up to the log end, local tier only; the answer's
-    high watermark is the leader's after this fetch was recorded."""
-    total = 0
-    errors = False
-    for w in wanted:
-        answer = w.answer
-        partition = w.partition
-        if partition is None:
-            errors = True
-            continue
-        answer.error_code = 0
-        if isinstance(answer.records, FileSlice):
-            answer.records.release()  # a long poll reads again, as in _read_all
-        answer.records = b""
-        limit = min(w.partition_max_bytes, max(0, max_bytes - total))
-        try:
-            result = partition.fetch_for_follower(
-                replica_id,
-                w.offset,
-                limit,
-                w.current_leader_epoch,
-                min_one_batch=total == 0,
+            # A follower copies the leader's local log only, so it is told where that starts.
+            answer.log_start_offset = (
+                partition.local.log_start_offset if follower else partition.log.earliest_offset()
             )
-        except Exception as exc:
-            answer.error_code = error_code(exc)
-            answer.high_watermark = partition.high_watermark
-            answer.last_stable_offset = partition.last_stable_offset
-            answer.log_start_offset = partition.local.log_start_offset
             errors = True
             continue
         answer.high_watermark = result.high_watermark
@@ -209,11 +199,9 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
     min_bytes = body.min_bytes
     max_wait_s = max(0, millis(body.max_wait)) / 1000
     deadline = time.monotonic() + max_wait_s
+    read = follower_read(replica_id) if from_follower else consumer_read(read_committed)
     while True:
-        if from_follower:
-            total, errors = _read_all_for_follower(wanted, replica_id, max_bytes)
-        else:
-            total, errors = await _read_all(wanted, max_bytes, read_committed)
+        total, errors = await _read_all(wanted, max_bytes, read, follower=from_follower)
         remaining = deadline - time.monotonic()
         lifecycle = services.lifecycle
         if total >= min_bytes or errors or remaining <= 0 or lifecycle.stopping:
