@@ -15,6 +15,11 @@ their progress, may move the high watermark and may propose adding them to the I
 leader's batches as they are and learns the high watermark from it.
 
 Not thread-safe: used from the broker's event loop.
+
+Past ~600 lines on purpose: like Kafka's ``Partition``, one class owns the transitions
+between leader and follower, the high watermark and the ISR proposals, which read and
+change the same state on every fetch; follower progress already lives in
+``replica_progress``.
 """
 
 from __future__ import annotations

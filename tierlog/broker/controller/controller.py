@@ -21,6 +21,10 @@ Fencing: every write goes through ``ZkClient``'s lease-fenced methods, one multi
 checks ``/controller_epoch``'s zkVersion (KAFKA-6082), so a deposed controller changes
 nothing; the ``ControllerMovedError`` that such a write raises makes it resign at once,
 as does seeing ``/controller`` held by someone else or its session expire.
+
+Past ~600 lines on purpose: this is the one class whose thread touches the controller's
+state, so the event dispatch, the election and every reaction to a ZooKeeper change stay
+together; the decisions themselves already live in the small modules named above.
 """
 
 from __future__ import annotations
