@@ -291,7 +291,7 @@ class ReplicaManager:
                 self._apply(partition, state, replicas, new=new)
         for tp in list(self.partitions):
             if tp not in wanted:
-                self._drop(self.partitions[tp], delete_log=True)
+                self._drop(self.partitions[tp])
 
     def _host(
         self,
@@ -348,14 +348,14 @@ class ReplicaManager:
             for listener in list(self.leadership_listeners):
                 listener(partition)
 
-    def _drop(self, partition: Partition, *, delete_log: bool = True) -> None:
+    def _drop(self, partition: Partition) -> None:
+        """Stop hosting a replica (its topic is gone, or it moved away) and delete its log."""
         tp = (partition.topic, partition.index)
         if self.fetchers is not None:
             self.fetchers.remove(partition)
         partition.stop_hosting()
         del self.partitions[tp]
-        if delete_log:
-            self.log_manager.delete_log(*tp)
+        self.log_manager.delete_log(*tp)
 
     async def _alter_isr(self, partition: Partition, isr: list[int]) -> PartitionState | None:
         """AlterPartition for ``partition`` (the leader's ISR change), through the
