@@ -38,14 +38,41 @@ Workloads (each side in turn, who goes first alternating):
               killed (never tierlog's controller); afterwards the broker is restarted and
               the bench waits until all three replicas are in sync again. Median of
               ``--failover-rounds`` (full 3, quick 1).
-  move        ``--move``: moving a partition between brokers (tiered vs untiered) is not
-              measured yet (reassignment only just landed in tierlog): prints "not
-              available yet" and is not a figure.
+
+Two more measurements follow on tierlog alone, each on clusters of its own started after the
+3-broker clusters above are stopped (so they have the box to themselves):
+
+  move        (``--only-move``; ``--no-move`` leaves it out) a 2-broker tierlog cluster with a
+              shared ``file://`` ``remote.log.storage.url``; two topics of one partition, RF 1,
+              on broker 0, 64 MiB segments: one tiered (``remote.storage.enable``,
+              ``local.retention.bytes`` 256 MiB), one not. ``--move-gib`` GiB (full 10, quick 1)
+              of 16 KiB records go into each (acks=1); once the offload has settled (remote end
+              = active segment base, local log <= local retention + one segment) each partition
+              is reassigned to broker 1 (AlterPartitionReassignments, raw kio to the
+              controller), timed from the request to ListPartitionReassignments empty with
+              broker 1 leading and in the ISR. Reported: seconds, bytes in broker 1's
+              partition dir afterwards, the ratio untiered/tiered, and the new follower's
+              "below the leader's start" log line (its first fetch at 0 is OFFSET_OUT_OF_RANGE
+              and it restarts at the leader's local log start, copying only the local tail).
+              Kafka is left out: its tiered topics need a RemoteStorageManager plugin (Kafka
+              ships none but a test-only local one), so there is no like-for-like tiered
+              move to run against.
+  scale       (``--only-scale``; ``--no-scale``) one tierlog broker is one event loop, about
+              one core at most: aggregate producer throughput against a 1-broker and a
+              2-broker cluster (both up, measured in turn, who goes first alternating), a
+              fresh topic of ``--scale-partitions`` (8) partitions, RF 1, spread round robin
+              over the brokers; ``--scale-producers`` (2) producer processes (confluent-kafka,
+              acks=1, 1 KiB, linger 5 ms, partitions in turn) for ``--scale-seconds`` (full 15,
+              quick 5), best of ``--scale-rounds`` (full 3, quick 1). Around each round: the
+              brokers' and producers' CPU, the whole box's busy cores (/proc/stat) and the CPU
+              of every other process (ZooKeeper, idle brokers, kernel threads).
 
 Run (from the repository root)::
 
-    .venv/bin/python bench/cluster.py --quick     # smoke run, under 2 minutes
-    .venv/bin/python bench/cluster.py             # full run, ~7 minutes
+    .venv/bin/python bench/cluster.py --quick     # smoke run, ~3 minutes
+    .venv/bin/python bench/cluster.py             # full run, ~15 minutes
+    .venv/bin/python bench/cluster.py --only-move # the partition move alone (10 GiB, ~5 min)
+    .venv/bin/python bench/cluster.py --only-scale
     .venv/bin/python bench/cluster.py --only tierlog --profile --failover-rounds 0 --rounds 1
 
 ``--profile`` runs tierlog's brokers under cProfile and prints each one's top functions by
@@ -125,6 +152,8 @@ class Plan:
 
 QUICK = Plan(300_000, 60.0, 1, 5.0, 2000, 5.0, 1, 1000, 60.0)
 FULL = Plan(1_500_000, 120.0, 3, 30.0, 2000, 15.0, 3, 1000, 60.0)
+FULL_MOVE_GIB = 10.0  # retained per moved topic (the issue's size)
+QUICK_MOVE_GIB = 1.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,10 +264,10 @@ class Cluster:
                 if not b.alive():
                     raise procs.BrokerNotReady(f"{b.name} exited; see {b.log_path.parent}")
             meta = self.admin().list_topics(timeout=2)
-            return len(meta.brokers) == BROKERS
+            return len(meta.brokers) == len(self.brokers)
 
         try:
-            return self.wait_until(all_up, f"{BROKERS} brokers in Metadata", timeout)
+            return self.wait_until(all_up, f"{len(self.brokers)} brokers in Metadata", timeout)
         except procs.BrokerNotReady:
             raise
         except TimeoutError as exc:
@@ -383,18 +412,25 @@ def start_kafka(version: str, run_dir: Path) -> tuple[Cluster, dict[str, Any]]:
     return cluster, info
 
 
-def start_tierlog(run_dir: Path, profile: bool = False) -> tuple[Cluster, dict[str, Any]]:
-    """A ZooKeeper (tick 200 ms) and 3 tierlog brokers in ZooKeeper mode; with ``profile``
-    each broker runs under cProfile (its main thread, the event loop) and writes
-    ``broker-N.prof`` when it stops."""
+def start_tierlog(
+    run_dir: Path,
+    profile: bool = False,
+    brokers: int = BROKERS,
+    extra: dict[str, str] | None = None,
+    name: str = "tierlog",
+) -> tuple[Cluster, dict[str, Any]]:
+    """A ZooKeeper (tick 200 ms) and ``brokers`` tierlog brokers in ZooKeeper mode; with
+    ``profile`` each broker runs under cProfile (its main thread, the event loop) and writes
+    ``broker-N.prof`` when it stops. ``extra`` adds or replaces broker overrides."""
     from tierlog.tools.zookeeper import ZooKeeperServer
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    cluster = Cluster("tierlog", run_dir)
+    cluster = Cluster(name, run_dir)
     begin = time.monotonic()
     cluster.zookeeper = ZooKeeperServer(run_dir / "zookeeper", tick_time_ms=ZK_TICK_MS).start()
     connect = f"{cluster.zookeeper.connect}/tierlog-bench"
-    for n in range(BROKERS):
+    replication = str(min(brokers, BROKERS))
+    for n in range(brokers):
         port = free_port()
         overrides = {
             "broker.id": str(n),
@@ -403,30 +439,32 @@ def start_tierlog(run_dir: Path, profile: bool = False) -> tuple[Cluster, dict[s
             "zookeeper.connect": connect,
             "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
             "num.partitions": "1",
-            "default.replication.factor": str(BROKERS),
-            "min.insync.replicas": "2",
+            "default.replication.factor": replication,
+            "min.insync.replicas": "2" if brokers > 1 else "1",
             "auto.create.topics.enable": "false",
             "unclean.leader.election.enable": "false",
             "auto.leader.rebalance.enable": "false",
             "replica.lag.time.max.ms": str(REPLICA_LAG_MS),
             "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS),
-            "offsets.topic.replication.factor": str(BROKERS),
+            "offsets.topic.replication.factor": replication,
             "group.initial.rebalance.delay.ms": "0",
             "log.segment.delete.delay.ms": "1000",
+            **(extra or {}),
         }
         argv = [sys.executable, "-m", "tierlog.cli", "broker", "start"]
         if profile:
             argv[1:1] = ["-m", "cProfile", "-o", str(run_dir / f"broker-{n}.prof")]
         for key, value in overrides.items():
             argv += ["--override", f"{key}={value}"]
-        node = Node(f"tierlog-broker-{n}", argv, run_dir / f"broker-{n}", port, n)
+        node = Node(f"{name}-broker-{n}", argv, run_dir / f"broker-{n}", port, n)
         cluster.brokers.append(node)
         node.start()
     cluster.wait_brokers()
     cluster.wait_until(lambda: cluster.controller_id() is not None, "a controller", 60.0)
     info = {
         "ready_s": round(time.monotonic() - begin, 2),
-        "topology": "ZooKeeper (Debian package, standalone) + 3 brokers, one of them controller",
+        "topology": f"ZooKeeper (Debian package, standalone) + {brokers} brokers, "
+        "one of them controller",
         "controller": cluster.controller_id(),
     }
     cluster.settings = {
@@ -436,7 +474,9 @@ def start_tierlog(run_dir: Path, profile: bool = False) -> tuple[Cluster, dict[s
         "replica.fetch.wait.max.ms": FETCH_WAIT_MS,
         "auto.leader.rebalance.enable": False,
     }
-    say(f"[tierlog] 3 brokers up after {info['ready_s']} s: {cluster.bootstrap}")
+    if extra:
+        cluster.settings.update(extra)
+    say(f"[{name}] {brokers} brokers up after {info['ready_s']} s: {cluster.bootstrap}")
     return cluster, info
 
 
@@ -581,9 +621,18 @@ def failover(cluster: Cluster, topic: str, victim: int, plan: Plan) -> dict[str,
     produced after the kill. Restarts the victim and waits for a full ISR afterwards."""
     others = [b.broker_id for b in cluster.brokers if b.broker_id != victim]
     cluster.create_topic(topic, [victim, *others])  # type: ignore[list-item]
-    found = cluster.partition(topic)
-    if found is None or found[0] != victim:
-        raise RuntimeError(f"{topic}: leader {found} is not the chosen victim {victim}")
+    # A Metadata answer can lag the creation on the broker asked (seen once with Kafka:
+    # no leader yet right after a full ISR was shown), so ask for a few seconds.
+    found: list[Any] = [None]
+
+    def victim_leads() -> bool:
+        found[0] = cluster.partition(topic)
+        return found[0] is not None and found[0][0] == victim
+
+    try:
+        cluster.wait_until(victim_leads, f"{topic}: broker {victim} leading", 10.0)
+    except TimeoutError as exc:
+        raise RuntimeError(f"{topic}: leader {found[0]} is not the chosen victim {victim}") from exc
     t_kill = [float("inf")]
     first_ok_after: list[float] = []
     first_ok_any: list[float] = []
@@ -681,6 +730,566 @@ def failover(cluster: Cluster, topic: str, victim: int, plan: Plan) -> dict[str,
     result["restart_to_full_isr_s"] = round(time.monotonic() - restart, 2)
     cluster.wait_brokers()
     cluster.delete_topic(topic)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Partition move (tierlog only): tiered vs untiered
+
+MOVE_SEGMENT = 64 * MiB  # segment.bytes of both moved topics
+MOVE_LOCAL_RETENTION = 256 * MiB  # local.retention.bytes of the tiered one
+MOVE_VALUE_BYTES = 16 * 1024  # larger records only to fill the log fast; bytes are what move
+MOVE_TASK_MS = 500  # remote.log.manager.task.interval.ms and log.retention.check.interval.ms
+NOT_CONTROLLER = 41
+BELOW_LEADER_START = "is below the leader's start"  # the follower's log line (replica_fetcher)
+
+
+def call_controller(cluster: Cluster, api_key: int, version: int, data: dict[str, Any]) -> Any:
+    """A raw kio request to the controller (confluent-kafka's AdminClient has no
+    reassignment APIs), retried where the answer is NOT_CONTROLLER, as Kafka's client does."""
+    from kio.index import load_request_schema
+
+    from tierlog.client.connection import BrokerConnection
+    from tierlog.protocol.kio_build import build
+
+    body = build(load_request_schema(api_key, version), data)
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            controller = cluster.controller_id()
+            if controller is not None:
+                port = cluster.broker(controller).port
+                conn = BrokerConnection("127.0.0.1", port, timeout=10.0, client_id="bench-move")
+                try:
+                    response = conn.call(body)
+                finally:
+                    conn.close()
+                if int(response.error_code) != NOT_CONTROLLER:
+                    return response
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise TimeoutError("no controller answered")
+        time.sleep(0.2)
+
+
+def alter_reassignment(cluster: Cluster, topic: str, replicas: list[int]) -> int:
+    """AlterPartitionReassignments v0 of partition 0; its error code."""
+    from tierlog.protocol import ApiKey
+
+    response = call_controller(
+        cluster,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        0,
+        {
+            "timeout": 30_000,
+            "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "replicas": replicas}]}
+            ],
+        },
+    )
+    if int(response.error_code) != 0:
+        raise RuntimeError(f"AlterPartitionReassignments: {response}")
+    return int(response.responses[0].partitions[0].error_code)
+
+
+def reassigning(cluster: Cluster) -> set[tuple[str, int]]:
+    """ListPartitionReassignments v0: every partition being moved."""
+    from tierlog.protocol import ApiKey
+
+    response = call_controller(
+        cluster, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout": 30_000, "topics": None}
+    )
+    if int(response.error_code) != 0:
+        raise RuntimeError(f"ListPartitionReassignments: {response}")
+    return {(str(t.name), int(p.partition_index)) for t in response.topics for p in t.partitions}
+
+
+def _dir_bytes(directory: Path, pattern: str = "*") -> int:
+    total = 0
+    for path in directory.glob(pattern):
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                total += path.stat().st_size
+    return total
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    bases = []
+    for path in directory.glob("*.log"):
+        with contextlib.suppress(ValueError):
+            bases.append(int(path.stem))
+    return sorted(bases)
+
+
+def _fill(cluster: Cluster, topics: list[str], total_bytes: int) -> dict[str, Any]:
+    """``total_bytes`` of 16 KiB records into partition 0 of each topic (interleaved),
+    acks=1, as fast as the leader takes them."""
+    errors: list[str] = []
+
+    def on_error(err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    producer = Producer(
+        {
+            **cluster.conf(),
+            "acks": 1,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,  # under the topic's max.message.bytes (1 MiB + 12)
+            "queue.buffering.max.kbytes": 256 * 1024,
+            "delivery.report.only.error": True,
+            "on_delivery": on_error,
+        }
+    )
+    value = os.urandom(MOVE_VALUE_BYTES)
+    count = total_bytes // MOVE_VALUE_BYTES
+    produce, poll = producer.produce, producer.poll
+    t0 = time.perf_counter()
+    for i in range(count * len(topics)):
+        topic = topics[i % len(topics)]
+        while True:
+            try:
+                produce(topic, value, partition=0)
+                break
+            except BufferError:
+                poll(0.01)
+        if i & 255 == 0:
+            poll(0)
+    unsent = producer.flush(600)
+    seconds = time.perf_counter() - t0
+    if unsent or errors:
+        raise RuntimeError(f"filling {topics}: {unsent} unsent, errors {errors[:3]}")
+    written = count * MOVE_VALUE_BYTES * len(topics)
+    return {
+        "records_per_topic": count,
+        "value_bytes": MOVE_VALUE_BYTES,
+        "seconds": round(seconds, 1),
+        "mb_per_s": round(written / seconds / 1e6, 1),
+    }
+
+
+def _wait_offload(cluster: Cluster, topic: str, remote_url: str, timeout: float) -> dict[str, Any]:
+    """Until the remote tier ends where the active segment begins and local retention has
+    brought the local log down to ``local.retention.bytes`` plus at most the active segment."""
+    from tierlog.remote import manifest as mf
+    from tierlog.remote.fsspec_storage import FsspecRemoteStore
+
+    store = FsspecRemoteStore(remote_url)
+    directory = cluster.run_dir / "data" / "broker-0" / f"{topic}-0"
+    state: dict[str, Any] = {}
+
+    def settled() -> bool:
+        manifest = store.read_manifest(topic, 0)
+        bases = _segment_bases(directory)
+        local = _dir_bytes(directory, "*.log")
+        state.update(
+            remote_end=mf.end_offset(manifest),
+            remote_bytes=sum(s.size_bytes for s in mf.committed_segments(manifest)),
+            remote_segments=len(mf.committed_segments(manifest)),
+            active_base=bases[-1] if bases else None,
+            local_start=bases[0] if bases else None,
+            local_log_bytes=local,
+            local_segments=len(bases),
+        )
+        return (
+            bool(bases)
+            and state["remote_end"] == bases[-1]
+            and local <= MOVE_LOCAL_RETENTION + MOVE_SEGMENT
+            and not list(directory.glob("*.deleted"))
+        )
+
+    waited = cluster.wait_until(settled, f"{topic}: offload to settle", timeout)
+    state["waited_s"] = round(waited, 1)
+    return state
+
+
+def _time_move(cluster: Cluster, topic: str, source: int, target: int) -> dict[str, Any]:
+    """Reassign partition 0 from ``source`` to ``target``; from the request to
+    ListPartitionReassignments empty with ``target`` leading and in the ISR."""
+    t0 = time.monotonic()
+    code = alter_reassignment(cluster, topic, [target])
+    if code != 0:
+        raise RuntimeError(f"{topic}: AlterPartitionReassignments answered error {code}")
+    accepted = time.monotonic() - t0
+    in_isr: list[float] = []
+
+    def done() -> bool:
+        found = cluster.partition(topic)
+        if found is not None and target in found[2] and not in_isr:
+            in_isr.append(time.monotonic() - t0)
+        return (
+            found is not None
+            and found[1] == [target]
+            and found[0] == target
+            and target in found[2]
+            and (topic, 0) not in reassigning(cluster)
+        )
+
+    cluster.wait_until(done, f"{topic}: the move to broker {target}", 1800.0)
+    seconds = time.monotonic() - t0
+    old = cluster.run_dir / "data" / f"broker-{source}" / f"{topic}-0"
+    new = cluster.run_dir / "data" / f"broker-{target}" / f"{topic}-0"
+    with contextlib.suppress(TimeoutError):
+        cluster.wait_until(lambda: not old.exists(), f"broker {source} to drop {topic}-0", 30.0)
+    bases = _segment_bases(new)
+    return {
+        "seconds": round(seconds, 2),
+        "accepted_s": round(accepted, 3),
+        "target_in_isr_s": round(in_isr[0], 2) if in_isr else None,
+        "copied_bytes": _dir_bytes(new),  # every file of the new replica's partition dir
+        "copied_log_bytes": _dir_bytes(new, "*.log"),
+        "target_log_start": bases[0] if bases else None,
+        "source_dir_removed": not old.exists(),
+    }
+
+
+def _follower_lines(cluster: Cluster, broker_id: int, topic: str) -> list[str]:
+    """The new replica's log lines saying its fetch was below the leader's start."""
+    lines = []
+    for log in sorted(cluster.run_dir.glob(f"broker-{broker_id}.*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if BELOW_LEADER_START in line and topic in line:
+                lines.append(line.strip())
+    return lines
+
+
+def move(run_dir: Path, gib: float, keep: bool = False) -> dict[str, Any]:
+    """Two topics of one partition, RF 1, on broker 0 of a 2-broker tierlog cluster: one
+    tiered (local retention 256 MiB), one not, ``gib`` GiB each; both are moved to broker 1."""
+    remote = run_dir / "remote"
+    remote.mkdir(parents=True, exist_ok=True)
+    extra = {
+        "remote.log.storage.url": remote.as_uri(),
+        "remote.log.manager.task.interval.ms": str(MOVE_TASK_MS),
+        "log.retention.check.interval.ms": str(MOVE_TASK_MS),
+    }
+    size = int(gib * GiB)
+    result: dict[str, Any] = {
+        "retained_gib": gib,
+        "segment_bytes": MOVE_SEGMENT,
+        "local_retention_bytes": MOVE_LOCAL_RETENTION,
+        "brokers": 2,
+        "broker_settings": extra,
+        "replica.fetch.max.bytes": "1 MiB (default, as Kafka's)",
+    }
+    cluster, info = start_tierlog(run_dir, brokers=2, extra=extra, name="tierlog-move")
+    result["cluster"] = info
+    try:
+        topics = {
+            "untiered": ("move-untiered", {"segment.bytes": str(MOVE_SEGMENT)}),
+            "tiered": (
+                "move-tiered",
+                {
+                    "segment.bytes": str(MOVE_SEGMENT),
+                    "remote.storage.enable": "true",
+                    "local.retention.bytes": str(MOVE_LOCAL_RETENTION),
+                },
+            ),
+        }
+        admin = cluster.admin()
+        new = [NewTopic(t, 1, replica_assignment=[[0]], config=c) for t, c in topics.values()]
+        for topic, future in admin.create_topics(new, operation_timeout=CALL_TIMEOUT).items():
+            future.result(timeout=CALL_TIMEOUT * 2)
+            cluster.wait_until(
+                lambda t=topic: (found := cluster.partition(t)) is not None and found[0] == 0,
+                f"{topic} led by broker 0",
+                60.0,
+            )
+        say(f"  [move] filling {gib:g} GiB into each of {[t for t, _ in topics.values()]}")
+        result["fill"] = _fill(cluster, [t for t, _ in topics.values()], size)
+        say(
+            f"  [move] filled in {result['fill']['seconds']} s "
+            f"({result['fill']['mb_per_s']} MB/s, both topics)"
+        )
+        tiered_topic = topics["tiered"][0]
+        result["offload"] = _wait_offload(cluster, tiered_topic, remote.as_uri(), 1200.0)
+        off = result["offload"]
+        say(
+            f"  [move] offload settled {off['waited_s']} s after the fill: remote "
+            f"{off['remote_bytes'] / GiB:.2f} GiB to offset {off['remote_end']}, local "
+            f"{off['local_log_bytes'] / MiB:.0f} MiB from offset {off['local_start']} "
+            f"({off['local_segments']} segments)"
+        )
+        untiered_dir = cluster.run_dir / "data" / "broker-0" / f"{topics['untiered'][0]}-0"
+        result["untiered_source_log_bytes"] = _dir_bytes(untiered_dir, "*.log")
+        reassigning(cluster)  # the controller's connection and Metadata, before the clock
+        time.sleep(2.0)  # a quiet moment: no fill or offload traffic left
+        for kind in ("untiered", "tiered"):
+            topic = topics[kind][0]
+            cpu0 = {b.broker_id: b.cpu() for b in cluster.brokers}
+            moved = _time_move(cluster, topic, 0, 1)
+            moved["broker_cpu_s"] = {
+                b.broker_id: round(b.cpu() - cpu0[b.broker_id], 2) for b in cluster.brokers
+            }
+            moved["mb_per_s"] = round(moved["copied_log_bytes"] / moved["seconds"] / 1e6, 1)
+            result[kind] = moved
+            say(
+                f"  [move] {kind}: {moved['seconds']} s, {moved['copied_log_bytes'] / MiB:,.0f} "
+                f"MiB copied to broker 1 ({moved['mb_per_s']} MB/s), its log starts at "
+                f"{moved['target_log_start']}"
+            )
+        lines = _follower_lines(cluster, 1, tiered_topic)
+        leader_start = result["offload"]["local_start"]
+        result["tiered_follower"] = {
+            "offset_out_of_range_lines": lines[:3],
+            "started_at_leader_local_start": result["tiered"]["target_log_start"] == leader_start,
+            "leader_local_start": leader_start,
+        }
+        result["untiered_follower_lines"] = _follower_lines(cluster, 1, topics["untiered"][0])[:3]
+        say(f"  [move] the tiered follower's log: {lines[:1] or 'no out-of-range line'}")
+        result["ratio_untiered_tiered_s"] = _ratio(
+            result["untiered"]["seconds"], result["tiered"]["seconds"]
+        )
+        result["ratio_untiered_tiered_bytes"] = _ratio(
+            result["untiered"]["copied_log_bytes"], result["tiered"]["copied_log_bytes"]
+        )
+        say(
+            f"  [move] untiered/tiered: {result['ratio_untiered_tiered_s']}x the time, "
+            f"{result['ratio_untiered_tiered_bytes']}x the bytes"
+        )
+    finally:
+        result["stop"] = cluster.stop()
+        if not keep:
+            shutil.rmtree(run_dir / "data", ignore_errors=True)
+            shutil.rmtree(remote, ignore_errors=True)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Scale-out on one host (tierlog only): 1 broker vs 2 brokers
+
+SCALE_PRODUCER = {"acks": 1, "linger.ms": 5}
+
+
+def _box_cpu() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return float(sum(fields) - idle), float(sum(fields))
+
+
+def _all_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds so far of every process on the machine: pid -> (name, seconds)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        fields = raw[raw.rindex(")") + 2 :].split()
+        out[int(entry.name)] = (name, (int(fields[11]) + int(fields[12])) / ticks)
+    return out
+
+
+def _other_cpu(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], known: set[int]
+) -> dict[str, float]:
+    """CPU seconds of the processes not in ``known``, by name (kernel threads included)."""
+    by_name: dict[str, float] = {}
+    for pid, (name, seconds) in after.items():
+        if pid in known or pid not in before:  # one started inside the window is left out
+            continue
+        used = seconds - before[pid][1]
+        if used > 0:
+            key = name.split("/")[0]
+            if pid == os.getpid():
+                key = "bench"
+            elif name == "python":
+                with contextlib.suppress(OSError):
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    key = "idle brokers" if b"broker\0start" in argv else key
+            by_name[key] = round(by_name.get(key, 0.0) + used, 2)
+    return dict(sorted(by_name.items(), key=lambda kv: -kv[1])[:6])
+
+
+def producer_worker(spec: dict[str, Any]) -> None:
+    """One producer process of the scale-out measurement: connects and warms up, waits for
+    ``start_at`` (wall clock), produces 1 KiB records over every partition until
+    ``start_at + seconds``, flushes and prints one JSON line with what it did."""
+    errors = [0]
+
+    def on_error(err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            errors[0] += 1
+
+    producer = Producer(
+        {
+            "bootstrap.servers": spec["bootstrap"],
+            "broker.address.family": "v4",
+            **SCALE_PRODUCER,
+            "queue.buffering.max.kbytes": 64 * 1024,  # a short flush at the end
+            "delivery.report.only.error": True,
+            "on_delivery": on_error,
+        }
+    )
+    topic, partitions = spec["topic"], spec["partitions"]
+    value = os.urandom(VALUE_BYTES)
+    for p in range(partitions):
+        producer.produce(topic, value, partition=p)
+    producer.flush(CALL_TIMEOUT)
+    late = time.time() - spec["start_at"]
+    if late < 0:
+        time.sleep(-late)
+    cpu0 = _client_cpu()
+    t0 = time.perf_counter()
+    until = t0 + spec["seconds"]
+    produce, poll, now = producer.produce, producer.poll, time.perf_counter
+    sent = 0
+    offset = spec["index"]
+    while now() < until:
+        try:
+            produce(topic, value, partition=(sent + offset) % partitions)
+        except BufferError:
+            poll(0.002)
+            continue
+        sent += 1
+        if sent & 1023 == 0:
+            poll(0)
+    unsent = producer.flush(60)
+    elapsed = time.perf_counter() - t0
+    out = {
+        "sent": sent,
+        "delivered": sent - unsent - errors[0],
+        "errors": errors[0] + unsent,
+        "seconds": round(elapsed, 3),
+        "cpu_s": round(_client_cpu() - cpu0, 2),
+        "late_s": round(max(late, 0.0), 3),
+    }
+    print(json.dumps(out), flush=True)
+
+
+def scale_round(
+    cluster: Cluster, run_dir: Path, topic: str, partitions: int, producers: int, seconds: float
+) -> dict[str, Any]:
+    """``producers`` producer processes for ``seconds`` against a fresh topic of
+    ``partitions`` partitions, RF 1, spread round robin over the cluster's brokers."""
+    ids = [b.broker_id for b in cluster.brokers if b.broker_id is not None]
+    assignment = [[ids[p % len(ids)]] for p in range(partitions)]
+    new = NewTopic(topic, partitions, replica_assignment=assignment)
+    admin = cluster.admin()
+    admin.create_topics([new], operation_timeout=CALL_TIMEOUT)[topic].result(CALL_TIMEOUT * 2)
+
+    def all_led() -> bool:
+        meta = admin.list_topics(topic=topic, timeout=5).topics[topic]
+        return len(meta.partitions) == partitions and all(
+            m.leader >= 0 for m in meta.partitions.values()
+        )
+
+    cluster.wait_until(all_led, f"{topic}: every partition led", 60.0)
+    start_at = time.time() + 4.0  # the workers start and warm up meanwhile
+    workers = []
+    for w in range(producers):
+        spec = {
+            "bootstrap": cluster.bootstrap,
+            "topic": topic,
+            "partitions": partitions,
+            "start_at": start_at,
+            "seconds": seconds,
+            "index": w,
+        }
+        argv = [sys.executable, __file__, "--producer-worker", json.dumps(spec)]
+        log = run_dir / f"{topic}-producer-{w}.log"
+        workers.append((procs.start_process(f"producer-{w}", argv, log), log))
+    try:
+        time.sleep(max(0.0, start_at - time.time()))
+        cpu0 = {b.broker_id: b.cpu() for b in cluster.brokers}
+        box0, all0 = _box_cpu(), _all_cpu()
+        for proc, _ in workers:
+            proc.popen.wait(timeout=seconds + 120)
+        box1, all1 = _box_cpu(), _all_cpu()
+        cpu = {b.broker_id: round(b.cpu() - cpu0[b.broker_id], 2) for b in cluster.brokers}
+    finally:
+        for proc, _ in workers:
+            proc.stop(timeout=1)
+    known = {b.pid for b in cluster.brokers} | {proc.pid for proc, _ in workers}
+    reports = []
+    for _, log in workers:
+        lines = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"a producer reported nothing; see {log}")
+        reports.append(json.loads(lines[-1]))
+    delivered = sum(r["delivered"] for r in reports)
+    elapsed = max(r["seconds"] for r in reports)
+    client_cpu = sum(r["cpu_s"] for r in reports)
+    cores = os.cpu_count() or 1
+    result = {
+        "msgs": delivered,
+        "seconds": round(elapsed, 2),
+        "msgs_per_s": round(delivered / elapsed, 1),
+        "mb_per_s": round(delivered * VALUE_BYTES / elapsed / 1e6, 1),
+        "errors": sum(r["errors"] for r in reports),
+        "broker_cpu_s": cpu,
+        "broker_cores": round(sum(cpu.values()) / elapsed, 2),
+        "client_cpu_s": round(client_cpu, 2),
+        "client_cores": round(client_cpu / elapsed, 2),
+        "box_busy_cores": round((box1[0] - box0[0]) / (box1[1] - box0[1]) * cores, 2),
+        "other_cpu_s": _other_cpu(all0, all1, known),
+        "late_s": max(r["late_s"] for r in reports),
+    }
+    cluster.delete_topic(topic)
+    return result
+
+
+def scale(
+    run_dir: Path, rounds: int, seconds: float, producers: int, partitions: int, keep: bool
+) -> dict[str, Any]:
+    """Aggregate producer throughput: a 1-broker and a 2-broker tierlog cluster (both up,
+    measured in turn, who goes first alternating)."""
+    clusters: dict[str, Cluster] = {}
+    result: dict[str, Any] = {
+        "producer": {**SCALE_PRODUCER, "value_bytes": VALUE_BYTES},
+        "producers": producers,
+        "partitions": partitions,
+        "seconds_per_round": seconds,
+        "rounds": rounds,
+        "replication_factor": 1,
+    }
+    try:
+        for n in (1, 2):
+            name = f"brokers_{n}"
+            clusters[name], info = start_tierlog(run_dir / name, brokers=n, name=f"tierlog-{n}b")
+            result.setdefault("clusters", {})[name] = info
+        per: dict[str, list[dict[str, Any]]] = {name: [] for name in clusters}
+        order = list(clusters)
+        for r in range(rounds):
+            for name in order if r % 2 == 0 else order[::-1]:
+                res = _guard(
+                    name,
+                    "scale",
+                    lambda c=clusters[name], r=r, d=run_dir / name: scale_round(
+                        c, d, f"scale-{r}", partitions, producers, seconds
+                    ),
+                )
+                per[name].append(res)
+                if "error" not in res:
+                    say(
+                        f"  [scale {name}] #{r + 1}: {res['msgs_per_s']:,.0f} msgs/s "
+                        f"{res['mb_per_s']} MB/s; brokers {res['broker_cores']} cores "
+                        f"{res['broker_cpu_s']}, {producers} producers {res['client_cores']} "
+                        f"cores, box busy {res['box_busy_cores']} of {os.cpu_count()}; "
+                        f"others (CPU s) {res['other_cpu_s']}; errors {res['errors']}"
+                    )
+        for name, results in per.items():
+            good = [x for x in results if "msgs_per_s" in x]
+            best = dict(max(good, key=lambda x: x["msgs_per_s"])) if good else results[-1]
+            best["rounds_msgs_per_s"] = [x.get("msgs_per_s") for x in results]
+            result[name] = best
+        result["ratio_2_1"] = _ratio(
+            result["brokers_2"].get("msgs_per_s"), result["brokers_1"].get("msgs_per_s")
+        )
+        say(f"  [scale] 2 brokers / 1 broker: {result['ratio_2_1']}")
+    finally:
+        for name, cluster in clusters.items():
+            with contextlib.suppress(Exception):
+                result["clusters"][name]["stop"] = cluster.stop()
+            if not keep:
+                shutil.rmtree(cluster.run_dir / "data", ignore_errors=True)
     return result
 
 
@@ -843,16 +1452,39 @@ def summarise(report: dict[str, Any]) -> None:
     }
     for entry in figures.values():
         entry["ratio_tierlog_kafka"] = _ratio(entry["tierlog"], entry["kafka"])
+    mv, sc = report.get("move", {}), report.get("scale", {})
+    if mv:
+        figures["move_s_tierlog_only"] = {
+            "untiered": mv.get("untiered", {}).get("seconds"),
+            "tiered": mv.get("tiered", {}).get("seconds"),
+            "ratio_untiered_tiered": mv.get("ratio_untiered_tiered_s"),
+            "retained_gib": mv.get("retained_gib"),
+        }
+    if sc:
+        figures["scale_out_msgs_per_s_tierlog_only"] = {
+            "brokers_1": sc.get("brokers_1", {}).get("msgs_per_s"),
+            "brokers_2": sc.get("brokers_2", {}).get("msgs_per_s"),
+            "ratio_2_1": sc.get("ratio_2_1"),
+        }
     tr = figures["throughput_msgs_per_s"]["ratio_tierlog_kafka"]
     goals = {
         "throughput_ratio_ge_1": None if tr is None else tr >= 1.0,
         "failover_no_slower_than_kafka": None if ft is None or fk is None else ft <= fk,
     }
+    mr = mv.get("ratio_untiered_tiered_s")
+    if mv:
+        goals["tiered_move_10x_faster"] = None if mr is None else mr >= 10.0
     report["figures"] = figures
     report["goals"] = goals
     say("summary (tierlog / kafka / ratio):")
     for key, entry in figures.items():
-        say(f"  {key:<24} {entry['tierlog']} / {entry['kafka']} / {entry['ratio_tierlog_kafka']}")
+        if "ratio_tierlog_kafka" not in entry:
+            say(f"  {key}: {entry}")
+        elif entry["tierlog"] is not None or entry["kafka"] is not None:
+            say(
+                f"  {key:<24} {entry['tierlog']} / {entry['kafka']} / "
+                f"{entry['ratio_tierlog_kafka']}"
+            )
     say(f"  goals: {goals}")
 
 
@@ -868,10 +1500,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--failover-rounds", type=int, help="failover rounds per cluster")
     parser.add_argument("--kafka-version", default="auto", help="e.g. 4.4.0; auto = newest cached")
     parser.add_argument(
-        "--move",
+        "--only-move",
         action="store_true",
-        help="partition move, tiered vs untiered: not available yet (needs reassignment)",
+        help="only the partition move (tierlog: tiered vs untiered)",
     )
+    parser.add_argument(
+        "--only-scale",
+        action="store_true",
+        help="only the scale-out (tierlog: 1 broker vs 2 brokers on this host)",
+    )
+    parser.add_argument("--no-move", action="store_true", help="leave the partition move out")
+    parser.add_argument("--no-scale", action="store_true", help="leave the scale-out out")
+    parser.add_argument(
+        "--move-gib",
+        type=float,
+        help=f"GiB retained in each moved topic (full {FULL_MOVE_GIB:g}, quick {QUICK_MOVE_GIB:g})",
+    )
+    parser.add_argument("--scale-seconds", type=float, help="seconds per scale-out round")
+    parser.add_argument("--scale-rounds", type=int, help="scale-out rounds per cluster")
+    parser.add_argument(
+        "--scale-producers", type=int, default=2, help="producer processes (default 2)"
+    )
+    parser.add_argument(
+        "--scale-partitions", type=int, default=8, help="partitions of the topic (default 8)"
+    )
+    parser.add_argument("--producer-worker", help=argparse.SUPPRESS)
     parser.add_argument(
         "--profile",
         action="store_true",
@@ -883,6 +1536,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.producer_worker:  # a child of the scale-out measurement
+        producer_worker(json.loads(args.producer_worker))
+        return 0
     procs.install_signal_handlers()
     os.environ["PYTHONUNBUFFERED"] = "1"
     plan = QUICK if args.quick else FULL
@@ -916,12 +1572,19 @@ def main(argv: list[str] | None = None) -> int:
         },
         "clusters": {},
     }
+    only = args.only_move or args.only_scale
+    run_main = not only
+    run_move = args.only_move or (not only and not args.no_move)
+    run_scale = args.only_scale or (not only and not args.no_scale)
+    move_gib = args.move_gib or (QUICK_MOVE_GIB if args.quick else FULL_MOVE_GIB)
+    scale_seconds = args.scale_seconds or (5.0 if args.quick else 15.0)
+    scale_rounds = args.scale_rounds or (1 if args.quick else 3)
     started = time.monotonic()
     say(f"cluster bench: {'quick' if args.quick else 'full'} run, logs in {run_dir}")
     clusters: dict[str, Cluster] = {}
     try:
         for name in ("kafka", "tierlog"):
-            if args.only not in (None, name):
+            if args.only not in (None, name) or not run_main:
                 continue
             try:
                 if name == "kafka":
@@ -935,9 +1598,37 @@ def main(argv: list[str] | None = None) -> int:
                 report["clusters"][name] = {"error": str(exc)}
         if clusters:
             run_all(clusters, plan, report)
-        if args.move:
-            say("move: not available yet (the partition-move measurement is not written yet)")
-            report["move"] = {"available": False, "reason": "not measured yet; not a figure"}
+        for name, cluster in list(clusters.items()):  # the next sections get the box alone
+            with contextlib.suppress(Exception):
+                report["clusters"][name]["stop"] = cluster.stop()
+            if not args.keep:
+                shutil.rmtree(cluster.run_dir / "data", ignore_errors=True)
+            del clusters[name]
+        if run_move:
+            say(
+                f"move (tierlog only): {move_gib:g} GiB in a tiered topic (local retention "
+                f"{MOVE_LOCAL_RETENTION // MiB} MiB) and in an untiered one, broker 0 -> 1"
+            )
+            report["move"] = _guard(
+                "tierlog", "move", lambda: move(run_dir / "move", move_gib, args.keep)
+            )
+        if run_scale:
+            say(
+                f"scale-out (tierlog only): {args.scale_producers} producer processes, acks=1, "
+                f"1 KiB, linger 5 ms, {args.scale_partitions} partitions RF 1; 1 vs 2 brokers"
+            )
+            report["scale"] = _guard(
+                "tierlog",
+                "scale",
+                lambda: scale(
+                    run_dir / "scale",
+                    scale_rounds,
+                    scale_seconds,
+                    args.scale_producers,
+                    args.scale_partitions,
+                    args.keep,
+                ),
+            )
     except (KeyboardInterrupt, SystemExit) as exc:
         report["interrupted"] = type(exc).__name__
         say(f"interrupted ({type(exc).__name__}); stopping the clusters")
