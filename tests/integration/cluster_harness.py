@@ -47,7 +47,19 @@ class ProcessCluster:
     def start(self) -> ProcessCluster:
         for broker in self.brokers:
             broker.start(timeout=60)
+        # A broker learns of the others through ZooKeeper watches, a moment after they
+        # register: wait until every broker sees every other (a CreateTopics with RF 3
+        # sent earlier is refused INVALID_REPLICATION_FACTOR, as in Kafka).
+        self.wait_until(self._all_see_all, "every broker to see every broker")
         return self
+
+    def _all_see_all(self) -> bool:
+        live = [b for b in self.brokers if b.proc is not None]
+        for broker in live:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            if len(admin.list_topics(timeout=5).brokers) < len(live):
+                return False
+        return True
 
     @property
     def bootstrap(self) -> str:
