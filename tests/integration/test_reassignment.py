@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ElectionType, TopicPartition
+from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.broker.test_protocol_versions import RawClient, request
 from tests.integration import test_replication
 from tests.integration.cluster_harness import ProcessCluster
-from tests.integration.test_replication import BackgroundProducer
+from tests.integration.test_replication import BackgroundProducer, consume
 from tierlog.protocol import ApiKey
 
 pytestmark = pytest.mark.timeout(90)
@@ -143,26 +143,6 @@ def create_topic(cluster: ProcessCluster, topic: str, assignment: list[list[int]
     cluster.wait_for_full_isr(topic, len(assignment), len(assignment[0]))
 
 
-def consume_all(
-    cluster: ProcessCluster, topic: str, expected: dict[int, list[int]]
-) -> dict[int, list[int]]:
-    consumer = Consumer(
-        {"bootstrap.servers": cluster.bootstrap, "group.id": "checker", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in expected])
-    seen: dict[int, list[int]] = {p: [] for p in expected}
-    want = sum(len(v) for v in expected.values())
-    deadline = time.monotonic() + 40
-    try:
-        while sum(len(v) for v in seen.values()) < want and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                seen[msg.partition()].append(int(msg.value()))
-    finally:
-        consumer.close()
-    return seen
-
-
 def freeze(cluster: ProcessCluster, broker: int) -> None:
     proc = cluster.brokers[broker].proc
     assert proc is not None
@@ -235,7 +215,7 @@ def test_reassignment_under_load_loses_nothing(cluster: ProcessCluster) -> None:
         timeout=20,
     )
     assert all(partition_dir(cluster, 3, topic, p).exists() for p in range(3))
-    seen = consume_all(cluster, topic, producer.acked)
+    seen = consume(cluster, producer.acked, topic)
     for p, acked in producer.acked.items():
         missing = set(acked) - set(seen[p])
         assert not missing, f"partition {p}: {len(missing)} acknowledged records lost"

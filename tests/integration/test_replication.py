@@ -84,12 +84,16 @@ class BackgroundProducer:
         assert self._producer.flush(90) == 0
 
 
-def consume(cluster: ProcessCluster, expected: dict[int, list[int]]) -> dict[int, list[int]]:
+def consume(
+    cluster: ProcessCluster, expected: dict[int, list[int]], topic: str = TOPIC
+) -> dict[int, list[int]]:
+    """Every record of ``topic``'s partitions in ``expected`` (assigned, from offset 0),
+    as ints, until as many as ``expected`` holds arrived or 60 s passed."""
     consumer = Consumer(
         {"bootstrap.servers": cluster.bootstrap, "group.id": "checker", "enable.auto.commit": False}
     )
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    consumer.assign([TopicPartition(topic, p, 0) for p in expected])
+    seen: dict[int, list[int]] = {p: [] for p in expected}
     want = sum(len(v) for v in expected.values())
     deadline = time.monotonic() + 60
     try:
