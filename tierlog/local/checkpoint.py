@@ -25,10 +25,14 @@ class CorruptCheckpointError(Exception):
     """The file is not in checkpoint format; the message names the file and line."""
 
 
-def write_checkpoint(path: Path, entries: Iterable[Sequence[object]]) -> None:
+def encode_checkpoint(entries: Iterable[Sequence[object]]) -> bytes:
+    """The file's bytes: version, count, one space-separated entry per line."""
     rows = [" ".join(str(field) for field in entry) for entry in entries]
-    text = "\n".join([str(VERSION), str(len(rows)), *rows]) + "\n"
-    atomic_write(path, text.encode())
+    return ("\n".join([str(VERSION), str(len(rows)), *rows]) + "\n").encode()
+
+
+def write_checkpoint(path: Path, entries: Iterable[Sequence[object]]) -> None:
+    atomic_write(path, encode_checkpoint(entries))
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -60,9 +64,23 @@ def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
         CorruptCheckpointError: wrong version, count or entry shape.
     """
     try:
-        lines = path.read_text().splitlines()
+        data = path.read_bytes()
     except FileNotFoundError:
         return []
+    return decode_checkpoint(data, fields, str(path))
+
+
+def decode_checkpoint(data: bytes, fields: int, name: str) -> list[list[str]]:
+    """``read_checkpoint`` on bytes (an uploaded copy); ``name`` goes into errors.
+
+    Raises:
+        CorruptCheckpointError: not UTF-8, wrong version, count or entry shape.
+    """
+    path = name  # the messages below read as about a file
+    try:
+        lines = data.decode().splitlines()
+    except UnicodeDecodeError:
+        raise CorruptCheckpointError(f"{path}: not a text file") from None
     if len(lines) < 2 or lines[0].strip() != str(VERSION):
         raise CorruptCheckpointError(f"{path}: unsupported or missing version line")
     try:
