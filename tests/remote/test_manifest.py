@@ -94,6 +94,28 @@ def test_unknown_fields_are_ignored_within_a_format_version() -> None:
     assert mf.decode(json.dumps(doc).encode(), WHERE) == SAMPLE
 
 
+def test_aux_state_objects_are_listed_apart_so_older_readers_still_decode() -> None:
+    with_aux = dataclasses.replace(seg(100, 199, segment_id="s1"), has_aux_state=True)
+    m = manifest(seg(0, 99), with_aux)
+    doc = json.loads(mf.encode(m))
+    assert "aux_objects" not in doc["segments"][0]
+    assert doc["segments"][1]["aux_objects"] == {
+        "producer_snapshot": "00000000000000000100-s1.snapshot",
+        "leader_epoch_checkpoint": "00000000000000000100-s1.leader-epoch-checkpoint",
+    }
+    # ``objects`` keeps the three names a reader without aux state checks exactly.
+    assert doc["segments"][1]["objects"] == mf.object_names(with_aux)
+    assert mf.decode(mf.encode(m), WHERE) == m
+    assert mf.parse_object_name("00000000000000000100-s1.leader-epoch-checkpoint") == (
+        100,
+        "s1",
+        "leader_epoch_checkpoint",
+    )
+    doc["segments"][1]["aux_objects"]["producer_snapshot"] = "elsewhere.snapshot"
+    with pytest.raises(CorruptManifestError, match="aux_objects"):
+        mf.decode(json.dumps(doc).encode(), WHERE)
+
+
 def test_empty_manifest_round_trips() -> None:
     empty = mf.empty("orders", 3)
     assert empty.version == 0 and empty.topic_id == mf.ZERO_UUID
@@ -129,6 +151,7 @@ def manifests(draw: st.DrawFn) -> mf.Manifest:
                 leader_epochs=epochs,
                 state=draw(st.sampled_from(list(SegmentState))),
                 created_ms=draw(st.integers(0, 2**45)),
+                has_aux_state=draw(st.booleans()),
             )
         )
         if draw(st.booleans()):

@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 
 from tests.remote.conftest import PARTITION, T0, TOPIC, TOPIC_ID, batch, paths, remote_segment
+from tierlog.local.checkpoint import decode_checkpoint
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
+from tierlog.local.producer_state import snapshot_path
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import (
     FencedLeaderEpochError,
+    IndexKind,
     RemoteSegment,
     RemoteStorageUnavailableError,
     SegmentState,
@@ -157,8 +160,15 @@ def test_offloads_closed_segments_below_the_high_watermark_in_order(harness: Har
         assert harness.store.fetch_range(seg, 0, None) == local.path.read_bytes()
         assert seg.size_bytes == local.size and seg.state is SegmentState.COPY_FINISHED
         assert seg.leader_epochs == ((0, seg.base_offset),)
+        # KIP-405's auxiliary state at the segment's end: the producer snapshot the log
+        # took when it rolled past it, and the leader-epoch history up to it.
+        assert seg.has_aux_state
+        snapshot = snapshot_path(log.producer_state.directory, local.next_offset)
+        assert harness.store.fetch_index(seg, IndexKind.PRODUCER_SNAPSHOT) == snapshot.read_bytes()
+        epochs = harness.store.fetch_index(seg, IndexKind.LEADER_EPOCH)
+        assert decode_checkpoint(epochs, 2, "uploaded") == [["0", "0"]]
     assert harness.stored().version == len(closed)
-    assert len(harness.objects()) == 3 * len(closed) + 1  # + manifest.json
+    assert len(harness.objects()) == 5 * len(closed) + 1  # + manifest.json
 
 
 def test_commit_comes_after_the_upload(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,7 +200,7 @@ def test_commit_comes_after_the_upload(harness: Harness, monkeypatch: pytest.Mon
     assert harness.stored().version == 0 and harness.committed() == []
     assert log.remote_end_offset == 0
     assert harness.state.problem is not None and "store down" in harness.state.problem
-    assert len(harness.objects()) == 3  # the failed attempt's objects: an orphan, for now
+    assert len(harness.objects()) == 5  # the failed attempt's objects: an orphan, for now
     assert log.delete_old_segments() == 0
     harness.cycle()
     committed = harness.committed()
@@ -531,7 +541,7 @@ def test_a_newer_leader_epoch_fences_the_manager_without_local_deletion(
         assert log.delete_old_segments() == 0
         assert files_on_disk(log) == before
         # Once deposed, it stops uploading (no new orphans every cycle).
-        assert len(h.objects()) <= 1 + 3
+        assert len(h.objects()) <= 1 + 5  # the manifest and one attempt's objects
         # Promoted to a newer epoch, the same manager offloads again.
         h.epoch = 6
         h.cycle()

@@ -30,7 +30,7 @@ Only COPY_FINISHED segments are readable; a segment enters DELETE_STARTED in the
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -59,10 +59,18 @@ TRANSITIONS: dict[SegmentState, frozenset[SegmentState]] = {
 
 
 class IndexKind(Enum):
-    """Which index of a segment to fetch; the value is the object's file suffix."""
+    """Which index of a segment to fetch; the value is the object's kind in the manifest.
+
+    ``PRODUCER_SNAPSHOT`` and ``LEADER_EPOCH`` are KIP-405's auxiliary state: the producer
+    state and the leader-epoch history as they stood at the segment's end, from which a
+    replica that starts at the leader's local log start rebuilds both without reading the
+    remote log. Only segments with ``has_aux_state`` have them.
+    """
 
     OFFSET = "index"
     TIME = "timeindex"
+    PRODUCER_SNAPSHOT = "producer_snapshot"
+    LEADER_EPOCH = "leader_epoch_checkpoint"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +92,9 @@ class RemoteSegment:
             them to follow leader-epoch lineage on fetch and truncation).
         state: lifecycle state.
         created_ms: wall-clock time the upload attempt started (orphan age).
+        has_aux_state: the producer snapshot and leader-epoch checkpoint were uploaded
+            beside the segment (``IndexKind.PRODUCER_SNAPSHOT``/``LEADER_EPOCH``); False
+            for segments uploaded before tierlog did so.
     """
 
     topic: str
@@ -98,6 +109,7 @@ class RemoteSegment:
     leader_epochs: tuple[tuple[int, int], ...]
     state: SegmentState
     created_ms: int
+    has_aux_state: bool = False
 
     @property
     def next_offset(self) -> int:
@@ -176,8 +188,11 @@ class RemoteStorage(Protocol):
         log_path: Path,
         offset_index_path: Path,
         time_index_path: Path,
+        aux_state: Mapping[IndexKind, bytes] | None = None,
     ) -> None:
-        """Upload the ``.log`` (streamed), then the ``.index`` and ``.timeindex``.
+        """Upload the ``.log`` (streamed), then the ``.index`` and ``.timeindex``, then
+        ``aux_state`` (the producer snapshot and leader-epoch checkpoint, when the segment
+        ``has_aux_state``).
 
         Idempotent: a retry with the same ``segment`` overwrites the same object names. The
         caller commits ``segment`` to the manifest only after this returns.
@@ -194,7 +209,8 @@ class RemoteStorage(Protocol):
         ...
 
     def fetch_index(self, segment: RemoteSegment, kind: IndexKind) -> bytes:
-        """The whole offset or time index of the segment (Kafka's byte formats)."""
+        """The whole offset or time index, producer snapshot or leader-epoch checkpoint of
+        the segment (Kafka's byte formats)."""
         ...
 
     def delete_segment(self, segment: RemoteSegment) -> None:

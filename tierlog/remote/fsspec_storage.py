@@ -30,12 +30,13 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import functools
+import io
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -54,10 +55,11 @@ from tierlog.remote.manifest import (
     MANIFEST_NAME,
     ZERO_UUID,
     Manifest,
+    aux_object_names,
     decode,
     empty,
     encode,
-    object_names,
+    object_name,
     partition_dir,
 )
 from tierlog.util.clock import Clock, SystemClock
@@ -178,9 +180,10 @@ class FsspecRemoteStore:
         return f"{self._root}/{name}" if self._root else f"/{name}"
 
     def object_path(self, segment: RemoteSegment, kind: str) -> str:
-        """Path of one of the segment's objects: kind log, index or timeindex."""
-        names = object_names(segment)
-        return f"{self.partition_path(segment.topic, segment.partition)}/{names[kind]}"
+        """Path of one of the segment's objects: kind log, index, timeindex, or an
+        auxiliary state's kind (producer_snapshot, leader_epoch_checkpoint)."""
+        name = object_name(segment.base_offset, segment.segment_id, kind)
+        return f"{self.partition_path(segment.topic, segment.partition)}/{name}"
 
     def manifest_path(self, topic: str, partition: int) -> str:
         return f"{self.partition_path(topic, partition)}/{MANIFEST_NAME}"
@@ -223,9 +226,10 @@ class FsspecRemoteStore:
         log_path: Path,
         offset_index_path: Path,
         time_index_path: Path,
+        aux_state: Mapping[IndexKind, bytes] | None = None,
     ) -> None:
-        """Upload the ``.log`` (streamed), then ``.index`` and ``.timeindex``; see
-        ``RemoteStorage.copy_segment``.
+        """Upload the ``.log`` (streamed), then ``.index`` and ``.timeindex``, then the
+        auxiliary state; see ``RemoteStorage.copy_segment``.
 
         The local files are opened first, so a segment renamed or deleted locally
         meanwhile still uploads whole (open descriptors keep working).
@@ -255,6 +259,12 @@ class FsspecRemoteStore:
                     f"upload {local} to {self.url_of(remote)}",
                     functools.partial(self._upload, src, remote),
                 )
+        for index_kind, data in (aux_state or {}).items():
+            remote = self.object_path(segment, index_kind.value)
+            self._retrying(
+                f"upload {index_kind.value} to {self.url_of(remote)}",
+                functools.partial(self._upload, io.BytesIO(data), remote),
+            )
 
     def _upload(self, src: BinaryIO, remote: str) -> None:
         fs = self.fs
@@ -298,8 +308,9 @@ class FsspecRemoteStore:
         return self._retrying(f"read {self.url_of(path)}", lambda: bytes(self.fs.cat_file(path)))
 
     def delete_segment(self, segment: RemoteSegment) -> None:
-        """Delete the indexes, then the ``.log``; missing objects are fine."""
-        for kind in ("index", "timeindex", "log"):
+        """Delete the auxiliary state and indexes, then the ``.log``; missing objects are
+        fine."""
+        for kind in (*aux_object_names(segment), "index", "timeindex", "log"):
             path = self.object_path(segment, kind)
             self._retrying(f"delete {self.url_of(path)}", functools.partial(self._rm, path))
 

@@ -11,6 +11,8 @@ Object layout under a remote root (any fsspec URL)::
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.log        the local .log
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.index      as-is (Kafka's
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.timeindex  byte formats)
+    <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.snapshot   producer state
+    <root>/<topic>-<partition>/<...>.leader-epoch-checkpoint    and epochs at its end
 
 JSON format, version 1: one UTF-8 JSON object with sorted keys, written compactly on one
 line (pretty-printed and annotated here; ``jq . manifest.json`` shows it so)::
@@ -23,6 +25,10 @@ line (pretty-printed and annotated here; ``jq . manifest.json`` shows it so)::
       "partition": 0,
       "segments": [                    sorted by base_offset
         {
+          "aux_objects": {             KIP-405 auxiliary state: the producer snapshot and
+            "leader_epoch_checkpoint": "00000000000000000000-0c7a...-4f1e.leader-epoch-checkpoint",
+            "producer_snapshot": "00000000000000000000-0c7a...-4f1e.snapshot"
+          },                           leader epochs at the segment's end; absent before
           "base_offset": 0,
           "created_ms": 1700000001000, when the upload attempt started
           "end_offset": 99,            last offset, inclusive
@@ -70,12 +76,20 @@ MANIFEST_NAME = "manifest.json"
 ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no topic id known
 NO_OFFSET = -1  # end_offset() of a manifest with no committed segment
 SUFFIXES = {"log": ".log", "index": ".index", "timeindex": ".timeindex"}
+# KIP-405's auxiliary state, beside segments that have it (``has_aux_state``).
+AUX_SUFFIXES = {
+    "producer_snapshot": ".snapshot",
+    "leader_epoch_checkpoint": ".leader-epoch-checkpoint",
+}
+_KIND_OF_SUFFIX = {suffix[1:]: kind for kind, suffix in (SUFFIXES | AUX_SUFFIXES).items()}
 
 # Kafka's legal topic names (Topic.validate); they become directory names, so this also
 # keeps a manifest from pointing outside its root. Segment ids become object names.
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _SEGMENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_OBJECT = re.compile(r"(\d{20})-([A-Za-z0-9_-]{1,64})\.(log|index|timeindex)")
+_OBJECT = re.compile(
+    r"(\d{20})-([A-Za-z0-9_-]{1,64})\.(log|index|timeindex|snapshot|leader-epoch-checkpoint)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +133,12 @@ def partition_dir(topic: str, partition: int) -> str:
 
 
 def object_name(base_offset: int, segment_id: str, kind: str) -> str:
-    """``<base_offset:020d>-<segment_id>.<kind>`` for kind log, index or timeindex."""
+    """``<base_offset:020d>-<segment_id><suffix>`` for kind log, index, timeindex,
+    producer_snapshot (``.snapshot``) or leader_epoch_checkpoint."""
     if not _SEGMENT_ID.fullmatch(segment_id):
         raise ValueError(f"illegal segment id {segment_id!r}")
-    return f"{base_offset:020d}-{segment_id}{SUFFIXES[kind]}"
+    suffix = SUFFIXES.get(kind) or AUX_SUFFIXES[kind]
+    return f"{base_offset:020d}-{segment_id}{suffix}"
 
 
 def object_names(segment: RemoteSegment) -> dict[str, str]:
@@ -130,12 +146,23 @@ def object_names(segment: RemoteSegment) -> dict[str, str]:
     return {kind: object_name(segment.base_offset, segment.segment_id, kind) for kind in SUFFIXES}
 
 
+def aux_object_names(segment: RemoteSegment) -> dict[str, str]:
+    """The auxiliary state's object names (producer_snapshot, leader_epoch_checkpoint), {}
+    when the segment has none. Kept apart from ``objects`` in the JSON, so readers that
+    predate them (checking ``objects`` exactly) still read the manifest."""
+    if not segment.has_aux_state:
+        return {}
+    return {
+        kind: object_name(segment.base_offset, segment.segment_id, kind) for kind in AUX_SUFFIXES
+    }
+
+
 def parse_object_name(name: str) -> tuple[int, str, str] | None:
     """``(base_offset, segment_id, kind)`` of a segment object name, else None."""
     match = _OBJECT.fullmatch(name)
     if match is None:
         return None
-    return int(match[1]), match[2], match[3]
+    return int(match[1]), match[2], _KIND_OF_SUFFIX[match[3]]
 
 
 def orphaned_objects(manifest: Manifest, names: Iterable[str]) -> list[str]:
@@ -344,6 +371,8 @@ def encode(manifest: Manifest) -> bytes:
                 "leader_epochs": [list(pair) for pair in s.leader_epochs],
                 "created_ms": s.created_ms,
                 "objects": object_names(s),
+                # Only for segments that have it: readers ignore unknown keys.
+                **({"aux_objects": aux_object_names(s)} if s.has_aux_state else {}),
             }
             for s in manifest.segments
         ],
@@ -422,9 +451,12 @@ def _segment(doc: object, n: int, top: Manifest) -> RemoteSegment:
         leader_epochs=_epochs(doc.get("leader_epochs"), base, end, ctx),
         state=state,
         created_ms=_int(doc, "created_ms", 0, ctx),
+        has_aux_state="aux_objects" in doc,
     )
     if doc.get("objects") != object_names(segment):
         raise _Bad(f"{ctx}objects {doc.get('objects')!r} do not follow the naming rule")
+    if segment.has_aux_state and doc["aux_objects"] != aux_object_names(segment):
+        raise _Bad(f"{ctx}aux_objects {doc['aux_objects']!r} do not follow the naming rule")
     return segment
 
 

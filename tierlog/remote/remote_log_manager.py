@@ -39,12 +39,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tierlog.local.checkpoint import encode_checkpoint
 from tierlog.local.log import Log
+from tierlog.local.producer_state import snapshot_path
 from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import (
     CorruptManifestError,
     FencedLeaderEpochError,
+    IndexKind,
     RemoteSegment,
     RemoteStorageError,
     RemoteStore,
@@ -326,6 +329,7 @@ class RemoteLogManager:
     def _upload(self, state: TieredPartition, files: _SegmentFiles, epoch: int) -> mf.Manifest:
         manifest = state.manifest
         assert manifest is not None
+        aux_state = files.aux_state()
         segment = RemoteSegment(
             topic=state.topic,
             partition=state.partition,
@@ -339,8 +343,11 @@ class RemoteLogManager:
             leader_epochs=files.leader_epochs,
             state=SegmentState.COPY_FINISHED,
             created_ms=self.clock.milliseconds(),
+            has_aux_state=aux_state is not None,
         )
-        self.store.copy_segment(segment, files.log_path, files.index_path, files.time_index_path)
+        self.store.copy_segment(
+            segment, files.log_path, files.index_path, files.time_index_path, aux_state
+        )
         # Committed only after data and indexes are all uploaded.
         updated = dataclasses.replace(mf.with_segment(manifest, segment), leader_epoch=epoch)
         stored = self.store.commit(state.topic, state.partition, updated, manifest.version)
@@ -594,7 +601,8 @@ class RemoteLogManager:
 
 @dataclasses.dataclass(frozen=True)
 class _SegmentFiles:
-    """What an upload needs of a closed local segment, read on the event loop."""
+    """What an upload needs of a closed local segment, read on the event loop; files are
+    read on the worker."""
 
     base_offset: int
     next_offset: int
@@ -605,6 +613,23 @@ class _SegmentFiles:
     log_path: Path
     index_path: Path
     time_index_path: Path
+    # KIP-405's auxiliary state at the segment's end: the producer snapshot the log took
+    # when it rolled past the segment, and the leader-epoch history up to the segment's end.
+    producer_snapshot_path: Path
+    leader_epoch_checkpoint: bytes
+
+    def aux_state(self) -> dict[IndexKind, bytes] | None:
+        """Both auxiliary objects, or None when the producer snapshot is gone (a restart
+        that found it corrupt, or a snapshot-less segment): the segment is then uploaded
+        without them, and a replica starting after it rebuilds no producer state."""
+        try:
+            snapshot = self.producer_snapshot_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return {
+            IndexKind.PRODUCER_SNAPSHOT: snapshot,
+            IndexKind.LEADER_EPOCH: self.leader_epoch_checkpoint,
+        }
 
     @classmethod
     def of(cls, segment: LogSegment, log_: Log) -> _SegmentFiles:
@@ -622,4 +647,8 @@ class _SegmentFiles:
             segment.path,
             stem.with_suffix(INDEX_SUFFIX),
             stem.with_suffix(TIME_INDEX_SUFFIX),
+            snapshot_path(log_.producer_state.directory, segment.next_offset),
+            encode_checkpoint(
+                e for e in log_.leader_epoch_cache.entries if e.start_offset < segment.next_offset
+            ),
         )
