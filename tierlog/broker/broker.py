@@ -29,9 +29,11 @@ from tierlog.broker.server import KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.local.log_manager import LogManager, LogManagerTimings
 from tierlog.protocol import EncodedFetchResponse, Request
+from tierlog.remote.api import RemoteStorageError
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.util.clock import Clock, SystemClock
+from tierlog.util.configdef import ConfigError
 from tierlog.util.scheduler import AsyncioScheduler
 
 log = logging.getLogger(__name__)
@@ -237,10 +239,19 @@ class Broker:
                 "does not see what the old one offloaded",
                 config.remote_storage_url,
             )
-        store = FsspecRemoteStore(
-            config.remote_storage_url, config.remote_storage_options, clock=self.clock
-        )
-        log.info("remote tier at %s", store.url_of(store.partition_path("x", 0)).rsplit("/", 1)[0])
+        try:
+            store = FsspecRemoteStore(
+                config.remote_storage_url, config.remote_storage_options, clock=self.clock
+            )
+            root = store.url_of(store.partition_path("x", 0)).rsplit("/", 1)[0]
+        except (RemoteStorageError, OSError, ValueError) as exc:
+            # Opening the store is where a URL fsspec knows but cannot reach fails (hdfs://
+            # without libhdfs): one line naming the key, not a traceback from pyarrow.
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(
+                "remote.log.storage.url", f"cannot open the remote tier: {reason}"
+            ) from exc
+        log.info("remote tier at %s", root)
         return RemoteLogManager(
             store,
             config.log_dirs[0] / ".remote-cache",

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tierlog.local.config import LogConfig
+from tierlog.local.config import LogConfig, check_kafka_ranges
+from tierlog.remote._errors import missing_package
 from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
 from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, one_of
 from tierlog.util.properties import load_properties
@@ -313,6 +314,39 @@ def parse_listener(text: str) -> Listener:
     return Listener(name.upper(), host.strip("[]") or "0.0.0.0", int(port))
 
 
+def _not_a_directory(path: Path) -> str | None:
+    """Why ``path`` cannot be (or become) a directory, or None. The nearest existing
+    ancestor must be a directory: a file on the way (``/data/file/logs``) made start-up
+    die with NotADirectoryError from mkdir."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            if candidate.is_dir():
+                return None
+            if candidate == path:
+                return f"{path} is a file, not a directory"
+            return f"{path} cannot be created: {candidate} is a file, not a directory"
+    return None
+
+
+def _bad_remote_url(url: str) -> str | None:
+    """Why fsspec cannot open ``url``, or None. A URL needs a scheme (``file://``,
+    ``s3://``...): without one, ``s3:/bucket`` silently became a local directory."""
+    scheme, sep, _ = url.partition("://")
+    if not sep or not scheme:
+        return f"{url!r} is not a URL; expected scheme://path, e.g. s3://bucket/prefix"
+    try:
+        import fsspec
+    except ImportError:
+        return "the remote tier needs fsspec; install it with: pip install fsspec"
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ValueError:
+        return f"{url!r}: unknown storage scheme {scheme!r}"
+    except ImportError as exc:
+        return str(missing_package(scheme, exc))  # with the pip install hint
+    return None
+
+
 class BrokerConfig:
     """Parsed broker configuration; ``values`` holds every key by its Kafka name."""
 
@@ -323,6 +357,7 @@ class BrokerConfig:
         self.values = BROKER_CONFIG.parse(
             {k: v for k, v in self.raw.items() if not k.startswith(REMOTE_OPTIONS_PREFIX)}
         )
+        check_kafka_ranges(BROKER_CONFIG, self.values)
         for key, reason in _NOT_YET_HONOURED.items():
             if self.values[key] != BROKER_CONFIG.keys[key].default:
                 raise ConfigError(key, f"{reason}; remove this key")
@@ -355,6 +390,25 @@ class BrokerConfig:
         """The remote tier's URL: configured, or ``file://<first log dir>/remote``."""
         url = self.values["remote.log.storage.url"]
         return url or (self.log_dirs[0].resolve() / "remote").as_uri()
+
+    def check_environment(self) -> None:
+        """What parsing cannot see: that each log dir can be a directory and that the
+        remote URL names a storage fsspec knows. Run before start-up, so a mistake ends in
+        one line naming the key instead of a traceback from deep inside start-up.
+
+        Raises:
+            ConfigError: naming ``log.dirs`` (or ``log.dir``) or ``remote.log.storage.url``.
+        """
+        key = "log.dirs" if self.values["log.dirs"] else "log.dir"
+        for log_dir in self.log_dirs:
+            problem = _not_a_directory(log_dir)
+            if problem:
+                raise ConfigError(key, problem)
+        url = self.values["remote.log.storage.url"]
+        if url and self.values["remote.log.storage.system.enable"]:
+            problem = _bad_remote_url(url)
+            if problem:
+                raise ConfigError("remote.log.storage.url", problem)
 
     @property
     def single_node(self) -> bool:

@@ -30,8 +30,13 @@ def run_broker(config_path: Path | None, overrides: dict[str, str]) -> int:
     logging.getLogger().setLevel(logging.INFO)
     try:
         config = BrokerConfig.load(config_path, overrides)
+        config.check_environment()
     except ConfigError as exc:
         print(f"tierlog: bad configuration: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except ConfigError as exc:  # found while starting (the remote store would not open)
+        print(f"tierlog: bad configuration: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -151,6 +151,29 @@ TOPIC_CONFIG = ConfigDef(
 )
 
 
+# Kafka's ConfigDef types: INT is a Java int, LONG a Java long. A value past them is refused
+# by Kafka when it parses the key; accepting it here stored e.g. message.max.bytes=99999999999
+# and sent it to clients in DescribeConfigs, where a Java client cannot read it back.
+KAFKA_INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+
+
+def check_kafka_ranges(definition: ConfigDef, values: Mapping[str, Any]) -> None:
+    """Refuses an ``int`` or ``long`` value outside its Java type's range.
+
+    Raises:
+        ConfigError: naming the first key out of range, its value and the bounds.
+    """
+    for name, value in values.items():
+        key = definition.keys.get(name)
+        if key is None or key.type not in KAFKA_INT_RANGES or not isinstance(value, int):
+            continue
+        low, high = KAFKA_INT_RANGES[key.type]
+        if not low <= value <= high:
+            raise ConfigError(
+                name, f"{value} does not fit Kafka's {key.type} type ({low} to {high})"
+            )
+
+
 def _default(name: str) -> Any:
     return TOPIC_CONFIG.keys[name].default
 
@@ -191,6 +214,7 @@ class LogConfig:
             ConfigError: unknown key or invalid value, naming the key.
         """
         values = TOPIC_CONFIG.parse(props, allow_unknown=allow_unknown)
+        check_kafka_ranges(TOPIC_CONFIG, values)
         values["cleanup.policy"] = tuple(values["cleanup.policy"])
         _check_local_retention(values, "ms")
         _check_local_retention(values, "bytes")
@@ -247,4 +271,4 @@ def _check_local_retention(values: dict[str, Any], unit: str) -> None:
         )
 
 
-__all__ = ["NEVER", "TOPIC_CONFIG", "ConfigError", "LogConfig"]
+__all__ = ["NEVER", "TOPIC_CONFIG", "ConfigError", "LogConfig", "check_kafka_ranges"]
