@@ -389,7 +389,8 @@ def main(
 
     Returns:
         0 on success, 2 when the config (or a value the pipeline checks) is bad, 1 when the
-        topic cannot be read as asked (other failures raise, with their traceback).
+        topic cannot be read as asked or no broker answers (one line each, as
+        :mod:`tierlog.tools.errors` has it; other failures raise, with their traceback).
     """
     parser = argparse.ArgumentParser(prog=f"python -m pipelines.{name}", description=description)
     parser.add_argument("--config", type=Path, help=f"a TOML file such as configs/{name}.toml")
@@ -400,6 +401,7 @@ def main(
         metavar="KEY=VALUE",
         help="override a config key (dotted keys reach into tables); repeatable",
     )
+    parser.add_argument("-v", "--verbose", action="store_true", help="a traceback with any error")
     args = parser.parse_args(argv)
     prog = parser.prog
     try:
@@ -407,8 +409,19 @@ def main(
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    from tierlog.spark.discovery import SourceError
+    from tierlog.tools.errors import run_cli
 
+    # Expected failures (no broker, ...) are one line; see tierlog.tools.errors.
+    return run_cli(lambda: _run(prog, run, config), prog, verbose=args.verbose)
+
+
+def _run(prog: str, run: Callable[..., Any], config: dict[str, Any]) -> int:
+    from tierlog.spark.discovery import SourceError
+    from tierlog.tools.errors import require_listening
+
+    if config.get("bootstrap_servers"):
+        # Before Spark's start-up, and before the source's 30 s of retries.
+        require_listening(config["bootstrap_servers"], option="--set bootstrap_servers=HOST:PORT")
     spark = spark_session(config.pop("spark"))
     try:
         result = run(spark, **config)

@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tierlog.tools.client_config import ClientSettings, add_client_options, run_tool
+from tierlog.tools.errors import EXIT_USAGE, CliError, run_cli
 from tierlog.tools.remote_tools import add_location_options
+
+VERBOSE_HELP = "debug logging, and a traceback with any error"
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -139,6 +142,8 @@ def _parse_overrides(items: list[str]) -> dict[str, str]:
 def _broker_start(args: argparse.Namespace) -> int:
     from tierlog.broker.runner import run_broker
 
+    # A taken port or data dir (LogDirInUseError) surfaces here and becomes one line in
+    # main(), through tierlog.tools.errors.
     return run_broker(Path(args.config) if args.config else None, _parse_overrides(args.override))
 
 
@@ -178,7 +183,12 @@ def _client(action: ClientAction) -> Callable[[argparse.Namespace], int]:
     """Wrap a tool action: build its client settings, report failures as one line, exit 1."""
 
     def run(args: argparse.Namespace) -> int:
-        return run_tool(lambda: action(ClientSettings.from_args(args), args))
+        def checked() -> int:
+            settings = ClientSettings.from_args(args)
+            settings.check_reachable()  # a refused connection fails now, not in 30 s
+            return action(settings, args)
+
+        return run_tool(checked)
 
     return run
 
@@ -505,7 +515,7 @@ def _add_notebooks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tierlog", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
 
     broker = sub.add_parser("broker", help="run a broker").add_subparsers(
@@ -595,7 +605,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_console(sub)
     _add_groups(sub)
     _add_notebooks(sub)
+    _add_verbose(parser)
     return parser
+
+
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    """``-v`` after the subcommand too (``tierlog topics list -v``), as users type it.
+
+    SUPPRESS as the default: a subcommand's own default would overwrite ``tierlog -v``'s.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _add_verbose(child)
+            return
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -604,12 +630,16 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    try:
-        result: int = args.func(args)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"tierlog: {exc}", file=sys.stderr)
-        return 2
-    return result
+
+    def run() -> int:
+        try:
+            result: int = args.func(args)
+        except (FileNotFoundError, ValueError) as exc:
+            # A missing file or a bad value on the command line: a usage error.
+            raise CliError(str(exc), EXIT_USAGE) from exc
+        return result
+
+    return run_cli(run, "tierlog", verbose=args.verbose)
 
 
 if __name__ == "__main__":

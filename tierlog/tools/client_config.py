@@ -126,6 +126,20 @@ class ClientSettings:
             getattr(args, "verbose", False),
         )
 
+    def check_reachable(self) -> None:
+        """Fail at once when every bootstrap server refuses the connection (see
+        :func:`tierlog.tools.errors.require_listening`).
+
+        Raises:
+            ToolError: every bootstrap server refused.
+        """
+        from tierlog.tools.errors import CliError, require_listening
+
+        try:
+            require_listening(self.bootstrap, min(self.timeout, 1.0))
+        except CliError as exc:
+            raise ToolError(str(exc)) from None
+
     def config(
         self, defaults: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None
     ) -> dict[str, Any]:

@@ -1,0 +1,130 @@
+"""Expected failures of the entry points are one line naming the cause and the fix, exit 1
+(tierlog.tools.errors); the traceback only with --verbose. Real processes throughout."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.broker.harness import BrokerProcess
+
+TIERLOG = str(Path(sys.executable).with_name("tierlog"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def one_line_failure(result: subprocess.CompletedProcess[str], prog: str = "tierlog") -> str:
+    """The failure's line: the last on stderr (a broker logs its start-up before it)."""
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.rstrip("\n").splitlines()[-1]
+    assert line.startswith(f"{prog}: "), result.stderr
+    return line
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that refuses connections (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def start_broker(data_dir: Path, port: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run(
+        TIERLOG,
+        "broker",
+        "start",
+        "--override",
+        f"log.dirs={data_dir}",
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        *extra,
+    )
+
+
+def test_broker_started_twice_on_one_data_dir(running: BrokerProcess) -> None:
+    line = one_line_failure(start_broker(running.data_dir, 0))
+    assert f"{running.data_dir} is in use by another process" in line
+    assert "a broker is already running on this data dir" in line
+    assert "--override log.dirs=DIR" in line
+
+
+def test_port_already_taken(running: BrokerProcess, tmp_path: Path) -> None:
+    line = one_line_failure(start_broker(tmp_path / "other", running.port))
+    assert f"cannot listen on 127.0.0.1:{running.port}" in line
+    assert "already in use" in line
+    assert "--override listeners=PLAINTEXT://127.0.0.1:PORT" in line
+
+
+def test_verbose_adds_the_traceback(running: BrokerProcess) -> None:
+    result = start_broker(running.data_dir, 0, "--verbose")
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
+    assert "LogDirInUseError" in result.stderr
+    assert result.stderr.rstrip().splitlines()[-1].startswith("tierlog: ")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["topics", "create", "t"],
+        ["topics", "list"],
+        ["topics", "describe"],
+        ["groups", "list"],
+        ["consume", "t", "--max-messages", "1"],
+        ["cluster", "status"],
+    ],
+)
+def test_client_commands_fail_fast_on_connection_refused(command: list[str]) -> None:
+    bootstrap = f"127.0.0.1:{closed_port()}"
+    started = time.monotonic()
+    result = run(TIERLOG, *command, "--bootstrap-server", bootstrap)
+    # librdkafka alone waits out request.timeout.ms (30 s) for a refusal that took 0 ms.
+    assert time.monotonic() - started < 10
+    line = one_line_failure(result)
+    assert f"cannot reach a broker at {bootstrap}: connection refused" in line
+    assert "tierlog broker start" in line
+
+
+def test_pipeline_without_a_broker() -> None:
+    bootstrap = f"127.0.0.1:{closed_port()}"
+    result = run(
+        sys.executable,
+        "-m",
+        "pipelines.ingest",
+        "--config",
+        "configs/ingest.toml",
+        "--set",
+        f"bootstrap_servers={bootstrap}",
+    )
+    line = one_line_failure(result, "python -m pipelines.ingest")
+    assert f"cannot reach a broker at {bootstrap}: connection refused" in line
+    assert "--set bootstrap_servers=HOST:PORT" in line
