@@ -27,3 +27,22 @@ class RecordBatchTooLargeError(LogError):
 
 class LogClosedError(LogError):
     """The log was closed or deleted while in use (KAFKA_STORAGE_ERROR, code 56)."""
+
+
+class CorruptSegmentError(LogError):
+    """Bytes on disk that cannot be read as the batches they should be: a length field
+    pointing past the segment's end, a header that does not parse, or a range the
+    scrubber found failing its CRC-32C (KAFKA_STORAGE_ERROR, code 56).
+
+    Kafka answers CORRUPT_MESSAGE for a corrupt read, which librdkafka treats as fatal for
+    the partition; KAFKA_STORAGE_ERROR is retriable, so consumers wait at the damaged
+    offset (for a repair or an operator) instead of skipping past it or giving up.
+    ``code`` is read by the broker's error mapping, so this module needs no broker import.
+    """
+
+    code = 56
+
+    def __init__(self, message: str, path: object = None, position: int = -1) -> None:
+        super().__init__(message)
+        self.path = path
+        self.position = position

@@ -1,11 +1,13 @@
 """Loading a partition's log from disk: the start-up half of ``Log``.
 
-Opens every segment; after an unclean stop, re-checks every batch (length, magic, CRC-32C)
-from the segment holding the recovery point to the end, truncating after the last valid
-batch and deleting any later segments (nothing after a corrupt batch can be trusted); builds
-missing or unreadable indexes again; cleans leftovers of interrupted work (``*.deleted``,
-``*.tmp``, indexes without a log); and settles the log start, recovery point, leader epoch
-cache and producer state. Segments below the recovery point are not rescanned.
+Opens every segment; on every start, clean or not, CRC-checks the active segment's tail
+from its last index entry and truncates a torn last batch; after an unclean stop,
+re-checks every batch (length, magic, CRC-32C) from the segment holding the recovery point
+to the end, truncating after the last valid batch and deleting any later segments (nothing
+after a corrupt batch can be trusted); builds missing or unreadable indexes again; cleans
+leftovers of interrupted work (``*.deleted``, ``*.tmp``, indexes without a log); and
+settles the log start, recovery point, leader epoch cache and producer state. Segments
+below the recovery point are not rescanned (the background scrubber re-checks them).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.index import CorruptIndexError
 from tierlog.local.segment import (
     DELETED_SUFFIX,
@@ -51,12 +54,22 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
                 log._append_segment(segment)
                 break
         else:
+            problem = None
             try:
                 segment.load()
-            except (CorruptIndexError, RecordsError) as exc:
-                logger.warning("%s: %s; rebuilding its indexes", segment.path, exc)
+                if n == len(bases) - 1:
+                    # Even after a clean stop (Kafka skips this): the active segment's
+                    # tail is CRC-checked, or a torn last batch hides every later append.
+                    torn = segment.first_invalid_in_tail()
+                    if torn is not None:
+                        problem = f"torn tail at position {torn[0]} ({torn[1]})"
+            except (CorruptIndexError, RecordsError, CorruptSegmentError) as exc:
+                problem = str(exc).removeprefix(f"{segment.path}: ")
+            if problem is not None:
+                logger.warning("%s: %s; recovering the segment", segment.path, problem)
                 truncated = segment.recover()
                 if truncated:
+                    segment.flush()
                     _drop_after_corruption(log, segment, truncated)
                     log._append_segment(segment)
                     break
