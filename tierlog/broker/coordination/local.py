@@ -42,6 +42,11 @@ FILE_NAME = "tierlog-metadata.json"
 VERSION = 1
 
 
+class MetadataFileError(CoordinationError, ValueError):
+    """``tierlog-metadata.json`` cannot be read; the message names the file, the problem
+    and the way out (a ValueError, so the command line prints it as one line)."""
+
+
 def new_cluster_id() -> str:
     """Kafka's form: a random UUID as 22 characters of URL-safe base64."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -84,9 +89,17 @@ class LocalCoordinator:
                         for p, s in t["states"].items()
                     },
                 )
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # Refuse to start rather than forget topics: the logs on disk would be orphaned.
-            raise CoordinationError(f"{self.path}: unreadable metadata ({exc})") from None
+            problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+            if isinstance(exc, UnicodeDecodeError):
+                problem = "not text"
+            raise MetadataFileError(
+                f"{self.path}: unreadable single-node metadata ({problem}); it holds the "
+                "topics, their ids and configs: restore it from a backup, or move it away "
+                "to start with no topics (the topic directories under log.dirs are then "
+                "orphaned)"
+            ) from None
 
     def _save(self) -> None:
         doc: dict[str, Any] = {
