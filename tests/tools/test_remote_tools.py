@@ -29,6 +29,8 @@ from tierlog.util.clock import ManualClock
 T0 = 1_700_000_000_000
 TOPIC = "history"
 TOPIC_ID = uuid.UUID("6f1c9f5e-0d1b-4c35-9a3f-1d2e3f405162")
+# How Kafka's tools print TOPIC_ID: URL-safe base64 of its 16 bytes, no padding.
+KAFKA_TOPIC_ID = "bxyfXg0bTDWaPx0uP0BRYg"
 
 
 def write_log(directory: Path, batches: int = 60) -> Log:
@@ -126,7 +128,7 @@ def test_ls_lists_every_segment_and_the_totals(tiered: Tiered) -> None:
         assert f"{TOPIC}-{partition}  {url}/{TOPIC}-{partition}\n" in out
         assert (
             f"remote log start offset: 0  manifest version: {manifest.version}  "
-            f"leader epoch: 0  topic id: {TOPIC_ID}"
+            f"leader epoch: 0  topic id: {KAFKA_TOPIC_ID}"
         ) in out
         for seg in manifest.segments:
             line = next(line for line in out.splitlines() if seg.segment_id in line)

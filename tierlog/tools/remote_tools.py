@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tierlog.tools.client_config import ToolError, parse_key_values
+from tierlog.tools.ids import kafka_id
 
 if TYPE_CHECKING:
     from tierlog.remote.fsspec_storage import FsspecRemoteStore
@@ -235,7 +236,7 @@ def print_manifest(store: FsspecRemoteStore, manifest: Manifest, out: TextIO) ->
     print(
         f"  remote log start offset: {manifest.log_start_offset}  manifest version: "
         f"{manifest.version}  leader epoch: {manifest.leader_epoch}  topic id: "
-        f"{manifest.topic_id}",
+        f"{kafka_id(manifest.topic_id)}",
         file=out,
     )
     rows = [("BASE", "END", "SIZE", "STATE", "MAX TIMESTAMP", "SEGMENT ID", "OBJECTS")]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tierlog.tools.client_config import ClientSettings, ToolError
+from tierlog.tools.ids import kafka_id
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient, TopicDescription
@@ -117,7 +118,8 @@ def describe(settings: ClientSettings, names: list[str], out: TextIO) -> int:
         partitions = sorted(topic.partitions, key=lambda p: p.id)
         replication = len(partitions[0].replicas) if partitions else 0
         print(
-            f"Topic: {name}\tTopicId: {topic.topic_id}\tPartitionCount: {len(partitions)}\t"
+            f"Topic: {name}\tTopicId: {kafka_id(topic.topic_id)}\t"
+            f"PartitionCount: {len(partitions)}\t"
             f"ReplicationFactor: {replication}\tConfigs: {configs.get(name, '')}",
             file=out,
         )
