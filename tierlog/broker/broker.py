@@ -25,7 +25,7 @@ from tierlog.broker.offsets_topic import OffsetsTopic
 from tierlog.broker.partition import Partition
 from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replica_manager import ReplicaManager
-from tierlog.broker.server import KafkaServer
+from tierlog.broker.server import ConnectionLimits, KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.local.log_manager import LogManager, LogManagerTimings
 from tierlog.protocol import EncodedFetchResponse, Request
@@ -102,7 +102,16 @@ class Broker:
         log_manager.startup(topic_configs)
         listener = config.listeners[0]
         self.server = KafkaServer(
-            self.dispatch, listener.host, listener.port, config["socket.request.max.bytes"]
+            self.dispatch,
+            listener.host,
+            listener.port,
+            config["socket.request.max.bytes"],
+            ConnectionLimits(
+                max_connections=config["max.connections"],
+                max_connections_per_ip=config["max.connections.per.ip"],
+                idle_ms=config["connections.max.idle.ms"],
+                request_receive_timeout_ms=config["socket.request.receive.timeout.ms"],
+            ),
         )
         self.port = await self.server.start()
         advertised = config.advertised[0]

@@ -101,6 +101,35 @@ BROKER_CONFIG = ConfigDef(
             "socket.request.max.bytes", "int", 104857600, "largest request frame", at_least(1)
         ),
         ConfigKey(
+            "max.connections",
+            "int",
+            2**31 - 1,
+            "connections open at once; more are closed on accept",
+            at_least(0),
+        ),
+        ConfigKey(
+            "max.connections.per.ip",
+            "int",
+            2**31 - 1,
+            "connections open at once from one address; more are closed on accept",
+            at_least(0),
+        ),
+        ConfigKey(
+            "connections.max.idle.ms",
+            "long",
+            600_000,
+            "close a connection idle (no request in flight or arriving) this long",
+            at_least(1),
+        ),
+        ConfigKey(
+            "socket.request.receive.timeout.ms",
+            "int",
+            30_000,
+            "close a connection whose request has not fully arrived this long after its "
+            "first byte (tierlog's own key; Kafka has no such bound)",
+            at_least(1),
+        ),
+        ConfigKey(
             "offsets.topic.num.partitions",
             "int",
             50,

@@ -8,6 +8,13 @@ are written as bytes plus file slices sent with ``loop.sendfile`` (zero copy); e
 holds a lease on its segment file (``tierlog.local.segment``), released here exactly once,
 after the answer is sent or when sending it fails, the connection closes or the task is
 cancelled, so a segment deleted or truncated meanwhile never changes the bytes sent.
+
+Hostile or careless clients are bounded here (``ConnectionLimits``, docs/limits.md): how many
+connections in all and per address (Kafka's ``max.connections`` and
+``max.connections.per.ip``), how long a connection may sit idle between requests
+(``connections.max.idle.ms``) and how long one request may take to arrive once its first
+byte has (``socket.request.receive.timeout.ms``, tierlog's own: Kafka has no such bound, so a
+client sending one byte a second held a connection and its buffer forever).
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ import asyncio
 import logging
 import os
 import socket
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from tierlog.local.segment import FileSlice
@@ -42,15 +51,65 @@ READ_CHUNK = 256 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 
+UNLIMITED = 2**31 - 1  # Kafka's Int.MaxValue: the default of both connection quotas
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one broker allows its clients; defaults are Kafka's (tierlog's own key: its
+    reason below).
+
+    Attributes:
+        max_connections: connections open at once (``max.connections``); one more is
+            closed as soon as it is accepted.
+        max_connections_per_ip: the same per client address (``max.connections.per.ip``).
+        idle_ms: a connection with no request in flight and none arriving is closed after
+            this long (``connections.max.idle.ms``, Kafka's 10 minutes).
+        request_receive_timeout_ms: once the first byte of a request has arrived, the
+            rest must arrive within this (``socket.request.receive.timeout.ms``). 30 s is
+            Kafka clients' ``request.timeout.ms``: a client has given up on a request
+            that took longer to send, so the broker may too.
+    """
+
+    max_connections: int = UNLIMITED
+    max_connections_per_ip: int = UNLIMITED
+    idle_ms: int = 600_000
+    request_receive_timeout_ms: int = 30_000
+
+
+@dataclass
+class ConnectionStats:
+    """Counters of connections the limits ended (event loop only; read by metrics)."""
+
+    refused_max_connections: int = 0
+    refused_per_ip: int = 0
+    closed_idle: int = 0
+    closed_slow_request: int = 0
+
+
 class KafkaServer:
-    def __init__(self, dispatch: Handler, host: str, port: int, max_frame_bytes: int) -> None:
+    def __init__(
+        self,
+        dispatch: Handler,
+        host: str,
+        port: int,
+        max_frame_bytes: int,
+        limits: ConnectionLimits | None = None,
+    ) -> None:
         self.dispatch = dispatch
         self.host = host
         self.port = port
         self.max_frame_bytes = max_frame_bytes
+        self.limits = limits or ConnectionLimits()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._per_ip: Counter[str] = Counter()
         self.connections_closed_for_errors = 0
+        self.stats = ConnectionStats()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
 
     async def start(self) -> int:
         """Bind, without accepting connections yet (``serve`` starts that, once the broker
@@ -83,27 +142,75 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
 
+    def _admit(self, ip: str) -> bool:
+        """Whether a new connection from ``ip`` fits the connection quotas. Kafka's acceptor
+        stops accepting at ``max.connections`` (the backlog waits); asyncio accepts for us,
+        so the connection is closed at once instead: the client sees it closed and
+        retries with backoff, as it does against a Kafka broker at its per-IP limit."""
+        limits = self.limits
+        if len(self._connections) >= limits.max_connections:
+            self.stats.refused_max_connections += 1
+            log.debug("refusing a connection from %s: max.connections reached", ip)
+            return False
+        if self._per_ip[ip] >= limits.max_connections_per_ip:
+            self.stats.refused_per_ip += 1
+            log.debug("refusing a connection from %s: max.connections.per.ip reached", ip)
+            return False
+        return True
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
-        CLIENT_ADDRESS.set(f"/{peer[0]}" if peer else "")
+        ip = peer[0] if peer else ""
+        if not self._admit(ip):
+            writer.transport.abort()  # no FIN handshake to wait for: it was never served
+            return
+        self._connections.add(task)
+        self._per_ip[ip] += 1
+        CLIENT_ADDRESS.set(f"/{ip}" if peer else "")
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         decoder = FrameDecoder(self.max_frame_bytes)
+        loop = asyncio.get_running_loop()
+        idle_s = self.limits.idle_ms / 1000
+        receive_s = self.limits.request_receive_timeout_ms / 1000
+        # When the first byte of the request being received arrived; None between requests.
+        partial_since: float | None = None
         try:
             while True:
-                data = await reader.read(READ_CHUNK)
+                # Between requests the idle limit applies; inside one, the receive limit,
+                # counted from its first byte, so trickling bytes does not extend it.
+                if partial_since is None:
+                    deadline = loop.time() + idle_s
+                else:
+                    deadline = partial_since + receive_s
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        data = await reader.read(READ_CHUNK)
+                except TimeoutError:
+                    self._timed_out(peer, decoder.buffered, partial_since is not None)
+                    return
                 if not data:
                     return
-                for frame in decoder.feed(data):
+                started = loop.time() if partial_since is None else partial_since
+                frames = decoder.feed(data)
+                for frame in frames:
                     request = decode_request(frame)
                     response = await self.dispatch(request)
                     if response is None:
                         continue  # acks=0 produce: no answer at all
                     await self._send(writer, request, response)
+                if not decoder.buffered:
+                    partial_since = None
+                elif frames:
+                    # Bytes left over after whole requests start the next one; its clock
+                    # starts once those were answered (a long poll is not the client's
+                    # delay).
+                    partial_since = loop.time()
+                else:
+                    partial_since = started
                 if writer.transport.get_write_buffer_size() > 0:
                     await writer.drain()
         except ProtocolError as exc:
@@ -118,7 +225,24 @@ class KafkaServer:
             log.exception("closing connection from %s after an unexpected error", peer)
         finally:
             self._connections.discard(task)
+            self._per_ip[ip] -= 1
+            if not self._per_ip[ip]:
+                del self._per_ip[ip]
             writer.close()
+
+    def _timed_out(self, peer: Any, buffered: int, partial: bool) -> None:
+        if partial:
+            self.stats.closed_slow_request += 1
+            log.info(
+                "closing connection from %s: a request did not arrive within "
+                "socket.request.receive.timeout.ms=%d (%d bytes of it received)",
+                peer,
+                self.limits.request_receive_timeout_ms,
+                buffered,
+            )
+        else:
+            self.stats.closed_idle += 1
+            log.debug("closing connection from %s: idle past connections.max.idle.ms", peer)
 
     async def _send(self, writer: asyncio.StreamWriter, request: Request, response: Any) -> None:
         if isinstance(response, EncodedFetchResponse):
