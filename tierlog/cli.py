@@ -66,7 +66,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.broker_only:
         from tierlog.tools.demo import run_demo
 
-        run_demo(Path(args.data_dir), sys.stdout, events=args.events or 200_000)
+        run_demo(Path(args.data_dir), sys.stdout, events=args.events or 200_000, force=args.force)
         return 0
     from tierlog.tools.platform_demo import run_platform_demo
 
@@ -76,6 +76,7 @@ def _demo(args: argparse.Namespace) -> int:
         events=args.events or 100_000,
         notebooks_dir=Path(args.notebooks_dir),
         runs_dir=Path(args.runs_dir),
+        force=args.force,
     )
     return 0
 
@@ -561,15 +562,49 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="the data platform end to end: broker, remote tier, ingest notebook into Delta",
+        description="Start a broker inside this process, produce a sample activity stream "
+        "to a tiered topic until its older part lives only in the remote tier (a file:// "
+        "directory), then run notebooks/ingest_to_delta.ipynb with papermill: Spark reads "
+        "both tiers into a Delta table. Prints each phase with the time elapsed, then a "
+        "summary. Takes a few minutes on a small machine, most of it Spark's start-up. The "
+        "broker stops when the demo ends; the data stays in --data-dir.",
     )
-    demo.add_argument("--data-dir", default="./data/demo")
-    demo.add_argument("--events", type=int, help="default 100,000 (200,000 with --broker-only)")
-    demo.add_argument("--notebooks-dir", default="notebooks")
-    demo.add_argument("--runs-dir", default="runs")
+    demo.add_argument(
+        "--data-dir",
+        default="./data/demo",
+        metavar="DIR",
+        help="where the broker's logs, the remote tier and the Delta tables go; emptied "
+        "first, so a non-empty directory the demo did not create is refused unless "
+        "--force, and one a running broker uses always is (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--force",
+        action="store_true",
+        help="empty --data-dir even if the demo did not create it",
+    )
+    demo.add_argument(
+        "--events",
+        type=_positive,
+        metavar="N",
+        help="how many events to produce (default: 100,000; 200,000 with --broker-only)",
+    )
+    demo.add_argument(
+        "--notebooks-dir",
+        default="notebooks",
+        metavar="DIR",
+        help="where ingest_to_delta.ipynb is (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--runs-dir",
+        default="runs",
+        metavar="DIR",
+        help="where the executed notebook and its kernel log are kept (default: %(default)s)",
+    )
     demo.add_argument(
         "--broker-only",
         action="store_true",
-        help="only the broker part: produce, offload, consume with a group (no Spark)",
+        help="only the broker part, in seconds: produce, offload, consume with a group "
+        "(no Spark, no notebook)",
     )
     demo.set_defaults(func=_demo)
 

@@ -31,9 +31,11 @@ def run(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     )
 
 
-def one_line_failure(result: subprocess.CompletedProcess[str], prog: str = "tierlog") -> str:
+def one_line_failure(
+    result: subprocess.CompletedProcess[str], prog: str = "tierlog", code: int = 1
+) -> str:
     """The failure's line: the last on stderr (a broker logs its start-up before it)."""
-    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr, result.stderr
     line = result.stderr.rstrip("\n").splitlines()[-1]
     assert line.startswith(f"{prog}: "), result.stderr

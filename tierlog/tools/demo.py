@@ -10,10 +10,10 @@ below the broker, on the local log tier alone.
 
 from __future__ import annotations
 
-import shutil
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,6 +23,7 @@ from tierlog.records.builder import Record, build_batch
 from tierlog.records.header import Compression
 from tierlog.records.reader import iter_batches_records
 from tierlog.tools.activity import activity_stream
+from tierlog.tools.demo_dir import prepare
 
 TOPIC = "activity"
 
@@ -40,9 +41,9 @@ def run_local_demo(
     partitions: int = 4,
     batch_records: int = 500,
     compression: str = "lz4",
+    force: bool = False,
 ) -> dict[str, float]:
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
+    prepare(data_dir, force=force)
     codec = Compression[compression.upper()]
     config = LogConfig.from_props({"segment.bytes": str(8 << 20)})
     manager = LogManager([data_dir / "logs"], config)
@@ -170,8 +171,44 @@ def produce_events(bootstrap: str, events: int, *, rate: int = 500) -> tuple[int
     return payload, time.perf_counter() - started
 
 
+class Phases:
+    """Prints each phase of a demo as it ends, with the time since the demo began, so a
+    long run shows where it is (``[  12.3 s] produced ...``).
+
+    Args:
+        out: where the lines go (flushed at once: a terminal or a pipe to ``tee``).
+        clock: seconds, monotonic.
+    """
+
+    def __init__(self, out: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        self.out = out
+        self.clock = clock
+        self.started = clock()
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def done(self, text: str) -> None:
+        print(f"[{self.elapsed():7.1f} s] {text}", file=self.out, flush=True)
+
+
+def start_phases(broker: Any, data_dir: Path, partitions: int, phases: Phases) -> None:
+    """The phases every demo shares before producing: broker up, tiered topic created."""
+    phases.done(f"broker started on {broker.bootstrap}, data under {data_dir}")
+    create_tiered_topic(broker.bootstrap, partitions)
+    phases.done(
+        f"topic '{TOPIC}' created: {partitions} partitions, tiered (256 KiB segments, "
+        "512 KiB kept locally per partition)"
+    )
+
+
 def run_demo(
-    data_dir: Path, out: TextIO, *, events: int = 200_000, partitions: int = 4
+    data_dir: Path,
+    out: TextIO,
+    *,
+    events: int = 200_000,
+    partitions: int = 4,
+    force: bool = False,
 ) -> dict[str, float]:
     import json
 
@@ -179,16 +216,18 @@ def run_demo(
 
     from tierlog.broker.embedded import EmbeddedBroker
 
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
+    prepare(data_dir, force=force)
+    phases = Phases(out)
     overrides = demo_broker_overrides(data_dir)
     kinds: Counter[str] = Counter()
     pages: Counter[str] = Counter()
     with EmbeddedBroker(overrides) as broker:
-        create_tiered_topic(broker.bootstrap, partitions)
+        start_phases(broker, data_dir, partitions, phases)
         payload, produce_s = produce_events(broker.bootstrap, events)
+        phases.done(f"produced {events:,} events ({payload / 1e6:.1f} MB)")
         remote_dir = data_dir / "logs" / "remote"
         offloaded = wait_for_offload(remote_dir, TOPIC, partitions, timeout_s=20)
+        phases.done(f"{offloaded['segments']} segments offloaded to the remote tier")
 
         consumer = Consumer(
             {
@@ -211,6 +250,7 @@ def run_demo(
                 pages[record["page"]] += 1
                 consumed += 1
         consume_s = time.perf_counter() - started
+        phases.done(f"consumed {consumed:,} events with group 'activity-summary'")
         consumer.commit(asynchronous=False)
         tps = [TopicPartition(TOPIC, p) for p in range(partitions)]
         committed = consumer.committed(tps, timeout=10)

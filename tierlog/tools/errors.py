@@ -10,6 +10,7 @@ done nothing wrong that a traceback would help with: the entry point prints
 from __future__ import annotations
 
 import errno
+import os
 import re
 import socket
 import sys
@@ -76,7 +77,7 @@ def explain(exc: BaseException) -> CliError | None:
                 f"{cause}: this data dir belongs to another cluster; start the broker with the "
                 "cluster it was created in, or use an empty data dir"
             )
-        if isinstance(cause, ConnectionError):
+        if isinstance(cause, ConnectionError) and not isinstance(cause, BrokenPipeError):
             return CliError(
                 f"cannot reach a broker ({cause}); {START_BROKER_HINT}, or point this at a "
                 "running one"
@@ -129,6 +130,18 @@ def require_listening(
     )
 
 
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (poll reports an error on it)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
 def run_cli(
     action: Callable[[], int], prog: str, *, verbose: bool = False, err: TextIO | None = None
 ) -> int:
@@ -139,6 +152,13 @@ def run_cli(
         return action()
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise
+        # The reader went away (``| head``): stop quietly, and keep Python's exit-time
+        # flush of stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         found = explain(exc)
         if found is None:

@@ -10,18 +10,19 @@ each tier and where the executed notebook is.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from tierlog.tools.demo import (
     TOPIC,
-    create_tiered_topic,
+    Phases,
     demo_broker_overrides,
     produce_events,
+    start_phases,
     wait_for_offload,
 )
+from tierlog.tools.demo_dir import prepare
 
 NOTEBOOK = "ingest_to_delta"
 
@@ -34,8 +35,11 @@ def run_platform_demo(
     partitions: int = 4,
     notebooks_dir: Path = Path("notebooks"),
     runs_dir: Path = Path("runs"),
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Run the demo under ``data_dir`` (wiped first) and print its summary to ``out``.
+    """Run the demo under ``data_dir`` (emptied first, see ``demo_dir.prepare``; ``force``
+    empties a directory the demo did not create) and print its phases and summary to
+    ``out``.
 
     Returns:
         The ingest notebook's summary plus ``produced`` and ``notebook``.
@@ -47,22 +51,28 @@ def run_platform_demo(
     from tierlog.notebooks.runner import run_notebook
     from tierlog.notebooks.summary import read_summary
 
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
+    prepare(data_dir, force=force)
+    phases = Phases(out)
     remote_dir = data_dir / "logs" / "remote"
     table = data_dir / "delta" / "activity_bronze"
     with EmbeddedBroker(demo_broker_overrides(data_dir)) as broker:
-        create_tiered_topic(broker.bootstrap, partitions)
+        start_phases(broker, data_dir, partitions, phases)
         payload, produce_s = produce_events(broker.bootstrap, events)
-        offloaded = wait_for_offload(remote_dir, TOPIC, partitions, timeout_s=30)
-        print(
-            f"tierlog demo: {events:,} activity events ({payload / 1e6:.1f} MB) produced to "
-            f"'{TOPIC}' on {broker.bootstrap} in {produce_s:.1f} s; {offloaded['segments']} "
-            f"segments ({offloaded['bytes'] / 1e6:.1f} MB) offloaded to "
-            f"{remote_dir.resolve().as_uri()}",
-            file=out,
+        phases.done(
+            f"produced {events:,} activity events ({payload / 1e6:.1f} MB) to '{TOPIC}' in "
+            f"{produce_s:.1f} s"
         )
-        print(f"  running notebooks/{NOTEBOOK}.ipynb with papermill (Spark + Delta)...", file=out)
+        offloaded = wait_for_offload(remote_dir, TOPIC, partitions, timeout_s=30)
+        phases.done(
+            f"{offloaded['segments']} segments ({offloaded['bytes'] / 1e6:.1f} MB) offloaded "
+            f"to {remote_dir.resolve().as_uri()}"
+        )
+        # The one long phase (minutes on a small machine, most of it Spark's start-up):
+        # say so before it starts, not only after.
+        phases.done(
+            f"running notebooks/{NOTEBOOK}.ipynb with papermill (Spark + Delta; a few "
+            "minutes on a small machine)..."
+        )
         started = time.perf_counter()
         run = run_notebook(
             NOTEBOOK,
@@ -77,6 +87,7 @@ def run_platform_demo(
             runs_dir=runs_dir,
         )
         notebook_s = time.perf_counter() - started
+        phases.done(f"notebook {'finished' if run.ok else 'FAILED'} in {notebook_s:.0f} s")
     if not run.ok:
         raise SystemExit(
             f"demo failed: the notebook failed ({run.error}); see {run.output} and "
