@@ -15,6 +15,23 @@ from tierlog.tools.remote_tools import add_location_options
 
 VERBOSE_HELP = "debug logging, and a traceback with any error"
 
+# What `tierlog --help` opens with: what tierlog is, for a user, and where to start.
+DESCRIPTION = """\
+tierlog is a Kafka-compatible commit log for notebook-driven data platforms. Its brokers
+speak Kafka's protocol (any Kafka client works) and keep each partition's recent tail on
+local disk while older segments move to object storage (a file:// directory, S3, HDFS).
+PySpark pipelines, run as papermill notebooks, read both tiers into Delta tables.
+
+Start with `tierlog demo` (or `make demo`): a broker, a tiered topic, and a notebook that
+ingests it into Delta, end to end on one machine. Every command takes -h."""
+
+EPILOG = """\
+examples:
+  tierlog broker start --config configs/server.properties
+  tierlog topics create events --partitions 3 --bootstrap-server 127.0.0.1:9092
+  tierlog notebook run ingest_to_delta -p topic events
+  tierlog remote ls activity --remote-url data/demo/logs/remote"""
+
 if TYPE_CHECKING:
     from datetime import datetime
 
@@ -515,7 +532,12 @@ def _add_notebooks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tierlog", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="tierlog",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
 
