@@ -111,6 +111,7 @@ class Broker:
                 max_connections_per_ip=config["max.connections.per.ip"],
                 idle_ms=config["connections.max.idle.ms"],
                 request_receive_timeout_ms=config["socket.request.receive.timeout.ms"],
+                queued_max_request_bytes=config["queued.max.request.bytes"],
             ),
         )
         self.port = await self.server.start()

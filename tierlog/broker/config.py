@@ -130,6 +130,13 @@ BROKER_CONFIG = ConfigDef(
             at_least(1),
         ),
         ConfigKey(
+            "queued.max.request.bytes",
+            "long",
+            -1,
+            "bytes of requests held at once before no more are read; -1 = no bound",
+            at_least(-1),
+        ),
+        ConfigKey(
             "offsets.topic.num.partitions",
             "int",
             50,

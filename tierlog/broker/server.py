@@ -14,7 +14,8 @@ connections in all and per address (Kafka's ``max.connections`` and
 ``max.connections.per.ip``), how long a connection may sit idle between requests
 (``connections.max.idle.ms``) and how long one request may take to arrive once its first
 byte has (``socket.request.receive.timeout.ms``, tierlog's own: Kafka has no such bound, so a
-client sending one byte a second held a connection and its buffer forever).
+client sending one byte a second held a connection and its buffer forever), and how many
+bytes of requests may be held at once (``queued.max.request.bytes``, ``RequestMemoryPool``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -75,6 +76,56 @@ class ConnectionLimits:
     max_connections_per_ip: int = UNLIMITED
     idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
+    queued_max_request_bytes: int = -1
+
+
+class RequestMemoryPool:
+    """Bytes of requests being received or handled, bounded by ``queued.max.request.bytes``
+    (Kafka's non-strict ``SimpleMemoryPool``): a reservation is granted while anything is
+    left, even when it is larger than what is left, so one request as large as
+    ``socket.request.max.bytes`` always gets in; while the pool is spent, reservations wait
+    in arrival order. The pool only counts: memory itself is taken as bytes arrive.
+
+    What reserves (a difference from Kafka, which reserves for every request): a frame that
+    does not arrive whole in one read, from the moment its size prefix is known until it
+    has been answered. A connection waiting for a reservation reads nothing more, so its
+    client's bytes wait in the kernel. Requests that arrive whole in one read (at most
+    ``READ_CHUNK`` bytes, one connection at a time) are never held back, so metadata,
+    heartbeats and small produces keep flowing while large requests queue.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.available = capacity
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def reserve(self, size: int) -> None:
+        if self.available > 0 and not self._waiters:
+            self.available -= size
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._wake()  # woken, then cancelled: hand the turn on
+            elif waiter in self._waiters:  # _wake drops cancelled waiters itself
+                self._waiters.remove(waiter)
+            raise
+        self.available -= size
+        self._wake()
+
+    def release(self, size: int) -> None:
+        self.available += size
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.available > 0:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
 
 @dataclass
@@ -106,6 +157,9 @@ class KafkaServer:
         self._per_ip: Counter[str] = Counter()
         self.connections_closed_for_errors = 0
         self.stats = ConnectionStats()
+        # Kafka: a pool only when queued.max.request.bytes > 0 (-1, its default, is none).
+        capacity = self.limits.queued_max_request_bytes
+        self.memory_pool = RequestMemoryPool(capacity) if capacity > 0 else None
 
     @property
     def connection_count(self) -> int:
@@ -178,6 +232,8 @@ class KafkaServer:
         receive_s = self.limits.request_receive_timeout_ms / 1000
         # When the first byte of the request being received arrived; None between requests.
         partial_since: float | None = None
+        pool = self.memory_pool
+        held = 0  # bytes this connection holds in the pool
         try:
             while True:
                 # Between requests the idle limit applies; inside one, the receive limit,
@@ -211,6 +267,15 @@ class KafkaServer:
                     partial_since = loop.time()
                 else:
                     partial_since = started
+                if pool is not None and decoder.incomplete_frame_bytes != held:
+                    # The frames answered above free what they held; the incomplete one
+                    # reserves its declared size before any more of it is read.
+                    pool.release(held)
+                    held = 0
+                    if decoder.incomplete_frame_bytes:
+                        await pool.reserve(decoder.incomplete_frame_bytes)
+                        held = decoder.incomplete_frame_bytes
+                        partial_since = loop.time()  # the wait was the broker's, not the client's
                 if writer.transport.get_write_buffer_size() > 0:
                     await writer.drain()
         except ProtocolError as exc:
@@ -224,6 +289,8 @@ class KafkaServer:
             self.connections_closed_for_errors += 1
             log.exception("closing connection from %s after an unexpected error", peer)
         finally:
+            if pool is not None:
+                pool.release(held)
             self._connections.discard(task)
             self._per_ip[ip] -= 1
             if not self._per_ip[ip]:

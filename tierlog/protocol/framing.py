@@ -59,6 +59,15 @@ class FrameDecoder:
         """Bytes held back as the start of an incomplete frame."""
         return self._have
 
+    @property
+    def incomplete_frame_bytes(self) -> int:
+        """Prefix plus declared size of the frame being assembled, once its size prefix
+        has arrived; 0 otherwise. What that frame will hold in memory when complete, known
+        before its bytes are (the connection layer reserves it from
+        ``queued.max.request.bytes`` before reading on); nothing is allocated for it here
+        until the bytes arrive."""
+        return self._want if self._have and self._want > SIZE_PREFIX else 0
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Adds received bytes; returns the frames they complete, oldest first.
 
