@@ -341,6 +341,23 @@ def test_a_follower_behind_the_leaders_log_start_restarts_there(tmp_path: Path) 
     asyncio.run(scenario())
 
 
+def test_delete_records_on_the_leader_reaches_the_follower(tmp_path: Path) -> None:
+    """Else a later leader would serve records a client deleted."""
+
+    async def scenario() -> None:
+        async with cluster(tmp_path, PartitionState(LEADER, 0, [LEADER, FOLLOWER])) as c:
+            c.fetchers.add(c.follower, LEADER)
+            for _ in range(10):
+                c.leader.append(make_batch(5), 1, 1)
+            await eventually(lambda: in_step(c) and c.leader.high_watermark == 50)
+            assert c.follower.local.log_start_offset == 0
+            assert await c.leader.delete_records(30) == 30
+            await eventually(lambda: c.follower.local.log_start_offset == 30)
+            assert c.follower.log.earliest_offset() == 30
+
+    asyncio.run(scenario())
+
+
 def test_a_v15_fetch_names_the_follower_in_replica_state(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with cluster(tmp_path, PartitionState(LEADER, 0, [LEADER, FOLLOWER])) as c:

@@ -5,6 +5,8 @@ missing); followers follow the manifest and keep their local disk bounded."""
 from __future__ import annotations
 
 import itertools
+import re
+import shutil
 import time
 from pathlib import Path
 
@@ -12,7 +14,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.integration.cluster_harness import ProcessCluster
+from tierlog.local.producer_state import decode_snapshot
 from tierlog.remote import manifest as mf
+from tierlog.remote.api import IndexKind
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 
 TOPIC = "tiered-replicated"
@@ -122,5 +126,119 @@ def test_leader_failover_mid_offload(tmp_path: Path, zk_connect: str) -> None:
             )
         seen = consume_all(cluster, 3000)
         assert set(range(3000)) <= set(seen) and len(seen) == len(set(seen))
+    finally:
+        cluster.kill()
+
+
+def test_a_wiped_follower_restarts_at_the_leaders_local_start_with_remote_state(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    """KIP-405: a replica that has nothing is told OFFSET_MOVED_TO_TIERED_STORAGE, takes
+    the leader-epoch history and producer snapshot uploaded beside the remote segment
+    ending at the leader's local log start, and copies only the local tail. As leader
+    later, it serves the whole log (remote + local) once."""
+    topic = "tiered-bootstrap"
+    cluster = ProcessCluster(
+        tmp_path,
+        zk_connect,
+        2,
+        {
+            "remote.log.manager.task.interval.ms": "300",
+            "log.retention.check.interval.ms": "300",
+            "log.segment.delete.delay.ms": "0",
+        },
+    ).start()
+    try:
+        admin = cluster.admin()  # kept: its futures fail once it is collected
+        admin.create_topics(
+            [
+                NewTopic(
+                    topic,
+                    1,
+                    replica_assignment=[[0, 1]],
+                    config={
+                        "remote.storage.enable": "true",
+                        "segment.bytes": str(SEGMENT),
+                        "local.retention.bytes": str(LOCAL_RETENTION),
+                    },
+                )
+            ]
+        )[topic].result(30)
+        cluster.wait_for_full_isr(topic, 1, 2)
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "batch.size": 16384,
+            }
+        )
+        for n in range(1500):
+            producer.produce(topic, (b"%d" % n).ljust(1000), partition=0)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        leader_dir = cluster.brokers[0].data_dir / f"{topic}-0"
+
+        def leader_local_start() -> int:
+            return min(int(p.stem) for p in leader_dir.glob("*.log"))
+
+        cluster.wait_until(lambda: leader_local_start() > 0, "the leader to trim its local log")
+
+        # Broker 1 loses its copy: stopped, its partition directory deleted, started again.
+        follower = cluster.brokers[1]
+        follower.stop()
+        shutil.rmtree(follower.data_dir / f"{topic}-0")
+        start = leader_local_start()
+        follower.start(timeout=60)
+        cluster.wait_for_full_isr(topic, 1, 2, timeout=60)
+
+        follower_dir = follower.data_dir / f"{topic}-0"
+        assert "restarting at the leader's local log start" in follower.log_text()
+        # It copied no remote data: its log starts at or after the leader's local start
+        # (which local retention may have moved on since).
+        follower_start = min(int(p.stem) for p in follower_dir.glob("*.log"))
+        assert follower_start >= start > 0
+        store = FsspecRemoteStore((tmp_path / "remote").as_uri())
+        manifest = store.read_manifest(topic, 0)
+        # It took the epoch history and the producer snapshot from the remote tier (the
+        # epochs below its log start are then answered from the manifest, see
+        # tests/remote/test_unified_log.py).
+        restarts = re.findall(
+            r"restarting at the leader's local log start (\d+) with the state of remote "
+            r"segment \d+-\d+ \((\d+) leader epochs, a producer snapshot\)",
+            follower.log_text(),
+        )
+        assert restarts, follower.log_text()[-3000:]
+        restart, epochs = int(restarts[-1][0]), int(restarts[-1][1])
+        assert restart >= start and epochs == 1
+        below = mf.segment_for_offset(manifest, restart - 1)
+        assert below is not None and below.has_aux_state and below.end_offset == restart - 1
+        uploaded = store.fetch_index(below, IndexKind.PRODUCER_SNAPSHOT)
+        entries = decode_snapshot(uploaded)
+        assert len(entries) == 1 and entries[0].last_sequence >= 0
+        own = follower_dir / f"{restart:020d}.snapshot"
+        assert not own.exists() or own.read_bytes() == uploaded  # retention may delete it
+
+        # The former follower leads: every record, from both tiers, exactly once.
+        cluster.brokers[0].kill()
+        cluster.wait_until(lambda: cluster.leader_of(topic, 0) == 1, "broker 1 to lead")
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": "check",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        seen: list[int] = []
+        deadline = time.monotonic() + 60
+        try:
+            while len(seen) < 1500 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and not msg.error():
+                    seen.append(int(msg.value()))
+        finally:
+            consumer.close()
+        assert seen == list(range(1500))
     finally:
         cluster.kill()

@@ -166,3 +166,19 @@ def test_epoch_lookups(tiered: Tiered) -> None:
     assert tiered.log.epoch_at(0) == 0
     assert tiered.log.epoch_at(40) == 1
     assert tiered.log.end_offset_for_epoch(0) == (0, 40)
+
+
+def test_epochs_older_than_the_local_history_are_answered_from_the_remote_tier(
+    tiered: Tiered,
+) -> None:
+    """Local retention cuts the local epoch history at the local log start; a follower
+    whose last epoch ended in the remote range must still learn where it ended, or it
+    would keep records that diverged there."""
+    tiered.offload_and_trim()
+    local_start = tiered.local.log_start_offset
+    first_local = tiered.local.leader_epoch_cache.entries[0]
+    assert first_local.start_offset == local_start and first_local.epoch > 0
+    # Epochs 0..3 started at 0, 40, 80, 120 (ten 4-record batches each).
+    for epoch in range(first_local.epoch):
+        assert tiered.log.end_offset_for_epoch(epoch) == (epoch, 40 * (epoch + 1))
+    assert tiered.log.end_offset_for_epoch(3) == (3, tiered.local.log_end_offset)

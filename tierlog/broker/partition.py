@@ -35,6 +35,8 @@ from tierlog.broker.replica_progress import UNKNOWN_OFFSET, ReplicaProgress
 from tierlog.local.errors import LogError
 from tierlog.local.log import AppendInfo, Log
 from tierlog.local.segment import FileSlice
+from tierlog.remote.api import RemoteStorageError
+from tierlog.remote.remote_log_manager import AuxState
 from tierlog.remote.unified_log import LATEST_TIMESTAMP, UnifiedLog
 from tierlog.util.clock import Clock
 
@@ -59,6 +61,7 @@ NOT_ENOUGH_REPLICAS = 19
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+OFFSET_MOVED_TO_TIERED_STORAGE = 109
 
 AlterIsr = Callable[["Partition", list[int]], Awaitable[PartitionState | None]]
 
@@ -295,6 +298,30 @@ class Partition:
         self.local.truncate_fully_and_start_at(offset)
         self._high_watermark = offset
 
+    async def remote_aux_state(self, offset: int) -> AuxState:
+        """The producer state and leader-epoch history the remote tier holds just below
+        ``offset`` (KIP-405), for ``restart_with_aux_state``.
+
+        Raises:
+            RemoteStorageError: no remote tier, or it cannot answer yet.
+        """
+        remote = self.log.remote
+        if remote is None:
+            raise RemoteStorageError(f"{self}: this broker has no remote tier", retriable=False)
+        return await remote.aux_state_before(self.topic, self.index, self.topic_id, offset)
+
+    def restart_with_aux_state(self, offset: int, aux: AuxState) -> None:
+        """Empty the local log and restart it at the leader's local log start ``offset``
+        with the state of everything below it: the leader-epoch history (so truncation
+        after a later leader change is exact) and the idempotent producers' state (so
+        deduplication survives this replica becoming leader)."""
+        self.truncate_fully_and_start_at(offset)
+        self.local.leader_epoch_cache.restore(
+            [e for e in aux.leader_epochs if e.start_offset < offset]
+        )
+        if aux.producer_snapshot is not None:
+            self.local.producer_state.restore_snapshot(offset, aux.producer_snapshot)
+
     # -- leader operations ---------------------------------------------------------------
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
@@ -375,14 +402,15 @@ class Partition:
         the follower for the ISR. The answer carries the high watermark after that.
 
         Followers replicate the local tier: ``log_start_offset`` in the answer is the
-        local log start, and a fetch below it is out of range (the follower restarts
-        there, as Kafka's followers do after OFFSET_MOVED_TO_TIERED_STORAGE, KIP-405).
+        local log start. A fetch below it that the remote tier holds gets
+        OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405): the follower rebuilds its producer and
+        leader-epoch state from the remote tier and restarts at the local log start.
 
         Raises:
             PartitionError: a fenced or unknown epoch; NOT_LEADER_OR_FOLLOWER when this
                 broker does not lead or ``replica_id`` is not an assigned replica (Kafka's
-                ``updateFollowerFetchState``).
-            OffsetOutOfRangeError: ``fetch_offset`` outside the local log.
+                ``updateFollowerFetchState``); OFFSET_MOVED_TO_TIERED_STORAGE.
+            OffsetOutOfRangeError: ``fetch_offset`` outside the log.
         """
         self.check_leader_epoch(current_leader_epoch)
         self._require_leader()
@@ -393,6 +421,12 @@ class Partition:
                 f"{self}: broker {replica_id} is not a follower (replicas {self.replicas})",
             )
         local = self.local
+        if fetch_offset < local.log_start_offset and self.log.earliest_offset() <= fetch_offset:
+            raise PartitionError(
+                OFFSET_MOVED_TO_TIERED_STORAGE,
+                f"{self}: offset {fetch_offset} is in the remote tier only "
+                f"(local log start {local.log_start_offset})",
+            )
         leader_end = local.log_end_offset
         now = self.now_ms()
         records = local.read(fetch_offset, max_bytes, min_one_batch=min_one_batch)
@@ -558,6 +592,18 @@ class Partition:
             if self._high_watermark != before:
                 self._wake()
         return self.high_watermark
+
+    def update_follower_log_start_offset(self, leader_log_start_offset: int) -> int:
+        """A follower's log start follows its leader's, so that DeleteRecords (and, on a
+        tiered topic, the leader's local retention, which removes only what the remote
+        tier holds) reach every replica: a later leader never serves records a client
+        deleted. Bounded by the high watermark, as Kafka's
+        ``maybeIncrementLogStartOffset``. Returns the local log start."""
+        local = self.local
+        target = min(leader_log_start_offset, self.high_watermark)
+        if not self.is_leader and target > local.log_start_offset:
+            local.advance_log_start_offset(target)
+        return local.log_start_offset
 
     # -- offsets -------------------------------------------------------------------------
 

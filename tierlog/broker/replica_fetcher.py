@@ -8,6 +8,11 @@ one connection. A partition added to it goes through two phases::
                 ^                                                           |
                 └──────── OFFSET_OUT_OF_RANGE above the leader's log end ───┘
 
+A fetch below the leader's local log start that the remote tier holds is answered
+OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405): the follower reads the leader-epoch history and
+producer snapshot uploaded beside the remote segment ending there, restarts its log empty
+at that offset with them, and goes on fetching; it never downloads the remote log.
+
 Truncating asks the leader where the follower's latest leader epoch ends and cuts the
 local log there, so a follower never keeps records an old leader wrote and the new one
 does not have (never by the high watermark alone, which loses acknowledged records, KIP-101).
@@ -40,6 +45,7 @@ from tierlog.client.async_connection import AsyncConnection
 from tierlog.local.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from tierlog.protocol.errors import ErrorCode, ProtocolError
 from tierlog.protocol.kio_build import build
+from tierlog.remote.api import RemoteStorageError
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +96,9 @@ class _Followed:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    # The leader's local log start, after OFFSET_MOVED_TO_TIERED_STORAGE: restart there
+    # with the state the remote tier holds below it, then fetch.
+    restart_at: int | None = None
 
 
 class _LeaderFetcher:
@@ -184,10 +193,14 @@ class _LeaderFetcher:
             log.info("broker %d (leader) has no known address; backing off", self.leader_id)
             self._back_off(ready)
             return
-        truncating = [f for f in ready if f.truncating]
+        for f in [f for f in ready if f.restart_at is not None]:
+            await self._restart_from_remote_tier(f)
+        truncating = [f for f in ready if f.truncating and f.restart_at is None]
         if truncating:
             await self._truncate(connection, truncating)
-        fetching = [f for f in ready if not f.truncating and self._current(f)]
+        fetching = [
+            f for f in ready if not f.truncating and f.restart_at is None and self._current(f)
+        ]
         if fetching:
             await self._fetch(connection, fetching)
 
@@ -326,6 +339,9 @@ class _LeaderFetcher:
     def _apply_fetched(self, f: _Followed, offset: int, p: Any) -> None:
         partition = f.partition
         error = ErrorCode(p.error_code)
+        if error == ErrorCode.offset_moved_to_tiered_storage:
+            f.restart_at = int(p.log_start_offset)
+            return
         if error == ErrorCode.offset_out_of_range:
             leader_start = int(p.log_start_offset)
             if offset < leader_start:
@@ -353,6 +369,42 @@ class _LeaderFetcher:
                     self._back_off([f])
                     return
         partition.update_follower_high_watermark(int(p.high_watermark))
+        partition.update_follower_log_start_offset(int(p.log_start_offset))
+
+    # -- restarting from the remote tier (KIP-405) ----------------------------------------
+
+    async def _restart_from_remote_tier(self, f: _Followed) -> None:
+        """What is below the leader's local log start is only in the remote tier: rather
+        than copy it, restart the local log empty at that offset with the leader-epoch
+        history and producer state uploaded beside the remote segment ending there."""
+        partition, offset = f.partition, f.restart_at
+        assert offset is not None
+        try:
+            aux = await partition.remote_aux_state(offset)
+        except (RemoteStorageError, OSError, TimeoutError) as exc:
+            if isinstance(exc, RemoteStorageError) and not exc.retriable:
+                log.warning("%s: %s; restarting at %d without that state", partition, exc, offset)
+                if self._current(f):
+                    partition.truncate_fully_and_start_at(offset)
+                    f.restart_at = None
+                return
+            log.warning("%s: cannot read the remote tier's state at %d: %s", partition, offset, exc)
+            self._back_off([f])
+            return
+        if not self._current(f) or f.restart_at != offset:
+            return
+        log.info(
+            "%s: restarting at the leader's local log start %d with the state of remote "
+            "segment %d-%d (%d leader epochs, %s)",
+            partition,
+            offset,
+            aux.segment.base_offset,
+            aux.segment.end_offset,
+            len(aux.leader_epochs),
+            "a producer snapshot" if aux.producer_snapshot is not None else "no producer snapshot",
+        )
+        partition.restart_with_aux_state(offset, aux)
+        f.restart_at = None
 
     def _on_error(self, f: _Followed, error: ErrorCode, what: str) -> None:
         if error not in _LEADERSHIP_ERRORS:

@@ -54,31 +54,15 @@ class LeaderEpochCache:
         return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """``(epoch, end offset)`` for OffsetForLeaderEpoch, as Kafka's
-        ``LeaderEpochFileCache.endOffsetFor``:
+        """``(epoch, end offset)`` for OffsetForLeaderEpoch; see ``end_offset_for``."""
+        return end_offset_for(self.entries, epoch, log_end_offset)
 
-        * the latest epoch ends at the log end;
-        * an older epoch ends where the first later known epoch starts, reported with the
-          largest known epoch <= ``epoch``;
-        * an epoch older than every entry (its data deleted) ends where the first entry
-          starts, reported with ``epoch`` itself;
-        * ``(-1, -1)`` for an undefined epoch, one newer than the latest, or no entries.
-
-        The two edge cases used to answer (-1, -1) and (latest, log end): a Kafka consumer
-        validating its position (KIP-320) then saw an undefined answer after retention and
-        reset its offset.
-        """
-        if epoch == UNDEFINED_EPOCH or not self.entries:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if epoch == self.latest_epoch:
-            return epoch, log_end_offset
-        floor: EpochEntry | None = None
-        for entry in self.entries:
-            if entry.epoch > epoch:
-                # ``entry`` is the first epoch after the requested one.
-                return (epoch if floor is None else floor.epoch), entry.start_offset
-            floor = entry
-        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    def restore(self, entries: list[EpochEntry]) -> None:
+        """Replace every entry by ``entries`` (sorted, as in a checkpoint): a replica
+        restarting at its leader's local log start takes the history from the remote tier
+        (KIP-405)."""
+        self.entries = list(entries)
+        self.flush()
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after ``end_offset`` (log truncated to it)."""
@@ -103,3 +87,31 @@ class LeaderEpochCache:
     def clear(self) -> None:
         self.entries = []
         self.flush()
+
+
+def end_offset_for(entries: list[EpochEntry], epoch: int, log_end_offset: int) -> tuple[int, int]:
+    """``(epoch, end offset)`` for OffsetForLeaderEpoch over sorted ``entries``, as Kafka's
+    ``LeaderEpochFileCache.endOffsetFor``:
+
+    * the latest epoch ends at the log end;
+    * an older epoch ends where the first later known epoch starts, reported with the
+      largest known epoch <= ``epoch``;
+    * an epoch older than every entry (its data deleted) ends where the first entry
+      starts, reported with ``epoch`` itself;
+    * ``(-1, -1)`` for an undefined epoch, one newer than the latest, or no entries.
+
+    The two edge cases used to answer (-1, -1) and (latest, log end): a Kafka consumer
+    validating its position (KIP-320) then saw an undefined answer after retention and
+    reset its offset.
+    """
+    if epoch == UNDEFINED_EPOCH or not entries:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    if epoch == entries[-1].epoch:
+        return epoch, log_end_offset
+    floor: EpochEntry | None = None
+    for entry in entries:
+        if entry.epoch > epoch:
+            # ``entry`` is the first epoch after the requested one.
+            return (epoch if floor is None else floor.epoch), entry.start_offset
+        floor = entry
+    return UNDEFINED_EPOCH, UNDEFINED_OFFSET

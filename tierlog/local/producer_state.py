@@ -559,6 +559,19 @@ class ProducerStateManager:
             self._delete_snapshot(snap, f"log restarted at {offset}")
         self.map_end_offset = offset
 
+    def restore_snapshot(self, offset: int, data: bytes) -> None:
+        """Start from a snapshot taken elsewhere (KIP-405: the one uploaded beside the
+        remote segment that ends just below ``offset``, for a replica restarting empty at
+        its leader's local log start): check it, store it as ``<offset>.snapshot`` and load
+        it. Only call on an empty state at ``offset`` (``truncate_fully_and_start_at``).
+
+        Raises:
+            CorruptSnapshotError: ``data`` is not a valid snapshot (nothing is written).
+        """
+        decode_snapshot(data, f"remote snapshot at {offset}")
+        atomic_write(snapshot_path(self.directory, offset), data)
+        self.load(offset, offset)
+
     def delete_snapshots_below(self, offset: int) -> int:
         """The log start moved to ``offset``: delete snapshots below it (the state in
         memory is kept). Returns how many were deleted."""

@@ -253,6 +253,19 @@ def committed_segments(manifest: Manifest) -> list[RemoteSegment]:
     return [s for s in manifest.segments if s.state is SegmentState.COPY_FINISHED]
 
 
+def leader_epoch_history(manifest: Manifest, below: int) -> list[tuple[int, int]]:
+    """``(epoch, start offset)`` of every epoch the committed segments record starting
+    below ``below``, in order: the remote tier's part of the leader-epoch cache. An epoch
+    going on into the next segment is listed again at that segment's base; only its first
+    start counts."""
+    out: list[tuple[int, int]] = []
+    for segment in committed_segments(manifest):
+        for epoch, start in segment.leader_epochs:
+            if start < below and (not out or epoch > out[-1][0]):
+                out.append((epoch, start))
+    return out
+
+
 def segment_for_offset(manifest: Manifest, offset: int) -> RemoteSegment | None:
     """The first committed segment whose end offset is >= ``offset``: the one holding it,
     or the next one when ``offset`` falls in a gap. None past the remote end. The caller

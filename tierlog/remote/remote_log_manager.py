@@ -39,7 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tierlog.local.checkpoint import encode_checkpoint
+from tierlog.local.checkpoint import CorruptCheckpointError, decode_checkpoint, encode_checkpoint
+from tierlog.local.leader_epoch import EpochEntry
 from tierlog.local.log import Log
 from tierlog.local.producer_state import snapshot_path
 from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
@@ -578,6 +579,56 @@ class RemoteLogManager:
                 return found
         return None
 
+    # -- replicas starting at the leader's local log start (KIP-405) --------------------
+
+    async def aux_state_before(
+        self, topic: str, partition: int, topic_id: uuid.UUID, offset: int
+    ) -> AuxState:
+        """The producer state and leader-epoch history at ``offset``, from the remote
+        segment ending just below it: what a replica restarting empty at its leader's local
+        log start ``offset`` needs, without downloading the remote log (Kafka's
+        ``ReplicaFetcherTierStateMachine.buildRemoteLogAuxState``). Reads the manifest
+        afresh: a follower's cached copy may lag the leader's uploads.
+
+        Raises:
+            RemoteStorageError: the store cannot answer, or no committed segment ends at
+                ``offset - 1`` yet (retriable: the leader's upload is on its way).
+        """
+        manifest = await self._off_loop(
+            functools.partial(self.store.read_manifest, topic, partition)
+        )
+        if manifest.topic_id not in (mf.ZERO_UUID, topic_id):
+            raise RemoteStorageError(
+                f"{topic}-{partition}: the remote manifest is another topic's "
+                f"(topic id {manifest.topic_id}, ours {topic_id})",
+                retriable=True,
+            )
+        segment = mf.segment_for_offset(manifest, offset - 1)
+        if segment is None or segment.end_offset != offset - 1:
+            raise RemoteStorageError(
+                f"{topic}-{partition}: no remote segment ends at {offset - 1} "
+                f"(remote end {mf.end_offset(manifest)})",
+                retriable=True,
+            )
+        if not segment.has_aux_state:
+            # Uploaded before segments carried it: the epochs are still in the manifest;
+            # the producer state is lost (idempotent producers get a fresh start).
+            epochs = [EpochEntry(*pair) for pair in mf.leader_epoch_history(manifest, offset)]
+            return AuxState(segment, epochs, None)
+        checkpoint, snapshot = await self._off_loop(
+            lambda: (
+                self.store.fetch_index(segment, IndexKind.LEADER_EPOCH),
+                self.store.fetch_index(segment, IndexKind.PRODUCER_SNAPSHOT),
+            )
+        )
+        where = self.store.manifest_url(topic, partition)
+        try:
+            rows = decode_checkpoint(checkpoint, 2, f"{where}: {segment.segment_id}")
+            entries = [EpochEntry(int(epoch), int(start)) for epoch, start in rows]
+        except (CorruptCheckpointError, ValueError) as exc:
+            raise RemoteStorageError(f"corrupt leader-epoch checkpoint: {exc}") from None
+        return AuxState(segment, entries, snapshot)
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
@@ -597,6 +648,15 @@ class RemoteLogManager:
             "cache_hits": self.cache.hits,
             "cache_misses": self.cache.misses,
         }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuxState:
+    """KIP-405's auxiliary state of a partition at the end of ``segment``."""
+
+    segment: RemoteSegment
+    leader_epochs: list[EpochEntry]
+    producer_snapshot: bytes | None  # None: the segment was uploaded without one
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,8 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tierlog.local.errors import OffsetOutOfRangeError
+from tierlog.local.leader_epoch import EpochEntry, end_offset_for
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from tierlog.local.segment import FileSlice
+from tierlog.remote import manifest as mf
 from tierlog.remote.api import RemoteStorageUnavailableError
 from tierlog.remote.remote_log_manager import RemoteLogManager, TieredPartition
 
@@ -174,8 +176,17 @@ class UnifiedLog:
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch (KIP-101/279): ``(epoch, end offset)`` of the largest epoch
-        <= ``leader_epoch``."""
-        return self.local.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+        <= ``leader_epoch``. An epoch older than the local history (local retention cut
+        it) is looked up in the remote tier's: answering with the local log start instead
+        would let a follower keep records that diverged before it."""
+        entries = self.local.leader_epoch_cache.entries
+        tiered = self.tiered()
+        older = not entries or leader_epoch < entries[0].epoch
+        if older and tiered is not None and tiered.manifest is not None:
+            below = entries[0].start_offset if entries else self.log_end_offset
+            remote = mf.leader_epoch_history(tiered.manifest, below)
+            entries = [EpochEntry(*pair) for pair in remote] + entries
+        return end_offset_for(entries, leader_epoch, self.log_end_offset)
 
     # -- changes -------------------------------------------------------------------------
 
