@@ -160,6 +160,14 @@ def run_remote_tool(
 # -- remote ls ----------------------------------------------------------------------------
 
 
+# Where the remote tier is when it is not where ``remote ls`` looked: a first-time user has
+# run the demo, whose tier is not the default one (that follows log.dirs=./data).
+WHERE_HINT = (
+    "point at the broker's remote tier with --remote-url URL or --config server.properties "
+    "(the demo's: --remote-url data/demo/logs/remote; run `make demo` first)"
+)
+
+
 def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
@@ -180,7 +188,7 @@ def list_partitions(store: FsspecRemoteStore, topic: str) -> list[int]:
         fs.invalidate_cache(root)
         entries = fs.ls(root, detail=True)
     except FileNotFoundError:
-        raise ToolError(f"{store.url}: no such remote directory") from None
+        raise ToolError(f"{store.url}: no such remote directory; {WHERE_HINT}") from None
     except Exception as exc:  # backends raise their own types (s3fs, botocore, aiohttp)
         raise ToolError(f"list {store.url}: {_describe(exc)}") from exc
     pattern = re.compile(re.escape(topic) + r"-(\d+)")
@@ -302,7 +310,10 @@ def remote_ls(
     if partition is None:
         partitions = list_partitions(store, topic)
         if not partitions:
-            raise ToolError(f"no remote partition of topic {topic!r} under {store.url}")
+            raise ToolError(
+                f"no remote partition of topic {topic!r} under {store.url} (nothing of it "
+                f"offloaded yet, or another remote tier); {WHERE_HINT}"
+            )
     else:
         partitions = [partition]
     failed = 0
