@@ -12,6 +12,10 @@ the last line printed is one JSON object with every figure.
    point plus an active segment of growing size; time must follow the active segment only.
    Also a full rescan (no checkpoint) for contrast, giving seconds per GiB scanned.
 4. Memory: RSS (anonymous and file-backed) before and after appending 2 GiB.
+5. Produce checks (issue 10, items 5 and 6), in microseconds per batch next to the append
+   itself: counting an uncompressed batch's records by their length prefixes (native walk
+   and the Python fallback), the CRC-32C for scale, and a compressed batch's declared-size
+   check. ``--only append,checks`` runs a subset.
 """
 
 from __future__ import annotations
@@ -119,6 +123,64 @@ def bench_append(work: Path, batch_bytes: int, total_bytes: int, rounds: int) ->
         "batches": n,
         "batch_bytes": len(batches[0]),
     }
+
+
+# -- 5. produce checks ---------------------------------------------------------------------
+
+
+def per_call_us(fn: Callable[[], object], calls: int, rounds: int = 5) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, time.perf_counter() - started)
+    return best / calls * 1e6
+
+
+def bench_checks(appends: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    from crc32c import crc32c
+
+    from tierlog.records import record_walk
+    from tierlog.records.codecs import DEFAULT_MAX_SIZE, check_declared_sizes
+    from tierlog.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, Compression, parse_header
+
+    out: dict[str, dict[str, float]] = {}
+    for name, size in (("1mib", MiB), ("16kib", 16 * 1024)):
+        batch = make_batches(size, distinct=1)[0]
+        header = parse_header(batch)
+        end = len(batch)
+        calls = 200 if size == MiB else 5000
+        append = appends.get(f"append_{name}")
+        figures = {
+            "records": float(header.record_count),
+            "walk_native_us": per_call_us(
+                partial(record_walk.count_records, batch, HEADER_SIZE, end), calls
+            )
+            if record_walk.native_available()
+            else float("nan"),
+            "walk_python_us": per_call_us(
+                partial(record_walk.count_records_py, batch, HEADER_SIZE, end), calls // 10 or 1
+            ),
+            "crc_us": per_call_us(partial(crc32c, memoryview(batch)[ATTRIBUTES_OFFSET:]), calls),
+        }
+        if append is not None:
+            figures["append_us"] = append["batch_bytes"] / append["log_mb_s"]
+            figures["os_write_us"] = append["batch_bytes"] / append["raw_mb_s"]
+        records = [Record(None, bytes([65 + i % 26]) * RECORD_VALUE) for i in range(4946)]
+        zstd = build_batch(records, compression=Compression.ZSTD)
+        figures["declared_size_zstd_us"] = per_call_us(
+            partial(
+                check_declared_sizes,
+                Compression.ZSTD,
+                memoryview(zstd)[HEADER_SIZE:],
+                4946,
+                DEFAULT_MAX_SIZE,
+            ),
+            calls,
+        )
+        out[name] = figures
+    return out
 
 
 # -- 2. read ------------------------------------------------------------------------------
@@ -330,25 +392,58 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    parser.add_argument(
+        "--only",
+        default="append,read,recovery,memory,checks",
+        help="comma-separated parts to run (default: all)",
+    )
     args = parser.parse_args()
+    only = set(args.only.split(","))
     scale = 8 if args.quick else 1
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tierlog-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     figures: dict[str, object] = {}
     try:
+        appends: dict[str, dict[str, float]] = {}
         for name, size in (("append_1mib", MiB), ("append_16kib", 16 * 1024)):
-            figures[name] = r = bench_append(base, size, 512 * MiB // scale, rounds=3)
+            if "append" not in only:
+                break
+            figures[name] = r = appends[name] = bench_append(
+                base, size, 512 * MiB // scale, rounds=3
+            )
             print(
                 f"{name}: log {r['log_mb_s']:.0f} MB/s vs os.write {r['raw_mb_s']:.0f} MB/s "
                 f"-> ratio {r['ratio']:.2f}",
                 flush=True,
             )
+        if "checks" in only:
+            figures["produce_checks"] = checks = bench_checks(appends)
+            for name, c in checks.items():
+                print(
+                    f"checks {name}: {c['records']:.0f} records; walk native "
+                    f"{c['walk_native_us']:.1f} us, python {c['walk_python_us']:.1f} us; "
+                    f"crc {c['crc_us']:.1f} us; zstd declared size "
+                    f"{c['declared_size_zstd_us']:.2f} us; append "
+                    f"{c.get('append_us', float('nan')):.1f} us vs os.write "
+                    f"{c.get('os_write_us', float('nan')):.1f} us",
+                    flush=True,
+                )
+        if only & {"read", "recovery", "memory"}:
+            _rest(base, scale, figures, only)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(json.dumps({"bench": "storage", "quick": args.quick, **figures}))
+
+
+def _rest(base: Path, scale: int, figures: dict[str, object], only: set[str]) -> None:
+    if "read" in only:
         figures["read_sendfile"] = r = bench_read(base, 1024 * MiB // scale, rounds=3)
         print(
             f"read: slices {r['slices_mb_s']:.0f} MB/s vs whole files "
             f"{r['whole_file_mb_s']:.0f} MB/s -> ratio {r['ratio']:.2f}",
             flush=True,
         )
+    if "recovery" in only:
         figures["recovery"] = rec = bench_recovery(
             base,
             closed_segments=16,
@@ -363,15 +458,13 @@ def main() -> None:
                 flush=True,
             )
         print(f"recovery: full rescan {rec['full_rescan']}", flush=True)
-        figures["memory"] = r = bench_memory(base, (2 << 30) // scale)
+    if "memory" in only:
+        figures["memory"] = m = bench_memory(base, (2 << 30) // scale)
         print(
-            f"memory: appended {r['appended_gib']:.2f} GiB, anon RSS "
-            f"{r['rss_anon_before_mib']:.1f} -> {r['rss_anon_after_mib']:.1f} MiB",
+            f"memory: appended {m['appended_gib']:.2f} GiB, anon RSS "
+            f"{m['rss_anon_before_mib']:.1f} -> {m['rss_anon_after_mib']:.1f} MiB",
             flush=True,
         )
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    print(json.dumps({"bench": "storage", "quick": args.quick, **figures}))
 
 
 if __name__ == "__main__":

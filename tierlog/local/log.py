@@ -47,6 +47,7 @@ from tierlog.local.segment import (
     LogSegment,
 )
 from tierlog.local.time_index import NO_TIMESTAMP
+from tierlog.records.codecs import DEFAULT_MAX_SIZE, check_declared_sizes
 from tierlog.records.errors import InvalidRecordError
 from tierlog.records.header import (
     ATTRIBUTES_OFFSET,
@@ -62,6 +63,7 @@ from tierlog.records.header import (
     set_log_append_time,
     validate_batch,
 )
+from tierlog.records.record_walk import count_records
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import Scheduler
 
@@ -265,16 +267,30 @@ class Log:
         view = memoryview(records)
         pending = None
         verify = None
+        # An uncompressed batch's records are counted (issue 10, item 5): offsets are
+        # assigned from the header's count, which must not claim records that are not there.
+        uncompressed = not h[5] & Attr.COMPRESSION_MASK
         if size >= OVERLAP_MIN_BYTES:
-            # Large batch: the CRC is computed beside the write (see crc_worker).
-            pending = CRC_WORKER.submit(view[ATTRIBUTES_OFFSET:])
+            # Large batch: CRC and count are computed beside the write (see crc_worker).
+            pending = CRC_WORKER.submit(view[ATTRIBUTES_OFFSET:], count=uncompressed)
 
             def verify() -> None:
                 if pending.value() != h[4]:
                     validate_batch(records)  # raises CorruptBatchError with the details
+                if uncompressed:
+                    _check_record_count(pending.records(), count, delta)
 
-        elif crc32c(view[ATTRIBUTES_OFFSET:]) != h[4]:
-            validate_batch(records)  # raises CorruptBatchError with the details
+        else:
+            if crc32c(view[ATTRIBUTES_OFFSET:]) != h[4]:
+                validate_batch(records)  # raises CorruptBatchError with the details
+            if uncompressed:
+                _check_record_count(count_records(view, HEADER_SIZE, size), count, delta)
+        if not uncompressed:
+            # Compressed: the broker does not decompress (DESIGN principle 2), but refuses
+            # sizes that cannot be true or that no reader would decompress (item 6).
+            check_declared_sizes(
+                h[5] & Attr.COMPRESSION_MASK, view[HEADER_SIZE:], count, DEFAULT_MAX_SIZE
+            )
         try:
             segment = self.segments[-1]
             first = segment.next_offset
@@ -383,7 +399,7 @@ class Log:
     def _validate(self, records: bytes | bytearray | memoryview, client: bool) -> AppendInfo:
         info = AppendInfo()
         max_bytes = self.config.max_message_bytes
-        for _, header in iter_batches(records):
+        for position, header in iter_batches(records):
             if header.size > max_bytes:
                 raise RecordTooLargeError(
                     f"{self.name}: batch of {header.size} bytes exceeds max.message.bytes "
@@ -396,6 +412,13 @@ class Log:
                 )
             if client:
                 self._check_client_batch(header)
+                codec = header.attributes & Attr.COMPRESSION_MASK
+                if codec:
+                    block = memoryview(records)[position + HEADER_SIZE : position + header.size]
+                    check_declared_sizes(codec, block, header.record_count, DEFAULT_MAX_SIZE)
+                else:
+                    walked = count_records(records, position + HEADER_SIZE, position + header.size)
+                    _check_record_count(walked, header.record_count, header.last_offset_delta)
             info.batches.append(header)
             info.record_count += header.record_count
             info.size += header.size
@@ -773,6 +796,17 @@ class Log:
         return (
             f"Log({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
             f"segments={len(self.segments)})"
+        )
+
+
+def _check_record_count(walked: int, declared: int, last_offset_delta: int) -> None:
+    """The records an uncompressed batch holds must be the ones its header declares
+    (Kafka's DefaultRecordBatch iterator refuses the same batches, INVALID_RECORD)."""
+    if walked != declared:
+        found = "records that do not fill its length" if walked < 0 else f"{walked} records"
+        raise InvalidRecordError(
+            f"batch declares {declared} records (lastOffsetDelta {last_offset_delta}) "
+            f"but holds {found}"
         )
 
 

@@ -33,7 +33,12 @@ import zlib
 from types import ModuleType
 from typing import Any
 
-from tierlog.records.errors import CorruptBatchError, RecordsError, UnsupportedCompressionError
+from tierlog.records.errors import (
+    CorruptBatchError,
+    DecompressedTooLargeError,
+    RecordsError,
+    UnsupportedCompressionError,
+)
 from tierlog.records.header import Compression
 
 BytesLike = bytes | bytearray | memoryview
@@ -337,3 +342,108 @@ def _zstd_decompress(data: BytesLike, limit: int) -> bytes:
         if not eof:
             raise CorruptBatchError("ZSTD records block is truncated")
     return b"".join(parts)
+
+
+# -- declared sizes (produce-time check, no decompression) --------------------------------
+
+# The most output one input byte can give, per codec; past it a declared size is a lie.
+# deflate: a 258-byte match coded in about two bits (zlib's technical notes: 1032:1).
+# snappy: a 3-byte copy element yields at most 64 bytes. lz4: each 0xFF length byte adds
+# 255. zstd: see _ZSTD_MAX_RATIO.
+MAX_EXPANSION = {
+    Compression.GZIP: 1032,
+    Compression.SNAPPY: 22,
+    Compression.LZ4: 255,
+    Compression.ZSTD: _ZSTD_MAX_RATIO,
+}
+# Fixed costs (frame headers, a tiny block) that make ratios meaningless for a few bytes.
+_EXPANSION_SLACK = 1024
+# The smallest record: length, attributes, timestampDelta, offsetDelta, keyLength,
+# valueLength, headers count, one byte each (reader.MIN_RECORD_SIZE).
+_MIN_RECORD_SIZE = 7
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def declared_size(codec: Compression | int, block: BytesLike) -> int | None:
+    """The decompressed size a compressed records block states in its own framing, read
+    from a few bytes without decompressing: a zstd frame's content size (first frame), a
+    gzip member's ISIZE (last member; mod 2**32), a raw snappy block's length prefix, the
+    xerial blocks' length prefixes summed, an lz4 frame's content size. None when the
+    format does not say (a zstd or lz4 frame written without it)."""
+    view = memoryview(block)
+    kind = _codec(codec)
+    try:
+        if kind is Compression.ZSTD:
+            return _zstd_content_size(view)
+        if kind is Compression.GZIP:
+            return struct.unpack("<I", view[-4:])[0] if len(view) >= 18 else None
+        if kind is Compression.SNAPPY:
+            if view[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
+                return _snappy_raw_length(view)
+            total, pos = 0, _XERIAL_HEADER_SIZE
+            while pos + 4 <= len(view):
+                (length,) = _INT32.unpack_from(view, pos)
+                if length < 0:
+                    return None  # malformed: decompression says how
+                total += _snappy_raw_length(view[pos + 4 : pos + 4 + length])
+                pos += 4 + length
+            return total
+        if kind is Compression.LZ4:
+            # Frame descriptor: FLG bit 3 says an 8-byte content size follows FLG, BD.
+            if len(view) >= 14 and view[4] & 0x08:
+                return int.from_bytes(view[6:14], "little")
+            return None
+    except (CorruptBatchError, struct.error, IndexError):
+        return None
+    return None
+
+
+def _zstd_content_size(view: memoryview) -> int | None:
+    if len(view) < 6 or view[:4] != _ZSTD_MAGIC:
+        return None
+    descriptor = view[4]
+    fcs_flag, single_segment, dict_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
+    pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
+    size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+    if size == 0 or pos + size > len(view):
+        return None
+    value = int.from_bytes(view[pos : pos + size], "little")
+    return value + 256 if size == 2 else value
+
+
+def check_declared_sizes(
+    codec: Compression | int, block: BytesLike, record_count: int, max_size: int
+) -> None:
+    """Refuse a compressed batch whose sizes cannot be true, before anything decompresses
+    it (issue 10, item 6): more records than the block could expand to, or a stated
+    decompressed size beyond what the block could expand to or beyond ``max_size`` (what
+    tierlog's own readers decompress, ``DEFAULT_MAX_SIZE``; Kafka consumers would stall
+    on it).
+
+    Raises:
+        CorruptBatchError: the header's count or the framing's size is impossible.
+        DecompressedTooLargeError: the framing states more than ``max_size`` bytes.
+    """
+    kind = _codec(codec)
+    if kind is Compression.NONE:
+        return
+    most = len(block) * MAX_EXPANSION[kind] + _EXPANSION_SLACK
+    least = record_count * _MIN_RECORD_SIZE
+    if least > most:
+        raise CorruptBatchError(
+            f"{kind.name} batch declares {record_count} records, but {len(block)} "
+            f"compressed bytes expand to at most {most}"
+        )
+    stated = declared_size(kind, block)
+    if stated is None:
+        return
+    if stated > most:
+        raise CorruptBatchError(
+            f"{kind.name} records block states {stated} bytes decompressed; {len(block)} "
+            f"compressed bytes expand to at most {most}"
+        )
+    if stated > max_size:
+        raise DecompressedTooLargeError(
+            f"{kind.name} records block states {stated} bytes decompressed, more than the "
+            f"{max_size} bytes a reader of this broker decompresses"
+        )
