@@ -457,12 +457,19 @@ message = "scheduled failure"
     # 2024-05-06 was a Monday; 00:00 and 09:00 Berlin, given as wall time in that zone.
     args = ("schedule", "run-due", "--config", str(config))
     quiet = tierlog(*args, "--now", "2024-05-06T08:30", cwd=tmp_path)
-    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+    assert quiet.stdout.splitlines() == [  # nothing ran, and it says why
+        "job greet: not due, next at 2024-05-06T09:00:00+02:00",
+        "job broken: not due, next at 2024-05-07T00:00:00+02:00",
+        "run-due at 2024-05-06T08:30:00+02:00: 0 ran ok, 0 failed, 2 not due, 0 skipped",
+    ]
     result = tierlog(*args, "--now", "2024-05-06T09:00:30", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "job greet: due at 2024-05-06T09:00:00+02:00; running notebook report" in result.stdout
     assert "job greet: ok in " in result.stdout
-    assert "broken" not in result.stdout + result.stderr  # 00:00 was before its first sight
+    # 00:00 was before its first sight.
+    assert "job broken: not due, next at 2024-05-07T00:00:00+02:00" in result.stdout
+    assert "broken" not in result.stderr
     greet_output = next((tmp_path / "runs").glob("greet-*.ipynb"))
     assert report(greet_output)["greeting"] == "scheduled"
     assert report(greet_output)["count"] == 5
@@ -473,7 +480,8 @@ message = "scheduled failure"
     assert "job broken: due at 2024-05-07T00:00:00+02:00; running notebook fails" in (
         failing.stdout
     )
-    assert "greet" not in failing.stdout
+    assert "job greet: not due, next at 2024-05-07T09:00:00+02:00" in failing.stdout
+    assert "0 ran ok, 1 failed, 1 not due, 0 skipped" in failing.stdout
     assert (
         "job broken: FAILED: In [4] raised RuntimeError: scheduled failure; output kept at "
         "runs/broken-"

@@ -422,7 +422,9 @@ def run_due(
     Returns:
         1 if a due job failed, else 0 (jobs skipped for a held lock are not failures).
     """
-    failed = False
+    # Every job gets a line, run or not, and the last line counts them: cron mails (or the
+    # log keeps) what the scheduler did, and an invocation that ran nothing says why.
+    outcomes: dict[str, int] = {}
     for job in config.jobs:
         lock = JobLock(config.state_dir / f"{job.name}.lock")
         if not lock.acquire():
@@ -431,13 +433,20 @@ def run_due(
                 f"(pid {lock.holder()} holds {lock.path})",
                 file=out,
             )
-            continue
-        try:
-            if not _check_and_run(config, job, now, out, err, run, clock):
-                failed = True
-        finally:
-            lock.release()
-    return 1 if failed else 0
+            outcome = SKIPPED
+        else:
+            try:
+                outcome = _check_and_run(config, job, now, out, err, run, clock)
+            finally:
+                lock.release()
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    counts = ", ".join(f"{outcomes.get(o, 0)} {o}" for o in (RAN_OK, FAILED, NOT_DUE, SKIPPED))
+    print(f"run-due at {now.astimezone(config.timezone).isoformat()}: {counts}", file=out)
+    return 1 if outcomes.get(FAILED) else 0
+
+
+# What became of one job in one run-due, as its summary line counts it.
+RAN_OK, FAILED, NOT_DUE, SKIPPED = "ran ok", "failed", "not due", "skipped"
 
 
 def _check_and_run(
@@ -448,20 +457,34 @@ def _check_and_run(
     err: TextIO,
     run: RunJob,
     clock: Callable[[], dt.datetime],
-) -> bool:
-    """With the job's lock held: run it if due. False if it was due and failed."""
+) -> str:
+    """With the job's lock held: run it if due, say what became of it and return that
+    (RAN_OK, FAILED, NOT_DUE or SKIPPED)."""
     path = state_path(config, job.name)
     try:
         state = read_state(path, job.name)
     except ValueError as exc:
         print(f"job {job.name}: FAILED: {exc}", file=err)
-        return False
+        return FAILED
+    zone = config.timezone
     if state.last_checked is not None and now <= state.last_checked:
-        return True  # a later scheduler (or --now) has looked already; never move back
-    found = due(job.schedule, state.last_checked, now, config.timezone) if job.enabled else None
+        # A later scheduler (or --now) has looked already; never move back.
+        print(
+            f"job {job.name}: skipped, already checked up to "
+            f"{state.last_checked.astimezone(zone).isoformat()}",
+            file=out,
+        )
+        return SKIPPED
+    if not job.enabled:
+        write_state(path, replace(state, last_checked=now))
+        print(f"job {job.name}: skipped, disabled (enabled = false)", file=out)
+        return SKIPPED
+    found = due(job.schedule, state.last_checked, now, zone)
     if found is None:
         write_state(path, replace(state, last_checked=now))
-        return True
+        upcoming = job.schedule.next_after(now.astimezone(zone))
+        print(f"job {job.name}: not due, next at {upcoming.isoformat()}", file=out)
+        return NOT_DUE
     record = RunRecord(fire_time=found.fire_time, started=clock())
     write_state(path, replace(state, last_checked=now, last_run=record))
     missed = " (missed fire times coalesced into this run)" if found.coalesced else ""
@@ -488,10 +511,10 @@ def _check_and_run(
     if record.ok:
         seconds = (record.finished - record.started).total_seconds() if record.finished else 0
         print(f"job {job.name}: ok in {seconds:.1f} s -> {output}", file=out)
-        return True
+        return RAN_OK
     kept = f"; output kept at {output}" if output else ""
     print(f"job {job.name}: FAILED: {record.error}{kept}", file=err)
-    return False
+    return FAILED
 
 
 def list_jobs(config: SchedulerConfig, now: dt.datetime, out: TextIO) -> int:
