@@ -28,6 +28,7 @@ from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.server import ConnectionLimits, KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.local.log_manager import LogManager, LogManagerTimings
+from tierlog.local.scrubber import Scrubber
 from tierlog.protocol import EncodedFetchResponse, Request
 from tierlog.remote.api import RemoteStorageError
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
@@ -59,6 +60,7 @@ class Broker:
         self.offsets_topic: OffsetsTopic | None = None
         self.services: BrokerServices | None = None
         self.cluster: ClusterMembership | None = None
+        self.scrubber: Scrubber | None = None
         self.port = 0
         self.metrics_port = -1
         self._metrics_server: Any = None
@@ -168,6 +170,10 @@ class Broker:
             controller=None if self.cluster is None else self.cluster.controller,
         )
         self._schedule_background_tasks(scheduler)
+        rate = config["log.scrubber.bytes.per.second"]
+        if rate > 0:  # re-checks closed segments' CRC-32C in the background (issue 10)
+            self.scrubber = Scrubber(lambda: log_manager.logs, rate)
+            self.scrubber.start()
         self._serve_metrics()
         await self.server.serve()
         log.info(
@@ -226,6 +232,7 @@ class Broker:
             ),
             active_controller=lambda: cluster.controller.is_active if cluster else True,
             remote=self.remote,
+            scrubber=self.scrubber,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]
@@ -322,6 +329,7 @@ class Broker:
             ("metrics endpoint", self._metrics_server.shutdown if self._metrics_server else None),
             ("replica fetchers", fetchers.close if fetchers else None),
             ("groups", groups.close if groups else None),
+            ("scrubber", self.scrubber.stop if self.scrubber else None),
             ("remote tier", remote.close if remote else None),
             ("high watermarks", replicas.checkpoint_high_watermarks if replicas else None),
             ("logs", log_manager.shutdown if log_manager else None),

@@ -62,6 +62,14 @@ BROKER_CONFIG = ConfigDef(
             at_least(1),
         ),
         ConfigKey(
+            "log.scrubber.bytes.per.second",
+            "long",
+            1024 * 1024,
+            "background CRC-32C re-check of closed segments (tierlog/local/scrubber.py); "
+            "0 disables; HDFS's block scanner default, 1 MiB/s",
+            at_least(0),
+        ),
+        ConfigKey(
             "log.flush.offset.checkpoint.interval.ms",
             "int",
             60_000,

@@ -19,6 +19,7 @@ from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
     from tierlog.broker.replica_manager import ReplicaManager
+    from tierlog.local.scrubber import Scrubber
     from tierlog.remote.remote_log_manager import RemoteLogManager
 
 log = logging.getLogger(__name__)
@@ -81,12 +82,14 @@ class MetricsCollector:
         offline_partitions: Callable[[], int],
         active_controller: Callable[[], bool],
         remote: RemoteLogManager | None,
+        scrubber: Scrubber | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
         self.offline_partitions = offline_partitions
         self.active_controller = active_controller
         self.remote = remote
+        self.scrubber = scrubber
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -168,6 +171,46 @@ class MetricsCollector:
                     yield CounterMetricFamily(
                         f"kafka_server_brokertopicmetrics_{name}", text, value=remote[stat]
                     )
+        if self.scrubber is not None:
+            yield from _scrubber_metrics(self.scrubber)
+
+
+def _scrubber_metrics(scrubber: Scrubber) -> Iterator[Any]:
+    """The background scrubber's progress and findings (Kafka has no scrubber, hence
+    tierlog's own names)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    s = scrubber.stats
+    for name, value, text in (
+        ("verified_bytes", s.verified_bytes, "Bytes of closed segments CRC-checked"),
+        ("verified_segments", s.verified_segments, "Closed segments CRC-checked"),
+        ("passes", s.completed_passes, "Completed passes over every closed segment"),
+        ("corrupt_batches", s.corrupt_batches, "Damaged batches found (each counted once)"),
+    ):
+        yield CounterMetricFamily(f"tierlog_scrubber_{name}", text, value=value)
+    yield GaugeMetricFamily(
+        "tierlog_scrubber_pass_progress_ratio",
+        "Share of the current pass's bytes checked so far",
+        value=s.pass_bytes_done / s.pass_bytes_total if s.pass_bytes_total else 1.0,
+    )
+    yield GaugeMetricFamily(
+        "tierlog_scrubber_last_pass_seconds",
+        "How long the last completed pass took",
+        value=s.last_pass_seconds,
+    )
+    yield GaugeMetricFamily(
+        "tierlog_scrubber_rate_bytes_per_second",
+        "The configured rate (log.scrubber.bytes.per.second)",
+        value=scrubber.bytes_per_second,
+    )
+    damaged = GaugeMetricFamily(
+        "tierlog_scrubber_damaged_ranges",
+        "Damaged byte ranges marked unreadable, per partition (reads answer KAFKA_STORAGE_ERROR)",
+        labels=["partition"],
+    )
+    for name, problems in sorted(s.damaged.items()):
+        damaged.add_metric([name], len(problems))
+    yield damaged
 
 
 def serve_metrics(collector: MetricsCollector, host: str, port: int) -> tuple[Any, int]:

@@ -293,6 +293,8 @@ class LogSegment:
         # First batch's max timestamp: segment.ms counts from it, as in Kafka.
         self.first_batch_timestamp: int | None = None
         self.next_offset = base_offset
+        # Byte ranges the scrubber found damaged: reads of them raise (mark_damaged).
+        self.damaged: list[tuple[int, int, str]] = []
 
     def _open_index(self, kind: type[_I], path: Path, max_index_size: int) -> _I:
         if not path.exists():
@@ -620,6 +622,8 @@ class LogSegment:
         size = min(limit - position, max_bytes)
         if min_one_batch and size < header.size:
             size = min(header.size, limit - position)
+        if self.damaged:
+            size = self._undamaged(position, size)
         if size <= 0:
             return None
         # Take a lease (the fetch hot path: two attribute updates, no call).
@@ -629,6 +633,25 @@ class LogSegment:
         if end > file.leased_end:
             file.leased_end = end
         return FileSlice(file.fd, position, size, file)
+
+    def mark_damaged(self, position: int, end: int, problem: str) -> None:
+        """Never hand out bytes ``[position, end)`` again (the scrubber found them failing
+        their CRC-32C): reads stop before them, and a read starting in them raises."""
+        self.damaged.append((position, end, problem))
+        self.damaged.sort()
+
+    def _undamaged(self, position: int, size: int) -> int:
+        """``size`` cut so the slice from ``position`` ends before any damaged range.
+
+        Raises:
+            CorruptSegmentError: ``position`` itself lies in a damaged range.
+        """
+        for start, end, problem in self.damaged:
+            if start < position + size and end > position:
+                if start <= position:
+                    raise self._corrupt(start, f"damaged ({problem}), found by the scrubber")
+                return start - position
+        return size
 
     @property
     def leases(self) -> int:
@@ -660,8 +683,11 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
+        # Damage before the cut is copied along with the prefix: it stays marked.
+        kept_damage = [d for d in self.damaged if d[0] < position]
         if position < self._file.leased_end:
             self._replace_with_prefix(position)
+        self.damaged = kept_damage
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         os.ftruncate(self.fd, position)  # a no-op after a copy
@@ -705,6 +731,7 @@ class LogSegment:
         old = self._file
         self._file = SegmentFile(fd)
         self.fd = fd
+        self.damaged = []  # marks were about the old file's bytes
         old.retire()
 
     def flush(self) -> None:

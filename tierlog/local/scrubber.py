@@ -1,0 +1,370 @@
+"""The background scrubber: re-checks the CRC-32C of closed segments, slowly, forever.
+
+Recovery checks only what an unclean stop may have torn (the active segment, or from the
+recovery point), so bit rot in a closed segment was served as it was (issue 10, item 2).
+This is the HDFS block scanner's idea, which Kafka lacks: walk every closed segment's
+batches at a bounded rate (``log.scrubber.bytes.per.second``, HDFS's 1 MiB/s default;
+0 disables) and check each batch's length, magic and CRC-32C.
+
+What a finding does: one ERROR log line naming the partition, the offset range, the file
+and the byte range; the damaged byte range is marked on the segment
+(``LogSegment.mark_damaged``), so reads of it (consumers and followers alike) answer
+KAFKA_STORAGE_ERROR instead of bad bytes, while the intact data before it is still
+served; and the findings are counted for the metrics (``ScrubberStats``). Repair from an
+in-sync replica is not done yet. The marks live in memory: after a restart the scrubber
+finds the damage again on its first pass.
+
+Threads: the checking (reading and CRC) runs on a worker thread through its own file
+descriptor and touches no ``Log`` state; what it finds is applied on the event loop, after
+checking the segment still is the file that was read (retention, compaction and
+truncation may have replaced or removed it meanwhile). ``verify_segment_crc`` is the
+I/O-light core, usable on its own (e.g. before uploading a segment to the remote tier).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import mmap
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crc32c import crc32c
+
+from tierlog.local.log import Log
+from tierlog.local.segment import LogSegment, SegmentState
+from tierlog.records.errors import RecordsError
+from tierlog.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, parse_header
+
+log = logging.getLogger(__name__)
+
+# Pause between passes when a pass had nothing to check or finished quickly: scrubbing is
+# background work, and a few small segments need no continuous re-reading.
+MIN_PASS_INTERVAL_S = 60.0
+# The throttle sleeps once this many bytes are ahead of the rate: fewer, longer sleeps.
+_PACE_QUANTUM = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentProblem:
+    """One damaged range of a segment file.
+
+    ``first_offset``/``last_offset`` are the offsets the damaged batch claims (taken from
+    its header, which may itself be damaged; the next intact batch bounds ``last_offset``
+    when there is one); ``last_offset`` is -1 when the damage runs to the end of the file.
+    ``position``/``end_position`` are the byte range no reader may be given.
+    """
+
+    path: str
+    position: int
+    end_position: int
+    first_offset: int
+    last_offset: int
+    problem: str
+
+
+class Stopped(Exception):
+    """The throttle was told to stop mid-segment (broker shutdown)."""
+
+
+def verify_segment_crc(
+    path: str | os.PathLike[str], throttle: Callable[[int], None] | None = None
+) -> list[SegmentProblem]:
+    """Check every batch of a segment file: length within the file, magic 2, CRC-32C,
+    offsets rising. Returns the damaged ranges found, oldest first; empty when whole.
+
+    A CRC failure leaves the batch's length usable, so the walk goes on to the next batch;
+    a length or header that cannot be trusted ends the walk with one problem running to
+    the end of the file (nothing after it can be found without guessing).
+
+    Args:
+        path: a ``.log`` segment file (its name gives the base offset when it has one).
+        throttle: called with each batch's size after it is checked (rate limiting); it
+            may raise to abandon the walk.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    path = os.fspath(path)
+    stem = os.path.basename(path).split(".", 1)[0]
+    expected = int(stem) if stem.isdigit() else 0
+    problems: list[SegmentProblem] = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return problems
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                _walk(path, view, size, expected, problems, throttle)
+            finally:
+                view.release()
+    finally:
+        os.close(fd)
+    return problems
+
+
+def _walk(
+    path: str,
+    view: memoryview,
+    size: int,
+    expected: int,
+    problems: list[SegmentProblem],
+    throttle: Callable[[int], None] | None,
+) -> None:
+    position = 0
+    while position < size:
+        if size - position < HEADER_SIZE:
+            problems.append(
+                SegmentProblem(path, position, size, expected, -1, "truncated batch header")
+            )
+            return
+        try:
+            header = parse_header(view, position)
+        except RecordsError as exc:
+            problems.append(SegmentProblem(path, position, size, expected, -1, str(exc)))
+            return
+        end = position + header.size
+        if end > size:
+            problems.append(
+                SegmentProblem(
+                    path,
+                    position,
+                    size,
+                    header.base_offset,
+                    -1,
+                    f"batch length {header.size} runs past the end of the file ({size} bytes)",
+                )
+            )
+            return
+        if problems and problems[-1].last_offset == -2:
+            # The previous batch failed its CRC: this intact one bounds its offsets.
+            last = problems.pop()
+            problems.append(_bounded(last, header.base_offset - 1))
+        if header.base_offset < expected:
+            problems.append(
+                SegmentProblem(
+                    path,
+                    position,
+                    size,
+                    header.base_offset,
+                    -1,
+                    f"offset {header.base_offset} goes back below {expected}",
+                )
+            )
+            return
+        actual = int(crc32c(view[position + ATTRIBUTES_OFFSET : end]))
+        if actual != header.crc:
+            problems.append(
+                SegmentProblem(
+                    path,
+                    position,
+                    end,
+                    header.base_offset,
+                    -2,  # to be bounded by the next intact batch, or its own header
+                    f"CRC-32C {actual:#010x} does not match stored {header.crc:#010x}",
+                )
+            )
+        expected = header.next_offset
+        position = end
+        if throttle is not None:
+            throttle(header.size)
+    if problems and problems[-1].last_offset == -2:
+        last = problems.pop()
+        # The last batch: its own lastOffsetDelta is all there is (inside the bad CRC).
+        claimed = _claimed_last_offset(view, last)
+        problems.append(_bounded(last, claimed))
+
+
+def _claimed_last_offset(view: memoryview, problem: SegmentProblem) -> int:
+    try:
+        return parse_header(view, problem.position).last_offset
+    except RecordsError:
+        return -1
+
+
+def _bounded(problem: SegmentProblem, last_offset: int) -> SegmentProblem:
+    return SegmentProblem(
+        problem.path,
+        problem.position,
+        problem.end_position,
+        problem.first_offset,
+        max(last_offset, problem.first_offset),
+        problem.problem,
+    )
+
+
+class RateLimiter:
+    """Paces a worker to ``bytes_per_second``: ``__call__(n)`` after n bytes sleeps as long
+    as the worker is ahead of the rate. Raises ``Stopped`` once ``stop`` is set."""
+
+    def __init__(
+        self,
+        bytes_per_second: int,
+        stop: threading.Event,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bytes_per_second = bytes_per_second
+        self.stop = stop
+        self._monotonic = monotonic
+        self._started = monotonic()
+        self._bytes = 0
+        self._unpaced = 0
+
+    def __call__(self, n: int) -> None:
+        if self.stop.is_set():
+            raise Stopped
+        self._bytes += n
+        self._unpaced += n
+        if self._unpaced < _PACE_QUANTUM:
+            return
+        self._unpaced = 0
+        ahead = self._bytes / self.bytes_per_second - (self._monotonic() - self._started)
+        if ahead > 0 and self.stop.wait(ahead):
+            raise Stopped
+
+
+@dataclass
+class ScrubberStats:
+    """Progress and findings, read by the metrics endpoint (event loop writes only)."""
+
+    verified_bytes: int = 0
+    verified_segments: int = 0
+    completed_passes: int = 0
+    corrupt_batches: int = 0
+    pass_bytes_done: int = 0
+    pass_bytes_total: int = 0
+    last_pass_seconds: float = 0.0
+    # (topic-partition directory name) -> damaged ranges found and still marked.
+    damaged: dict[str, list[SegmentProblem]] = field(default_factory=dict)
+
+
+class Scrubber:
+    """Re-checks every closed segment of every log, one at a time, at a bounded rate.
+
+    Args:
+        logs: the logs to check (the log manager's ``logs``, read at each pass).
+        bytes_per_second: the rate; must be > 0 (0 means: do not build a scrubber).
+        min_pass_interval_s: the least time from one pass's start to the next one's.
+    """
+
+    def __init__(
+        self,
+        logs: Callable[[], Mapping[Any, Log]],
+        bytes_per_second: int,
+        *,
+        min_pass_interval_s: float = MIN_PASS_INTERVAL_S,
+    ) -> None:
+        if bytes_per_second <= 0:
+            raise ValueError("the scrubber needs a positive rate")
+        self._logs = logs
+        self.bytes_per_second = bytes_per_second
+        self.min_pass_interval_s = min_pass_interval_s
+        self.stats = ScrubberStats()
+        self._stop = threading.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="log-scrubber")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Stopped):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                await self.run_pass()
+            except Stopped:
+                return
+            except Exception:  # never let one bad pass end scrubbing for good
+                log.exception("scrubber pass failed; retrying at the next pass")
+            rest = self.min_pass_interval_s - (time.monotonic() - started)
+            if rest > 0:
+                await asyncio.sleep(rest)
+
+    async def run_pass(self) -> int:
+        """Check every closed segment once; returns the number of problems found."""
+        started = time.monotonic()
+        pending = [
+            (topic_log, segment)
+            for topic_log in list(self._logs().values())
+            for segment in list(topic_log.segments[:-1])
+            if segment.state is SegmentState.CLOSED
+        ]
+        stats = self.stats
+        # Forget findings in segments that are gone (retention, truncation, compaction).
+        live = {str(segment.path) for _, segment in pending}
+        stats.damaged = {
+            name: kept
+            for name, problems in stats.damaged.items()
+            if (kept := [p for p in problems if p.path in live])
+        }
+        stats.pass_bytes_total = sum(segment.size for _, segment in pending)
+        stats.pass_bytes_done = 0
+        limiter = RateLimiter(self.bytes_per_second, self._stop)
+        found = 0
+        for topic_log, segment in pending:
+            if topic_log.closed or segment.state is not SegmentState.CLOSED:
+                continue
+            path = segment.path
+            try:
+                inode = os.fstat(segment.fd).st_ino
+                problems = await asyncio.to_thread(verify_segment_crc, path, limiter)
+            except FileNotFoundError:
+                continue  # deleted by retention meanwhile
+            except OSError as exc:
+                log.warning("scrubber: cannot read %s: %s", path, exc)
+                continue
+            stats.verified_bytes += segment.size
+            stats.pass_bytes_done += segment.size
+            stats.verified_segments += 1
+            if problems and self._still_the_file_read(topic_log, segment, inode):
+                found += len(problems)
+                self._report(topic_log, segment, problems)
+        stats.completed_passes += 1
+        stats.last_pass_seconds = time.monotonic() - started
+        return found
+
+    @staticmethod
+    def _still_the_file_read(topic_log: Log, segment: LogSegment, inode: int) -> bool:
+        """True when the segment is still live and still the inode the walk opened (a
+        compaction swap or truncation replaces files; their damage is not ours to mark)."""
+        if topic_log.closed or segment not in topic_log.segments or segment.fd < 0:
+            return False
+        try:
+            return os.fstat(segment.fd).st_ino == inode == os.stat(segment.path).st_ino
+        except OSError:
+            return False
+
+    def _report(self, topic_log: Log, segment: LogSegment, problems: list[SegmentProblem]) -> None:
+        marked = self.stats.damaged.setdefault(topic_log.name, [])
+        for problem in problems:
+            if problem in marked:
+                continue  # found again on a later pass: already marked and reported
+            last = problem.last_offset if problem.last_offset >= 0 else segment.next_offset - 1
+            log.error(
+                "scrubber: %s offsets %d-%d are damaged in %s (bytes %d-%d: %s); reads of "
+                "them answer KAFKA_STORAGE_ERROR until the segment is replaced",
+                topic_log.name,
+                problem.first_offset,
+                last,
+                problem.path,
+                problem.position,
+                problem.end_position,
+                problem.problem,
+            )
+            segment.mark_damaged(problem.position, problem.end_position, problem.problem)
+            marked.append(problem)
+            self.stats.corrupt_batches += 1
