@@ -80,17 +80,18 @@ def closed_within(sock: socket.socket, seconds: float) -> float | None:
 
 
 def test_idle_connections_are_closed(start: StartBroker) -> None:
-    broker = start(**{"connections.max.idle.ms": "600"})
+    broker = start(**{"connections.max.idle.ms": "1000"})
     idle = [connect(broker.port) for _ in range(50)]
     busy = connect(broker.port)
     assert api_versions(idle[0])
-    # The busy connection sends a request every 200 ms for 2 s: never idle for 600 ms.
-    deadline = time.monotonic() + 2.0
+    # The busy connection sends a request every 100 ms for 2.5 s: never idle for 1 s (a
+    # wide margin, for a loaded test box).
+    deadline = time.monotonic() + 2.5
     while time.monotonic() < deadline:
         assert api_versions(busy)
-        time.sleep(0.2)
+        time.sleep(0.1)
     for sock in idle:
-        assert closed_within(sock, 0.5) is not None
+        assert closed_within(sock, 3.0) is not None
         sock.close()
     assert api_versions(busy)
     busy.close()
@@ -132,11 +133,11 @@ def test_slowloris_request_is_bounded(start: StartBroker) -> None:
         **{"socket.request.receive.timeout.ms": "1000", "connections.max.idle.ms": "60000"}
     )
     slow = connect(broker.port)
-    request = encode_request(API_VERSIONS, 1, client_id="x" * 200)
+    request = encode_request(API_VERSIONS, 1, client_id="x" * 400)
     slow.settimeout(0.05)
     begin = time.monotonic()
     closed_after = None
-    # One byte every 50 ms: the whole request would take over 10 s.
+    # One byte every 50 ms: the whole request would take over 20 s.
     for byte in request[:-1]:
         try:
             slow.sendall(bytes([byte]))
@@ -150,7 +151,7 @@ def test_slowloris_request_is_bounded(start: StartBroker) -> None:
             break
     slow.close()
     assert closed_after is not None, "the broker waited for the whole slow request"
-    assert 0.9 <= closed_after < 3.0
+    assert 0.9 <= closed_after < 8.0
     # Everyone else is served meanwhile and after.
     fast = connect(broker.port)
     assert api_versions(fast)
