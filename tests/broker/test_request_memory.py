@@ -74,7 +74,12 @@ def grow_under_hogs(broker: BrokerProcess) -> tuple[int, list[int]]:
     counters = [[0] for _ in range(CONNECTIONS)]
     socks = [hog(broker.port, counters[i], stop) for i in range(CONNECTIONS)]
     try:
-        time.sleep(3.0)
+        # Until one hog has pushed all it will (bounded: a loaded box is slow), and a
+        # moment for the others to push what the broker would read of theirs.
+        deadline = time.monotonic() + 20
+        while max(c[0] for c in counters) < SENT_EACH and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
         peak = rss(broker.proc.pid)
         # Small requests are still answered while the hogs hold the pool.
         assert api_versions_ok(broker.port)
