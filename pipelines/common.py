@@ -419,6 +419,8 @@ def _run(prog: str, run: Callable[..., Any], config: dict[str, Any]) -> int:
     from tierlog.spark.discovery import SourceError
     from tierlog.tools.errors import require_listening
 
+    if config.get("remote_url"):
+        require_remote_dir(config["remote_url"])
     if config.get("bootstrap_servers"):
         # Before Spark's start-up, and before the source's 30 s of retries.
         require_listening(config["bootstrap_servers"], option="--set bootstrap_servers=HOST:PORT")
@@ -435,6 +437,28 @@ def _run(prog: str, run: Callable[..., Any], config: dict[str, Any]) -> int:
         spark.stop()
     print(json.dumps(as_json(result), sort_keys=True))
     return 0
+
+
+def require_remote_dir(remote_url: str) -> None:
+    """Fail before Spark starts when a local remote tier does not exist. The shipped configs
+    point at the demo's data, so the usual reason is that the demo has not run here.
+
+    Raises:
+        CliError: ``remote_url`` is a local path (or file:// URL) that does not exist.
+    """
+    from urllib.parse import unquote, urlparse
+
+    from tierlog.tools.errors import CliError
+
+    url = urlparse(storage_url(remote_url))
+    if url.scheme != "file":
+        return  # object storage: the source's own error says what is wrong
+    directory = Path(unquote(url.path))
+    if not directory.is_dir():
+        raise CliError(
+            f"no remote tier at {directory} (no such directory); the shipped configs read "
+            "the demo's data: run `make demo` first, or --set remote_url=URL"
+        )
 
 
 def as_json(result: Any) -> Any:

@@ -10,7 +10,8 @@ Ranges follow the source's options: offsets ``[start, end)``; a time range is th
 from the first record with a timestamp at or after ``starting_timestamp`` up to (not
 including) the first at or after ``ending_timestamp`` — nothing from a partition whose
 stored records all precede the start. The target table is overwritten:
-the source's columns plus ``tier`` (always "remote") and ``replayed_at``.
+the source's columns plus ``tier`` (always "remote") and ``replayed_at``; a range that
+matches no record leaves it as it was and is reported as an error.
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ def replay(
 
     Raises:
         ConfigError: a bound is malformed, or given both as offsets and as a timestamp.
-        SourceError: no partition of the topic in object storage, or no record at or after
-            ``starting_timestamp``.
+        SourceError: no partition of the topic in object storage, or no record in the
+            range (the table is left as it was).
     """
     source = TopicSource(
         topic,
@@ -96,9 +97,20 @@ def replay(
     # wrapped in Spark's Python traceback (it costs one manifest read per partition).
     source.offsets()
 
+    frame = source.read(spark, **bounds)
+    # An empty range would overwrite the table with nothing and report rows: 0 as if that
+    # were a result; a range that matches nothing is a mistake to report (it reads up to
+    # the first record only).
+    if frame.isEmpty():
+        from tierlog.spark.discovery import SourceError
+
+        asked = ", ".join(f"{key}={value}" for key, value in sorted(bounds.items()))
+        raise SourceError(
+            f"the range matches no record of topic {topic!r} in {storage_url(remote_url)} "
+            f"({asked}); {path} was left as it was"
+        )
     (
-        source.read(spark, **bounds)
-        .withColumn("replayed_at", F.current_timestamp())
+        frame.withColumn("replayed_at", F.current_timestamp())
         .write.format("delta")
         .mode("overwrite")
         .option("overwriteSchema", "true")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pipelines.common import latest_version
 from pipelines.replay import replay
 from tests.pipelines.conftest import table_rows
 from tests.tiered_data import Row, tiered_topic, topic_rows, wait_offloaded
@@ -98,3 +99,19 @@ def test_a_time_range_past_one_partitions_records_is_empty_there(
     assert {r[0] for r in expected} == {max(last, key=lambda p: last[p])}
     assert table_rows(spark, tmp_path / "late") == expected
     assert result.rows == len(expected) > 0
+
+
+def test_a_range_that_matches_nothing_leaves_the_table_and_says_so(
+    spark: Any, cold: Cold, tmp_path: Path
+) -> None:
+    from tierlog.spark.discovery import SourceError
+
+    path = tmp_path / "kept"
+    before = run_replay(spark, cold, path)
+    # Before the first record: the shape of replay.toml's old example, years off.
+    with pytest.raises(SourceError, match=r"the range matches no record of topic 'activity'"):
+        run_replay(
+            spark, cold, path, starting_timestamp=START_MS - 10_000, ending_timestamp=START_MS - 1
+        )
+    assert latest_version(spark, str(path)) == before.table_version  # not overwritten
+    assert table_rows(spark, path) == cold.remote_rows
