@@ -69,3 +69,58 @@ def test_lying_batches_are_refused_and_move_no_offsets(broker: BrokerProcess) ->
     with LogClient(broker.bootstrap) as client:
         high_watermark = client.fetch("checked", 0, 0).high_watermark
     assert high_watermark == 10
+
+
+def zstd_bomb(size: int) -> bytes:
+    """A zstd block of ``size`` zero bytes that does not state its size (so only
+    decompressing it can tell): a few KB."""
+    import zstandard
+
+    chunker = zstandard.ZstdCompressor(write_content_size=False).compressobj()
+    chunk = bytes(1 << 20)
+    parts = [chunker.compress(chunk) for _ in range(size >> 20)]
+    return b"".join(parts) + chunker.flush()
+
+
+def test_a_bomb_on_a_compacted_topic_is_refused_without_blocking_the_broker(
+    broker: BrokerProcess,
+) -> None:
+    import threading
+    import time
+
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = NewTopic("changelog", 1, 1, config={"cleanup.policy": "compact"})
+    admin.create_topics([topic])["changelog"].result(timeout=10)
+    batch = bytearray(build_batch([Record(b"k", b"v")] * 3, compression=Compression.ZSTD))
+    del batch[HEADER_SIZE:]
+    batch += zstd_bomb(300 << 20)  # 300 MiB of zeros in ~10 KB, above the 256 MiB budget
+
+    answers: list[tuple[int, int]] = []
+    thread = threading.Thread(
+        target=lambda: answers.append(produce_raw(broker, "changelog", reseal(batch)))
+    )
+    thread.start()
+    # While the broker decompresses, other clients are answered: the event loop is free.
+    worst = 0.0
+    ping = BrokerConnection("127.0.0.1", broker.port, timeout=10)
+    request = build(
+        ApiVersionsRequest, {"client_software_name": "t", "client_software_version": "1"}
+    )
+    try:
+        while thread.is_alive():
+            started = time.monotonic()
+            ping.call(request)
+            worst = max(worst, time.monotonic() - started)
+            time.sleep(0.01)
+    finally:
+        ping.close()
+    thread.join()
+    assert answers[0][0] == ErrorCode.message_too_large
+    assert worst < 0.2, f"the event loop stalled {worst:.3f} s"
+    # Honest keyed batches still go in; keyless ones are refused as before.
+    ok = build_batch([Record(b"k", b"v" * 50)] * 5, compression=Compression.ZSTD)
+    assert produce_raw(broker, "changelog", ok) == (0, 0)
+    keyless = build_batch([Record(None, b"v")], compression=Compression.ZSTD)
+    assert produce_raw(broker, "changelog", keyless)[0] == ErrorCode.invalid_record

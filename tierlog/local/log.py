@@ -63,6 +63,7 @@ from tierlog.records.header import (
     set_log_append_time,
     validate_batch,
 )
+from tierlog.records.keys import KeysChecked, check_keys
 from tierlog.records.record_walk import count_records
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import Scheduler
@@ -284,7 +285,7 @@ class Log:
             if crc32c(view[ATTRIBUTES_OFFSET:]) != h[4]:
                 validate_batch(records)  # raises CorruptBatchError with the details
             if uncompressed:
-                _check_record_count(count_records(view, HEADER_SIZE, size), count, delta)
+                _check_record_count(count_records(records, HEADER_SIZE, size), count, delta)
         if not uncompressed:
             # Compressed: the broker does not decompress (DESIGN principle 2), but refuses
             # sizes that cannot be true or that no reader would decompress (item 6).
@@ -812,16 +813,7 @@ def _check_record_count(walked: int, declared: int, last_offset_delta: int) -> N
 
 def _require_keys(records: bytes | bytearray | memoryview, info: AppendInfo) -> None:
     """Kafka's rule for compacted topics: every record needs a key (compaction keeps the
-    last value per key). Checking means decoding, which only compacted topics pay for."""
-    from tierlog.records.reader import iter_records
-
-    view = memoryview(records)
-    position = 0
-    for header in info.batches:
-        for record in iter_records(view[position : position + header.size]):
-            if record.key is None:
-                raise InvalidRecordError(
-                    "compacted topic cannot accept a message without a key "
-                    f"(offset delta {record.offset - header.base_offset} of batch {position})"
-                )
-        position += header.size
+    last value per key). Checking means decoding, which only compacted topics pay for; the
+    broker checks on a worker thread first (``KeysChecked``), this is for other callers."""
+    if not isinstance(records, KeysChecked):
+        check_keys(records)

@@ -168,7 +168,7 @@ def decompress(
 
 
 def _too_big(kind: Compression, limit: int) -> CorruptBatchError:
-    return CorruptBatchError(f"{kind.name} records block decompresses past {limit} bytes")
+    return DecompressedTooLargeError(f"{kind.name} records block decompresses past {limit} bytes")
 
 
 def _gunzip(data: BytesLike, limit: int) -> bytes:
@@ -222,7 +222,7 @@ def _snappy_block(snappy: ModuleType, block: BytesLike, budget: int) -> bytes:
     # The raw format states its output size up front, so a bomb is refused before any
     # allocation happens.
     if _snappy_raw_length(block) > budget:
-        raise CorruptBatchError("SNAPPY records block decompresses past the size limit")
+        raise DecompressedTooLargeError("SNAPPY records block decompresses past the size limit")
     return bytes(snappy.decompress(bytes(block)))
 
 

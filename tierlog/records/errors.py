@@ -23,7 +23,7 @@ class UnsupportedCompressionError(RecordsError):
     """Codec bits name no known codec (Kafka UNSUPPORTED_COMPRESSION_TYPE, code 76)."""
 
 
-class DecompressedTooLargeError(RecordsError):
+class DecompressedTooLargeError(CorruptBatchError):
     """A compressed batch that decompresses (or says it does) to more than a reader or a
     check is allowed to produce (Kafka MESSAGE_TOO_LARGE, code 10; ``code`` is read by
     the broker's error mapping)."""
