@@ -419,11 +419,12 @@ def _run(prog: str, run: Callable[..., Any], config: dict[str, Any]) -> int:
     from tierlog.spark.discovery import SourceError
     from tierlog.tools.errors import require_listening
 
+    # Before Spark's start-up, and before the source's 30 s of retries; the broker first,
+    # as the one input every reading pipeline has.
+    if config.get("bootstrap_servers"):
+        require_listening(config["bootstrap_servers"], option="--set bootstrap_servers=HOST:PORT")
     if config.get("remote_url"):
         require_remote_dir(config["remote_url"])
-    if config.get("bootstrap_servers"):
-        # Before Spark's start-up, and before the source's 30 s of retries.
-        require_listening(config["bootstrap_servers"], option="--set bootstrap_servers=HOST:PORT")
     spark = spark_session(config.pop("spark"))
     try:
         result = run(spark, **config)

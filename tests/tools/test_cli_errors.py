@@ -116,7 +116,7 @@ def test_client_commands_fail_fast_on_connection_refused(command: list[str]) -> 
     assert "tierlog broker start" in line
 
 
-def test_pipeline_without_a_broker() -> None:
+def test_pipeline_without_a_broker(tmp_path: Path) -> None:
     bootstrap = f"127.0.0.1:{closed_port()}"
     result = run(
         sys.executable,
@@ -126,6 +126,8 @@ def test_pipeline_without_a_broker() -> None:
         "configs/ingest.toml",
         "--set",
         f"bootstrap_servers={bootstrap}",
+        "--set",
+        f"remote_url={tmp_path}",  # there, so that only the broker is missing
     )
     line = one_line_failure(result, "python -m pipelines.ingest")
     assert f"cannot reach a broker at {bootstrap}: connection refused" in line
