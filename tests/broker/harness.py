@@ -70,6 +70,9 @@ class BrokerProcess:
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            # Leave the stacks of what it waits for in its log, then kill it.
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
             self.proc.kill()
             code = self.proc.wait()
         self._close()

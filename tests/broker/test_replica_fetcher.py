@@ -403,3 +403,19 @@ def test_whole_batches_drops_a_partial_batch_at_the_end() -> None:
     assert whole_batches(a + b) == a + b
     assert whole_batches(a + b[:-1]) == a
     assert whole_batches(a[:10]) == b""
+
+
+def test_a_closed_manager_starts_no_fetcher(tmp_path: Path) -> None:
+    """A cluster change that arrives while the broker stops must not start a fetcher on
+    logs being closed (it kept a stopping broker alive, retrying on a closed log)."""
+
+    async def scenario() -> None:
+        async with cluster(tmp_path, PartitionState(LEADER, 0, [LEADER, FOLLOWER])) as c:
+            await c.fetchers.close()
+            c.fetchers.add(c.follower, LEADER)
+            assert c.fetchers.leader_of(c.follower) is None
+            c.leader.append(make_batch(3), 1, 1)
+            await asyncio.sleep(0.3)
+            assert c.follower.local.log_end_offset == 0
+
+    asyncio.run(scenario())

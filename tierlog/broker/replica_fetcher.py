@@ -42,6 +42,7 @@ from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRe
 
 from tierlog.broker.partition import Partition
 from tierlog.client.async_connection import AsyncConnection
+from tierlog.local.errors import LogClosedError
 from tierlog.local.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from tierlog.protocol.errors import ErrorCode, ProtocolError
 from tierlog.protocol.kio_build import build
@@ -141,6 +142,12 @@ class _LeaderFetcher:
             while self.partitions:
                 try:
                     await self._round()
+                except LogClosedError:
+                    # A log closed under us (the partition was dropped or the broker is
+                    # stopping): stop following it rather than retry forever.
+                    for key, f in list(self.partitions.items()):
+                        if f.partition.local.closed:
+                            del self.partitions[key]
                 except (OSError, TimeoutError, ProtocolError) as exc:
                     log.info("fetcher from broker %d: %s; reconnecting", self.leader_id, exc)
                     await self._disconnect()
@@ -446,10 +453,15 @@ class ReplicaFetcherManager:
         self._fetchers: dict[int, _LeaderFetcher] = {}
         self._leader_of: dict[_Key, int] = {}
         self._stopping: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     def add(self, partition: Partition, leader_id: int) -> None:
         """Follow ``partition`` from ``leader_id`` (first truncating, then fetching);
-        moves it from another leader's fetcher. Call on the event loop."""
+        moves it from another leader's fetcher. Call on the event loop. Ignored once
+        closed: a cluster change arriving while the broker stops must not start a fetcher
+        on logs that are being closed."""
+        if self._closed:
+            return
         key = (partition.topic, partition.index)
         previous = self._leader_of.get(key)
         if previous is not None and previous != leader_id:
@@ -486,6 +498,7 @@ class ReplicaFetcherManager:
 
     async def close(self) -> None:
         """Stop every fetcher and close its connection."""
+        self._closed = True
         tasks = [f.task for f in self._fetchers.values()] + list(self._stopping)
         self._fetchers.clear()
         self._leader_of.clear()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import signal
 import sys
@@ -28,6 +29,9 @@ async def serve(config: BrokerConfig) -> None:
 
 def run_broker(config_path: Path | None, overrides: dict[str, str]) -> int:
     logging.getLogger().setLevel(logging.INFO)
+    # `kill -USR1 <pid>` writes every thread's stack to stderr (the broker's log): what a
+    # broker that does not stop is waiting for (Kafka users get the same from jstack).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         config = BrokerConfig.load(config_path, overrides)
         config.check_environment()
