@@ -110,7 +110,9 @@ class RequestMemoryPool:
 
     What reserves (a difference from Kafka, which reserves for every request): a frame that
     does not arrive whole in one read, from the moment its size prefix is known until it
-    has been answered. A connection waiting for a reservation reads nothing more, so its
+    has been answered, or a Produce until it has been appended: the Produces waiting for
+    their followers after that are not counted (at most a client's in-flight requests per
+    connection, 5 for Kafka's clients). A connection waiting for a reservation reads nothing more, so its
     client's bytes wait in the kernel. Requests that arrive whole in one read (at most
     ``READ_CHUNK`` bytes, one connection at a time) are never held back, so metadata,
     heartbeats and small produces keep flowing while large requests queue.
@@ -296,7 +298,7 @@ class KafkaServer:
                 else:
                     partial_since = started
                 if pool is not None and decoder.incomplete_frame_bytes != held:
-                    # The frames answered above free what they held; the incomplete one
+                    # The frames handled above free what they held; the incomplete one
                     # reserves its declared size before any more of it is read.
                     pool.release(held)
                     held = 0
