@@ -233,6 +233,7 @@ class Broker:
             active_controller=lambda: cluster.controller.is_active if cluster else True,
             remote=self.remote,
             scrubber=self.scrubber,
+            server=self.server,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]

@@ -19,6 +19,7 @@ from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
     from tierlog.broker.replica_manager import ReplicaManager
+    from tierlog.broker.server import KafkaServer
     from tierlog.local.scrubber import Scrubber
     from tierlog.remote.remote_log_manager import RemoteLogManager
 
@@ -83,6 +84,7 @@ class MetricsCollector:
         active_controller: Callable[[], bool],
         remote: RemoteLogManager | None,
         scrubber: Scrubber | None = None,
+        server: KafkaServer | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
@@ -90,6 +92,7 @@ class MetricsCollector:
         self.active_controller = active_controller
         self.remote = remote
         self.scrubber = scrubber
+        self.server = server
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -173,6 +176,50 @@ class MetricsCollector:
                     )
         if self.scrubber is not None:
             yield from _scrubber_metrics(self.scrubber)
+        if self.server is not None:
+            yield from _server_metrics(self.server)
+
+
+def _server_metrics(server: KafkaServer) -> Iterator[Any]:
+    """Connections and request memory (docs/limits.md). Kafka's names where Kafka has the
+    metric (``socket-server-metrics`` connection-count, ``SocketServer``
+    MemoryPoolAvailable/Used); tierlog's own for the closes its limits make, by reason."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    yield GaugeMetricFamily(
+        "kafka_server_socket_server_metrics_connection_count",
+        "Client connections open",
+        value=server.connection_count,
+    )
+    pool = server.memory_pool
+    if pool is not None:
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_memorypoolavailable",
+            "Bytes of queued.max.request.bytes not reserved (negative: one request overran)",
+            value=pool.available,
+        )
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_memorypoolused",
+            "Bytes of queued.max.request.bytes reserved by requests being received or handled",
+            value=pool.capacity - pool.available,
+        )
+    s = server.stats
+    refused = CounterMetricFamily(
+        "tierlog_server_connections_refused",
+        "Connections closed on accept by a connection quota",
+        labels=["limit"],
+    )
+    refused.add_metric(["max.connections"], s.refused_max_connections)
+    refused.add_metric(["max.connections.per.ip"], s.refused_per_ip)
+    yield refused
+    closed = CounterMetricFamily(
+        "tierlog_server_connections_closed",
+        "Connections closed by a time limit",
+        labels=["limit"],
+    )
+    closed.add_metric(["connections.max.idle.ms"], s.closed_idle)
+    closed.add_metric(["socket.request.receive.timeout.ms"], s.closed_slow_request)
+    yield closed
 
 
 def _scrubber_metrics(scrubber: Scrubber) -> Iterator[Any]:
