@@ -156,3 +156,34 @@ def test_unclean_recovery_finds_a_damaged_length_field(
     assert again.log_end_offset == header.base_offset
     assert any(str(path) in r.getMessage() for r in caplog.records)
     assert_dense(again)
+
+
+def test_clean_restart_keeps_a_closed_segment_with_a_damaged_length_and_all_after_it(
+    make_log: LogFactory, log_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Truncating the damaged segment would delete every later segment (offsets must stay
+    contiguous): the damage is marked instead, and only it is refused."""
+    lg = make_log(segment_bytes=SEGMENT_BYTES)
+    fill(lg, 40)
+    end = lg.log_end_offset
+    first = lg.segments[0]
+    position, header = list(first.batches())[5]
+    next_base = lg.segments[1].base_offset
+    lg.close()
+    _damage_length(first.path, position)
+    (log_dir / "leader-epoch-checkpoint").unlink()  # rebuilt from headers: must not fail
+    with caplog.at_level(logging.ERROR, logger="tierlog.local"):
+        again = make_log(segment_bytes=SEGMENT_BYTES, had_clean_shutdown=True)
+    assert again.log_end_offset == end
+    assert any("later segments are kept" in r.getMessage() for r in caplog.records)
+    for offset in (header.base_offset, next_base - 1):
+        with pytest.raises(CorruptSegmentError):
+            again.read(offset, 1 << 20)
+    before = again.read(0, 1 << 20)
+    assert before is not None and before.position + before.size <= position
+    before.release()
+    after = again.read(next_base, 1 << 20)
+    assert after is not None
+    assert struct.unpack_from(">q", after.read())[0] == next_base
+    after.release()
+    assert again.append(make_batch(1)).first_offset == end

@@ -30,6 +30,7 @@ from crc32c import crc32c
 from tierlog.local.config import LogConfig
 from tierlog.local.crc_worker import CRC_WORKER, OVERLAP_MIN_BYTES
 from tierlog.local.errors import (
+    CorruptSegmentError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -622,12 +623,22 @@ class Log:
         return None
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
-        """Every batch header from ``start_offset`` on, with its segment and position."""
+        """Every batch header from ``start_offset`` on, with its segment and position.
+
+        A segment's range already marked damaged (``LogSegment.damaged``, found at load
+        or by the scrubber) ends that segment's batches and the walk goes on with the next
+        segment: the bytes cannot be read, and start-up work (producer state, the epoch
+        cache) must not fail on them. Damage not known yet raises CorruptSegmentError.
+        """
         for segment in self.segments[self._segment_for(start_offset) :]:
-            found = segment.find_batch(start_offset)
-            if found is not None:
-                for position, header in segment.batches(found[0]):
-                    yield segment, position, header
+            try:
+                found = segment.find_batch(start_offset)
+                if found is not None:
+                    for position, header in segment.batches(found[0]):
+                        yield segment, position, header
+            except CorruptSegmentError as exc:
+                if not any(start <= exc.position < end for start, end, _ in segment.damaged):
+                    raise
 
     # -- flush, truncation, retention ----------------------------------------------------
 

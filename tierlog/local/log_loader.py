@@ -56,7 +56,9 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
         else:
             problem = None
             try:
-                segment.load()
+                # A closed segment damaged inside is kept with the damage marked (see
+                # LogSegment.load); only the active one is truncated.
+                segment.load(bases[n + 1] if n + 1 < len(bases) else None)
                 if n == len(bases) - 1:
                     # Even after a clean stop (Kafka skips this): the active segment's
                     # tail is CRC-checked, or a torn last batch hides every later append.
@@ -143,6 +145,9 @@ def _rebuild_epoch_cache_if_empty(log: Log) -> None:
     if log.leader_epoch_cache.entries or log.log_end_offset == log.log_start_offset:
         return
     for segment in log.segments:
-        for _, header in segment.batches():
-            if header.partition_leader_epoch > log.leader_epoch_cache.latest_epoch:
-                log.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        try:
+            for _, header in segment.batches():
+                if header.partition_leader_epoch > log.leader_epoch_cache.latest_epoch:
+                    log.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        except CorruptSegmentError:
+            continue  # marked damaged by load: what it held cannot be read

@@ -310,20 +310,41 @@ class LogSegment:
 
     # -- loading -------------------------------------------------------------------------
 
-    def load(self) -> None:
+    def load(self, next_base: int | None = None) -> None:
         """Restore running state of a segment written before (clean stop): the next offset
         from the last index entry onwards, the max timestamp from the time index.
 
+        ``next_base`` is the next segment's base offset when this one is closed. A closed
+        segment whose header walk meets an unreadable batch is then kept as it is: the
+        bytes from that batch on are marked damaged (reads of them answer
+        KAFKA_STORAGE_ERROR) and its offsets end at ``next_base``. Truncating it, as
+        recovery does, would also delete every later segment, intact data included,
+        because the log's offsets must stay contiguous.
+
         Raises:
             CorruptIndexError: an index fails its sanity check; call ``recover``.
-            RecordsError: a batch header in the scanned tail is malformed; call ``recover``.
+            RecordsError, CorruptSegmentError: a batch header in the scanned tail is
+                malformed (an active segment, or no ``next_base``); call ``recover``.
         """
         self.offset_index.sanity_check(max(self.size, 1))
         _, position = self.offset_index.lookup(2**62)
         self.next_offset = self.base_offset
-        for _, header in self._scan_headers(position):
-            self.next_offset = header.next_offset
-            self._note_timestamp(header.max_timestamp, header.last_offset)
+        try:
+            for _, header in self._scan_headers(position):
+                self.next_offset = header.next_offset
+                self._note_timestamp(header.max_timestamp, header.last_offset)
+        except CorruptSegmentError as exc:
+            if next_base is None:
+                raise
+            self.mark_damaged(exc.position, self.size, str(exc).removeprefix(f"{self.path}: "))
+            self.next_offset = next_base
+            log.error(
+                "%s: %s; offsets from there to %d answer KAFKA_STORAGE_ERROR (later segments "
+                "are kept)",
+                self.path,
+                str(exc).removeprefix(f"{self.path}: "),
+                next_base - 1,
+            )
         self._bytes_since_index_entry = self.size - position
         if self.size and self.next_offset == self.base_offset:
             raise CorruptIndexError(f"{self.path}: no batch found after the last index entry")
@@ -335,7 +356,13 @@ class LogSegment:
             ts == self.max_timestamp and offset < self.offset_of_max_timestamp
         ):
             self.max_timestamp, self.offset_of_max_timestamp = ts, offset
-        first = self._header_at(0) if self.size else None
+        try:
+            first = self._header_at(0) if self.size and not self.damaged else None
+        except RecordsError:
+            if next_base is None:
+                raise
+            self.mark_damaged(0, self.size, "the first batch header does not parse")
+            first = None
         if first is not None:
             self.first_batch_timestamp = first.max_timestamp
 
