@@ -70,9 +70,11 @@ class BrokerProcess:
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            # Leave the stacks of what it waits for in its log, then kill it.
+            # Leave the stacks of what it waits for in its log (threads, then asyncio
+            # tasks), then kill it.
             self.proc.send_signal(signal.SIGUSR1)
-            time.sleep(0.5)
+            self.proc.send_signal(signal.SIGUSR2)
+            time.sleep(1)
             self.proc.kill()
             code = self.proc.wait()
         self._close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
+import io
 import logging
 import signal
 import sys
@@ -22,9 +23,18 @@ async def serve(config: BrokerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
+    loop.add_signal_handler(signal.SIGUSR2, _log_tasks)
     # A line tools and tests can wait for: the broker is accepting connections.
     print(f"tierlog broker {config.broker_id} started on port {broker.port}", flush=True)
     await broker.wait_stopped()
+
+
+def _log_tasks() -> None:
+    """`kill -USR2 <pid>`: log what every asyncio task awaits (SIGUSR1 shows threads)."""
+    for task in asyncio.all_tasks():
+        buffer = io.StringIO()
+        task.print_stack(file=buffer)
+        log.warning("task %s:\n%s", task.get_name(), buffer.getvalue())
 
 
 def run_broker(config_path: Path | None, overrides: dict[str, str]) -> int:

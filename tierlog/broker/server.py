@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import io
 import logging
 import os
 import socket
@@ -112,10 +113,10 @@ class RequestMemoryPool:
     does not arrive whole in one read, from the moment its size prefix is known until it
     has been answered, or a Produce until it has been appended: the Produces waiting for
     their followers after that are not counted (at most a client's in-flight requests per
-    connection, 5 for Kafka's clients). A connection waiting for a reservation reads nothing more, so its
-    client's bytes wait in the kernel. Requests that arrive whole in one read (at most
-    ``READ_CHUNK`` bytes, one connection at a time) are never held back, so metadata,
-    heartbeats and small produces keep flowing while large requests queue.
+    connection, 5 for Kafka's clients). A connection waiting for a reservation reads
+    nothing more, so its client's bytes wait in the kernel. Requests that arrive whole in
+    one read (at most ``READ_CHUNK`` bytes, one connection at a time) are never held back,
+    so metadata, heartbeats and small produces keep flowing while large requests queue.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -210,14 +211,18 @@ class KafkaServer:
         assert self._server is not None, "start() first"
         await self._server.start_serving()
 
-    async def stop(self) -> None:
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop accepting and end every connection; a connection that has not ended after
+        ``timeout_s`` is logged with its stack and left behind, so a stop always ends."""
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
+            _, stuck = await asyncio.wait(list(self._connections), timeout=timeout_s)
+            for task in stuck:
+                log.error("a connection did not end on stop:\n%s", _stack_of(task))
+        if self._server is not None and not self._connections:
             await self._server.wait_closed()
 
     def _admit(self, ip: str) -> bool:
@@ -448,6 +453,12 @@ class _ProduceAnswers:
             finally:
                 self.unanswered -= 1
                 self._queue.task_done()
+
+
+def _stack_of(task: asyncio.Task[Any]) -> str:
+    buffer = io.StringIO()
+    task.print_stack(file=buffer)
+    return buffer.getvalue()
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
