@@ -159,3 +159,23 @@ def test_scrubbing_is_paced_to_the_rate(make_log: LogFactory) -> None:
     elapsed = time.monotonic() - started
     assert elapsed >= 0.8 * (closed - 64 * 1024) / (1 << 20)
     assert scrubber.stats.verified_bytes == closed
+
+
+def test_a_crc_failure_followed_by_a_broken_length_is_bounded(make_log: LogFactory) -> None:
+    lg = make_log(segment_bytes=SEGMENT_BYTES)
+    fill(lg, 40)
+    batches = batch_positions(lg, 0)
+    path = lg.segments[0].path
+    (p1, b1, l1), (p2, b2, _) = batches[3], batches[4]
+    flip(path, p1 + 100)
+    with open(path, "r+b") as f:
+        f.seek(p2 + 8)
+        f.write(struct.pack(">i", 0x7FFF0000))
+    first, second = verify_segment_crc(path)
+    assert (first.position, first.end_position, first.first_offset, first.last_offset) == (
+        p1,
+        p2,
+        b1,
+        l1,
+    )
+    assert (second.position, second.first_offset, second.last_offset) == (p2, b2, -1)

@@ -103,6 +103,17 @@ def verify_segment_crc(
             view = memoryview(mapped)
             try:
                 _walk(path, view, size, expected, problems, throttle)
+                # A CRC failure right before a structural one was not bounded in the walk.
+                for n, problem in enumerate(problems):
+                    if problem.last_offset == -2:
+                        # Its own lastOffsetDelta (inside the bad CRC), capped by where the
+                        # next damaged batch claims to start.
+                        last = _claimed_last_offset(view, problem)
+                        if n + 1 < len(problems):
+                            later = problems[n + 1].first_offset - 1
+                            if last < 0 or last > later:
+                                last = later
+                        problems[n] = _bounded(problem, last)
             finally:
                 view.release()
     finally:
