@@ -148,6 +148,66 @@ def parse_parameter(value: str) -> Any:
         return value
 
 
+class UnknownParameterError(ValueError):
+    """A parameter the notebook's ``parameters`` cell does not declare (a typo, most
+    likely): papermill would only warn and run on with the defaults."""
+
+
+# The parameter the pipelines' notebooks name their cluster by.
+BOOTSTRAP_PARAMETER = "bootstrap_servers"
+
+
+def check_parameters(notebook: Path, values: Mapping[str, Any]) -> None:
+    """Refuse parameters ``notebook`` does not declare in its ``parameters`` cell, and fail
+    at once when the cluster it reads (``bootstrap_servers``, given or its default) refuses
+    connections: otherwise the run finds out a minute later, after Spark's start-up.
+
+    Raises:
+        UnknownParameterError: naming the unknown ones, the closest declared names and
+            every declared one.
+        CliError: every server of ``bootstrap_servers`` refused the connection.
+    """
+    import ast
+
+    import papermill
+
+    from tierlog.tools.errors import require_listening
+
+    declared = papermill.inspect_notebook(str(notebook))
+    _check_names(notebook, list(values), list(declared))
+    bootstrap = values.get(BOOTSTRAP_PARAMETER)
+    if bootstrap is None and BOOTSTRAP_PARAMETER in declared:
+        try:
+            bootstrap = ast.literal_eval(declared[BOOTSTRAP_PARAMETER]["default"])
+        except (ValueError, SyntaxError):
+            bootstrap = None  # computed in the cell: the notebook will say
+    if isinstance(bootstrap, str) and bootstrap:
+        require_listening(bootstrap, option=f"-p {BOOTSTRAP_PARAMETER} HOST:PORT")
+
+
+def _check_names(notebook: Path, given: list[str], declared: list[str]) -> None:
+    import difflib
+
+    if not given:
+        return
+    unknown = [name for name in given if name not in declared]
+    if not unknown:
+        return
+    if not declared:
+        raise UnknownParameterError(
+            f"notebook {notebook.stem} takes no parameters (it has no cell tagged "
+            f"'parameters'), got {', '.join(unknown)}"
+        )
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, declared, n=1)
+        hints.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    raise UnknownParameterError(
+        f"notebook {notebook.stem} has no parameter {', '.join(hints)}; its parameters: "
+        f"{', '.join(declared)}"
+    )
+
+
 def reserve_output(directory: Path, label: str, started: datetime) -> Path:
     """Create ``directory/LABEL-<UTC timestamp>.ipynb`` empty and return it; if that file
     exists, ``-1``, ``-2``, ... is added. Creating with O_EXCL claims the name, so two
@@ -197,12 +257,15 @@ def run_notebook(
 
     Raises:
         FileNotFoundError: no such notebook.
+        UnknownParameterError: a parameter the notebook does not declare; nothing ran.
+        CliError: its ``bootstrap_servers`` refuse connections; nothing ran.
     """
     import papermill
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     notebook = resolve_notebook(name, notebooks_dir).resolve()
     values = dict(parameters or {})
+    check_parameters(notebook, values)
     started = clock()
     output = reserve_output(runs_dir, label or notebook.stem, started).resolve()
     # The kernel's (and Spark's) console chatter goes beside the executed notebook, not
