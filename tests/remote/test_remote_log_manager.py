@@ -171,6 +171,32 @@ def test_offloads_closed_segments_below_the_high_watermark_in_order(harness: Har
     assert len(harness.objects()) == 5 * len(closed) + 1  # + manifest.json
 
 
+def test_a_corrupt_segment_is_never_offloaded(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = harness.log
+    closed = log.segments[:-1]
+    # Flip a byte at the end of the third segment (inside its last record): its CRC fails.
+    damaged = closed[2]
+    with open(damaged.path, "r+b") as f:
+        f.seek(damaged.size - 3)
+        byte = f.read(1)
+        f.seek(damaged.size - 3)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with caplog.at_level(logging.ERROR):
+        harness.cycle(2)
+    committed = harness.committed()
+    # Offload stops before the damage: nothing from it on is remote, nothing has a gap.
+    assert [s.base_offset for s in committed] == [s.base_offset for s in closed[:2]]
+    assert log.remote_end_offset == damaged.base_offset
+    assert not any(
+        mf.parse_object_name(n) and n.startswith(f"{damaged.base_offset:020d}")
+        for n in harness.objects()
+    )
+    assert harness.manager.copy_errors >= 1
+    assert any("not offloaded" in r.getMessage() for r in caplog.records)
+
+
 def test_commit_comes_after_the_upload(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     store, log = harness.store, harness.log
     real_copy, real_commit = store.copy_segment, store.commit

@@ -13,6 +13,9 @@ Rules (DESIGN.md "Remote tier"):
   and indexes are uploaded first, then it is committed to the manifest (COPY_FINISHED);
   an upload interrupted by a crash leaves objects no manifest entry names, which the orphan
   cleanup removes; the segment is simply uploaded again;
+- a segment whose batches fail their CRC-32C check is never offloaded: the partition's
+  offload stops before it (reported once, counted in ``copy_errors``) until it is repaired
+  or removed, so the remote tier never holds damage and never has a gap for it;
 - a local segment is deleted by local retention only once its upload is committed;
 - retention.ms / retention.bytes bound the whole log: remote-only segments past them are
   marked DELETE_STARTED, their objects deleted, then dropped from the manifest, and the
@@ -40,9 +43,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tierlog.local.checkpoint import CorruptCheckpointError, decode_checkpoint, encode_checkpoint
+from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.leader_epoch import EpochEntry
 from tierlog.local.log import Log
 from tierlog.local.producer_state import snapshot_path
+from tierlog.local.scrubber import verify_segment_crc
 from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import (
@@ -232,7 +237,7 @@ class RemoteLogManager:
                     if state.problem is not None:
                         log.info("%s: remote tier reachable again", state.name)
                         state.problem = None
-                except (RemoteStorageError, OSError, ValueError) as exc:
+                except (RemoteStorageError, CorruptSegmentError, OSError, ValueError) as exc:
                     self.copy_errors += 1
                     state.stale = True
                     if isinstance(exc, CorruptManifestError):
@@ -247,7 +252,9 @@ class RemoteLogManager:
     def _report(self, state: TieredPartition, exc: BaseException) -> None:
         problem = f"{type(exc).__name__}: {exc}"
         if problem != state.problem:
-            if isinstance(exc, CorruptManifestError):
+            if isinstance(exc, CorruptSegmentError):
+                log.error("%s: %s", state.name, exc)
+            elif isinstance(exc, CorruptManifestError):
                 log.error("%s: %s; keeping local data until it is fixed", state.name, exc)
             else:
                 log.warning("%s: remote tier: %s (will retry)", state.name, problem)
@@ -330,6 +337,19 @@ class RemoteLogManager:
     def _upload(self, state: TieredPartition, files: _SegmentFiles, epoch: int) -> mf.Manifest:
         manifest = state.manifest
         assert manifest is not None
+        # Never offload damage: the remote copy outlives the local one, and readers of the
+        # remote tier trust what is there. The partition's offload stops here until the
+        # segment is repaired or removed; the log and the scrubber report the range.
+        problems = verify_segment_crc(files.log_path)
+        if problems:
+            first = problems[0]
+            raise CorruptSegmentError(
+                f"{files.log_path}: not offloaded, {len(problems)} damaged range(s), the "
+                f"first at byte {first.position} (offsets {first.first_offset}-"
+                f"{first.last_offset}): {first.problem}",
+                files.log_path,
+                first.position,
+            )
         aux_state = files.aux_state()
         segment = RemoteSegment(
             topic=state.topic,
