@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ from tierlog.local.errors import OffsetOutOfRangeError
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from tierlog.local.segment import FileSlice
 from tierlog.records.header import iter_batches
-from tierlog.remote.api import RemoteStorageUnavailableError
+from tierlog.remote.api import RemoteDataLostError, RemoteStorageUnavailableError
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.remote.unified_log import (
@@ -182,3 +184,52 @@ def test_epochs_older_than_the_local_history_are_answered_from_the_remote_tier(
     for epoch in range(first_local.epoch):
         assert tiered.log.end_offset_for_epoch(epoch) == (epoch, 40 * (epoch + 1))
     assert tiered.log.end_offset_for_epoch(3) == (3, tiered.local.log_end_offset)
+
+
+def test_a_remote_tier_that_lost_committed_data_fails_reads_loudly(
+    tiered: Tiered, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An emptied bucket must not move the log start over acknowledged data: reads of the
+    lost range fail (KAFKA_STORAGE_ERROR), the earliest offset stays, and only DeleteRecords
+    past the range gives it up; the loss survives a restart (the local checkpoint)."""
+    tiered.offload_and_trim()
+    local_start = tiered.local.log_start_offset
+    state = tiered.remote.get(TOPIC, PARTITION)
+    assert state is not None and state.checkpoint.remote_end >= local_start
+    remote_end = state.checkpoint.remote_end
+    shutil.rmtree(tmp_path / "remote")  # the bucket is emptied
+    state.stale = True  # as after a failed commit; an idle leader finds it at its next scan
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(tiered.remote.run_cycle())
+    assert any("lost committed data" in r.getMessage() for r in caplog.records)
+    assert state.lost() == (0, remote_end)
+    assert tiered.remote.lost_ranges == 1
+    with pytest.raises(RemoteDataLostError):
+        asyncio.run(
+            tiered.log.read(0, 1 << 20, max_offset=tiered.high_watermark, min_one_batch=True)
+        )
+    assert tiered.log.earliest_offset() == 0
+    assert asyncio.run(tiered.log.list_offset(EARLIEST_TIMESTAMP, tiered.high_watermark)) == (
+        0,
+        -1,
+    )
+    # A restarted manager knows of the loss from the partition's checkpoint file.
+    tiered.remote.close()
+    tiered.remote = RemoteLogManager(
+        FsspecRemoteStore((tmp_path / "remote").as_uri()),
+        tmp_path / f"cache-{uuid.uuid4().hex}",
+        0,
+    )
+    tiered.log = UnifiedLog(tiered.local, tiered.remote, TOPIC, PARTITION)
+    tiered.track()
+    asyncio.run(tiered.remote.run_cycle())
+    restarted = tiered.remote.get(TOPIC, PARTITION)
+    assert restarted is not None and restarted.lost() == (0, remote_end)
+    # DeleteRecords past the loss gives it up knowingly; reads from there work.
+    asyncio.run(tiered.log.advance_log_start_offset(remote_end))
+    assert restarted.lost() is None
+    assert tiered.log.earliest_offset() == remote_end
+    read = asyncio.run(
+        tiered.log.read(remote_end, 1 << 20, max_offset=tiered.high_watermark, min_one_batch=True)
+    )
+    assert first_offset(read.records) == remote_end

@@ -143,6 +143,14 @@ class RemoteResourceNotFoundError(RemoteStorageError):
     """An object the call needs does not exist (Kafka's RemoteResourceNotFoundException)."""
 
 
+class RemoteDataLostError(RemoteStorageError):
+    """A read of offsets the remote tier once committed and has lost (an emptied bucket):
+    answered KAFKA_STORAGE_ERROR, never skipped over (``remote_checkpoint``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=True)
+
+
 class CorruptManifestError(RemoteStorageError):
     """A manifest cannot be decoded or breaks its invariants. The message starts with the
     manifest's full path or URL (``where``) and says what is wrong. Never a reason to

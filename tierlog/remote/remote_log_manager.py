@@ -42,7 +42,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tierlog.local.checkpoint import CorruptCheckpointError, decode_checkpoint, encode_checkpoint
+from tierlog.local.checkpoint import (
+    CorruptCheckpointError,
+    atomic_write,
+    decode_checkpoint,
+    encode_checkpoint,
+)
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.leader_epoch import EpochEntry
 from tierlog.local.log import Log
@@ -50,6 +55,7 @@ from tierlog.local.producer_state import snapshot_path
 from tierlog.local.scrubber import verify_segment_crc
 from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from tierlog.remote import manifest as mf
+from tierlog.remote import remote_checkpoint as rc
 from tierlog.remote.api import (
     CorruptManifestError,
     FencedLeaderEpochError,
@@ -114,6 +120,8 @@ class TieredPartition:
     stale: bool = False
     cycles: int = 0
     readers: OrderedDict[str, RemoteSegmentReader] = dataclasses.field(default_factory=OrderedDict)
+    # How far the remote tier was known to reach, and what it lost (remote_checkpoint.py).
+    checkpoint: rc.RemoteCheckpoint = dataclasses.field(default_factory=rc.RemoteCheckpoint)
 
     @property
     def name(self) -> str:
@@ -128,12 +136,20 @@ class TieredPartition:
         return committed[-1].end_offset + 1 if committed else 0
 
     def earliest_offset(self) -> int:
-        """The whole log's start: the remote log start when remote data exists."""
+        """The whole log's start: the remote log start when remote data exists. A range
+        the remote tier lost still counts (its reads fail loudly): the log start never
+        moves over acknowledged data without DeleteRecords saying so."""
+        start = self.log.log_start_offset
         committed = self.committed()
-        if not committed or self.manifest is None:
-            return self.log.log_start_offset
-        remote_start = max(committed[0].base_offset, self.manifest.log_start_offset)
-        return min(remote_start, self.log.log_start_offset)
+        if committed and self.manifest is not None:
+            remote_start = max(committed[0].base_offset, self.manifest.log_start_offset)
+            start = min(remote_start, start)
+        lost = self.lost()
+        return min(lost[0], start) if lost is not None else start
+
+    def lost(self) -> tuple[int, int] | None:
+        """``[start, end)`` the remote tier lost, None when it lost nothing."""
+        return self.checkpoint.lost if self.checkpoint.has_loss else None
 
 
 class RemoteLogManager:
@@ -177,6 +193,7 @@ class RemoteLogManager:
         self.fetched_bytes = 0
         self.copy_errors = 0
         self.fetch_errors = 0
+        self.lost_ranges = 0  # times the remote tier was found to have lost committed data
 
     # -- tracking ------------------------------------------------------------------------
 
@@ -200,6 +217,7 @@ class RemoteLogManager:
             state = TieredPartition(
                 topic, partition, topic_id, log, leader_epoch, high_watermark, follower
             )
+            state.checkpoint = _read_checkpoint(log.directory)
             self.partitions[key] = state
             # Until the manifest is read nothing counts as uploaded: local retention
             # deletes nothing of a tiered log it cannot prove is remote.
@@ -308,6 +326,56 @@ class RemoteLogManager:
 
     def _publish(self, state: TieredPartition) -> None:
         state.log.remote_end_offset = state.remote_end()
+        if state.manifest is None:
+            return
+        before = state.checkpoint
+        after = rc.observe(before, state.manifest)
+        if after == before:
+            return
+        if after.has_loss and after.lost != before.lost:
+            self.lost_ranges += 1
+            log.error(
+                "%s: the remote tier lost committed data: offsets %d-%d were in %s and are "
+                "not any more (an emptied or replaced bucket?). Reads of them fail with "
+                "KAFKA_STORAGE_ERROR until the data is restored or DeleteRecords moves the "
+                "log start past %d.",
+                state.name,
+                after.lost[0],
+                after.lost[1] - 1,
+                self.store.manifest_url(state.topic, state.partition),
+                after.lost[1],
+            )
+        elif before.has_loss and not after.has_loss:
+            log.warning("%s: the remote tier holds offsets %d-%d again", state.name, *before.lost)
+        self._save_checkpoint(state, after)
+
+    def _save_checkpoint(self, state: TieredPartition, checkpoint: rc.RemoteCheckpoint) -> None:
+        state.checkpoint = checkpoint
+        path = rc.path_in(state.log.directory)
+        data = rc.encode(checkpoint)
+
+        def write() -> None:
+            try:
+                atomic_write(path, data)
+            except OSError as exc:  # the partition was deleted meanwhile, or the disk is full
+                log.warning("%s: cannot write %s: %s", state.name, path, exc)
+
+        # On the worker (one thread): writes land in order, and the fsync stays off the loop.
+        self._worker.submit(write)
+
+    def acknowledge_loss(self, state: TieredPartition, log_start: int) -> None:
+        """DeleteRecords moved the log start to ``log_start``: a lost range below it is
+        given up on knowingly (logged), and no longer fails reads."""
+        after = rc.acknowledge(state.checkpoint, log_start)
+        if after != state.checkpoint:
+            log.warning(
+                "%s: DeleteRecords to %d gives up the lost remote offsets %d-%d",
+                state.name,
+                log_start,
+                state.checkpoint.lost[0],
+                state.checkpoint.lost[1] - 1,
+            )
+            self._save_checkpoint(state, after)
 
     def _check_not_fenced(self, state: TieredPartition, manifest: mf.Manifest) -> None:
         """A manifest written by a newer leader epoch means this broker is deposed: it must
@@ -665,9 +733,21 @@ class RemoteLogManager:
             "fetched_bytes": self.fetched_bytes,
             "copy_errors": self.copy_errors,
             "fetch_errors": self.fetch_errors,
+            "lost_ranges": self.lost_ranges,
             "cache_hits": self.cache.hits,
             "cache_misses": self.cache.misses,
         }
+
+
+def _read_checkpoint(directory: Path) -> rc.RemoteCheckpoint:
+    path = rc.path_in(directory)
+    try:
+        return rc.decode(path.read_bytes(), str(path))
+    except FileNotFoundError:
+        return rc.RemoteCheckpoint()
+    except (CorruptCheckpointError, OSError) as exc:
+        log.warning("%s; starting without it (a loss before now may go unnoticed)", exc)
+        return rc.RemoteCheckpoint()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

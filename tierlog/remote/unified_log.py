@@ -25,7 +25,7 @@ from tierlog.local.leader_epoch import EpochEntry, end_offset_for
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from tierlog.local.segment import FileSlice
 from tierlog.remote import manifest as mf
-from tierlog.remote.api import RemoteStorageUnavailableError
+from tierlog.remote.api import RemoteDataLostError, RemoteStorageUnavailableError
 from tierlog.remote.remote_log_manager import RemoteLogManager, TieredPartition
 
 # KIP-405/KIP-1005 special timestamps: earliest local offset, latest tiered offset, first
@@ -119,6 +119,12 @@ class UnifiedLog:
         if offset < local.log_start_offset:
             self._require_remote_known()
             tiered = self.tiered()
+            lost = tiered.lost() if tiered is not None else None
+            if lost is not None and lost[0] <= offset < lost[1]:
+                raise RemoteDataLostError(
+                    f"{self.topic}-{self.partition}: offsets {lost[0]}-{lost[1] - 1} were "
+                    "committed to the remote tier and it lost them"
+                )
             earliest = self.earliest_offset()
             if tiered is not None and self.remote is not None and offset >= earliest:
                 remote = await self.remote.read(tiered, offset, max_bytes, min_one_batch)
@@ -195,6 +201,8 @@ class UnifiedLog:
         returns the whole log's start offset (the new low watermark)."""
         low_watermark = self.local.advance_log_start_offset(offset)
         tiered = self.tiered()
+        if self.remote is not None and tiered is not None:
+            self.remote.acknowledge_loss(tiered, offset)
         if self.remote is not None and tiered is not None and tiered.committed():
             low_watermark = await self.remote.advance_log_start_offset(tiered, offset)
         return low_watermark
