@@ -118,3 +118,5 @@ def test_metrics_endpoint_speaks_prometheus_with_kafkas_names(tmp_path: Path) ->
     assert values["kafka_server_replicamanager_partitioncount"] == 1
     assert values["kafka_controller_kafkacontroller_activecontrollercount"] == 1
     assert "kafka_network_requestmetrics_requests_total" in text
+    # The default broker has a remote tier (under its log dir): nothing lost yet.
+    assert values["tierlog_remote_lost_ranges_total"] == 0

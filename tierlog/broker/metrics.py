@@ -174,6 +174,12 @@ class MetricsCollector:
                     yield CounterMetricFamily(
                         f"kafka_server_brokertopicmetrics_{name}", text, value=remote[stat]
                     )
+            # tierlog's own: Kafka's remote metadata cannot vanish with the bucket.
+            yield CounterMetricFamily(
+                "tierlog_remote_lost_ranges",
+                "Times the remote tier was found to have lost committed data",
+                value=remote.get("lost_ranges", 0),
+            )
         if self.scrubber is not None:
             yield from _scrubber_metrics(self.scrubber)
         if self.server is not None:
