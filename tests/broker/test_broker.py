@@ -120,3 +120,31 @@ def test_metrics_endpoint_speaks_prometheus_with_kafkas_names(tmp_path: Path) ->
     assert "kafka_network_requestmetrics_requests_total" in text
     # The default broker has a remote tier (under its log dir): nothing lost yet.
     assert values["tierlog_remote_lost_ranges_total"] == 0
+
+
+def test_a_first_start_that_failed_on_a_taken_port_does_not_lock_the_directory(
+    tmp_path: Path,
+) -> None:
+    """The failed start wrote meta.properties; the next one must accept the directory."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    data = tmp_path / "data"
+
+    async def start_once(listeners: str) -> None:
+        broker = Broker(config(data, listeners=listeners))
+        try:
+            await broker.start()
+        finally:
+            await broker.stop()
+
+    try:
+        with pytest.raises(OSError):
+            asyncio.run(start_once(f"PLAINTEXT://127.0.0.1:{port}"))
+    finally:
+        taken.close()
+    assert (data / "meta.properties").exists()
+    asyncio.run(start_once("PLAINTEXT://127.0.0.1:0"))

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tierlog.broker.cluster import ClusterMembership
@@ -19,7 +20,9 @@ from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.handlers import HANDLERS
+from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
 from tierlog.broker.meta_properties import check_or_write
+from tierlog.broker.meta_properties import read as read_meta_properties
 from tierlog.broker.metrics import MetricsCollector, serve_metrics
 from tierlog.broker.offsets_topic import OffsetsTopic
 from tierlog.broker.partition import Partition
@@ -77,6 +80,13 @@ class Broker:
         coordinator: Coordinator
         if config.single_node:
             coordinator = LocalCoordinator(config.log_dirs[0])
+            if not coordinator.path.exists():
+                # A first start that failed after writing meta.properties (a port already
+                # taken) never saved its cluster id anywhere else: keep that one, or every
+                # later start would refuse the directory as another cluster's.
+                meta = Path(config.log_dirs[0]) / META_PROPERTIES
+                if meta.exists():
+                    coordinator.cluster_id = read_meta_properties(meta)["cluster.id"]
         else:
             self.cluster = ClusterMembership(config)
             coordinator = self.cluster.coordinator
