@@ -13,9 +13,9 @@ the last line printed is one JSON object with every figure.
    Also a full rescan (no checkpoint) for contrast, giving seconds per GiB scanned.
 4. Memory: RSS (anonymous and file-backed) before and after appending 2 GiB.
 5. Produce checks (issue 10, items 5 and 6), in microseconds per batch next to the append
-   itself: counting an uncompressed batch's records by their length prefixes (native walk
-   and the Python fallback), the CRC-32C for scale, and a compressed batch's declared-size
-   check. ``--only append,checks`` runs a subset.
+   itself: counting an uncompressed batch's records by their length prefixes (the Python
+   walk, ``record_walk.count_records``), the CRC-32C for scale, and a compressed batch's
+   declared-size check. ``--only append,checks`` runs a subset.
 """
 
 from __future__ import annotations
@@ -154,13 +154,8 @@ def bench_checks(appends: dict[str, dict[str, float]]) -> dict[str, dict[str, fl
         append = appends.get(f"append_{name}")
         figures = {
             "records": float(header.record_count),
-            "walk_native_us": per_call_us(
-                partial(record_walk.count_records, batch, HEADER_SIZE, end), calls
-            )
-            if record_walk.native_available()
-            else float("nan"),
-            "walk_python_us": per_call_us(
-                partial(record_walk.count_records_py, batch, HEADER_SIZE, end), calls // 10 or 1
+            "walk_us": per_call_us(
+                partial(record_walk.count_records, batch, HEADER_SIZE, end), calls // 10 or 1
             ),
             "crc_us": per_call_us(partial(crc32c, memoryview(batch)[ATTRIBUTES_OFFSET:]), calls),
         }
@@ -420,8 +415,7 @@ def main() -> None:
             figures["produce_checks"] = checks = bench_checks(appends)
             for name, c in checks.items():
                 print(
-                    f"checks {name}: {c['records']:.0f} records; walk native "
-                    f"{c['walk_native_us']:.1f} us, python {c['walk_python_us']:.1f} us; "
+                    f"checks {name}: {c['records']:.0f} records; walk {c['walk_us']:.1f} us; "
                     f"crc {c['crc_us']:.1f} us; zstd declared size "
                     f"{c['declared_size_zstd_us']:.2f} us; append "
                     f"{c.get('append_us', float('nan')):.1f} us vs os.write "

@@ -29,7 +29,6 @@ from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.local.segment import LogSegment
-from tierlog.records.record_walk import native_available
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import Scheduler
 
@@ -114,9 +113,6 @@ class LogManager:
         """Lock the dirs, load every log (recovering those of an unclean stop from their
         recovery point), and schedule the background tasks."""
         topic_configs = topic_configs or {}
-        # Build (first run on this machine) or open the native record walk now, not in
-        # the first produce request (tierlog/records/record_walk.py).
-        native_available()
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._lock(log_dir)
