@@ -241,11 +241,23 @@ class LogManager:
         log_dir = self._dir_of.pop(tp, None)
         if doomed is None or log_dir is None:
             return
-        doomed.close()
         aside = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         os.rename(doomed.directory, aside)
+        # Release the files without a clean close: ``close`` writes (a last time-index
+        # entry into the mapped, sparse index, an index trim, a producer snapshot), and on a
+        # full disk that write is an ENOSPC or, through the map, a SIGBUS that kills the
+        # broker (issue 10, item 8). Nothing of a deleted log needs saving. The paths
+        # ``delete`` unlinks are gone already (renamed); it only drops maps and fds.
+        for segment in doomed.segments:
+            segment.delete()
+        doomed.closed = True
         shutil.rmtree(aside, ignore_errors=True)
-        self.checkpoint()
+        try:
+            self.checkpoint()
+        except OSError as exc:
+            # The log is gone either way; the stale entry names a log that no longer exists
+            # and the next periodic checkpoint drops it.
+            log.warning("%s-%d deleted, but the checkpoints were not updated: %s", *tp, exc)
 
     # -- background tasks ----------------------------------------------------------------
 

@@ -1,0 +1,122 @@
+"""A broker whose data disk fills up (issue 10, "Full disk"): a real tmpfs filled by a
+ballast file, a real broker process and real clients. Deleting the ballast "frees space"."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.broker.harness import BrokerProcess
+
+DISK_MB = 40
+# Every test is bounded: the broker, the clients and the polls all stop in this many seconds.
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    """A fresh 40 MiB tmpfs. Not skipped when it cannot be mounted: these tests are the
+    only proof of the full-disk behaviour, so a box that cannot run them must say so."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        pytest.fail(
+            f"cannot mount a tmpfs at {mount} (needs root): {result.stderr.strip()}",
+            pytrace=False,
+        )
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Fill ``disk`` to the last byte with a ballast file and return it."""
+    ballast = disk / "ballast"
+    chunk = b"\0" * (1 << 20)
+    with open(ballast, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(chunk)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        # Take the last partial MiB too, so not even a small write fits.
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 4096)
+    return ballast
+
+
+def start_broker(disk: Path, overrides: dict[str, str] | None = None) -> BrokerProcess:
+    broker = BrokerProcess(disk / "data", {"log.segment.bytes": str(4 << 20), **(overrides or {})})
+    # Its log goes beside the tmpfs, not on it: a full disk must not swallow the evidence.
+    broker.log_path = disk.parent / "broker.log"
+    return broker
+
+
+def free_bytes(disk: Path) -> int:
+    st = os.statvfs(disk)
+    return st.f_bavail * st.f_frsize
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=10)
+
+
+def produce(bootstrap: str, topic: str, megabytes: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    value = os.urandom(64 * 1024)
+    for _ in range(megabytes * 16):
+        producer.produce(topic, value=value)
+        producer.poll(0)
+    assert producer.flush(20) == 0
+
+
+def topics(bootstrap: str) -> set[str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return set(admin.list_topics(timeout=10).topics)
+
+
+def test_delete_topic_on_a_full_disk_frees_its_space(disk: Path) -> None:
+    """Item 8: a DeleteTopics on a full disk either deletes the topic and frees its bytes,
+    or fails and keeps it listed; never gone from metadata with its data left on disk."""
+    broker = start_broker(disk).start()
+    try:
+        create_topic(broker.bootstrap, "big")
+        produce(broker.bootstrap, "big", 12)
+        ballast = fill(disk)
+        assert free_bytes(disk) < 1 << 20
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        error: KafkaException | None = None
+        try:
+            admin.delete_topics(["big"])["big"].result(timeout=15)
+        except KafkaException as exc:
+            error = exc
+        listed = "big" in topics(broker.bootstrap)
+        on_disk = any(p.name.startswith("big-") for p in (disk / "data").iterdir())
+        assert listed == on_disk, broker.log_text()[-3000:]
+        assert listed == on_disk, (
+            f"DeleteTopics answered {error}; listed={listed}, data on disk={on_disk}"
+        )
+        # The deletion must work while the disk is full: that is how space is freed.
+        assert error is None, f"DeleteTopics failed on a full disk: {error}"
+        assert not listed
+        assert free_bytes(disk) >= 10 << 20, "the topic's bytes were not freed"
+        ballast.unlink()
+    finally:
+        broker.stop()
