@@ -120,3 +120,29 @@ def test_delete_topic_on_a_full_disk_frees_its_space(disk: Path) -> None:
         ballast.unlink()
     finally:
         broker.stop()
+
+
+def test_restart_on_a_full_disk_stops_with_one_line_then_starts_once_freed(disk: Path) -> None:
+    """Item 10: a start on a full disk used to die with a traceback while writing a
+    checkpoint. It stops with one line naming the cause; once space is freed it starts and
+    still has its topic."""
+    broker = start_broker(disk).start()
+    create_topic(broker.bootstrap, "kept", 3)
+    produce(broker.bootstrap, "kept", 2)
+    assert broker.stop() == 0
+    ballast = fill(disk)
+    before = len(broker.log_text())
+    with pytest.raises(RuntimeError, match="exited early"):
+        broker.start(timeout=20)
+    output = broker.log_text()[before:]
+    assert "Traceback" not in output, output[-3000:]
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert "no space left on device" in lines[-1], output[-3000:]
+    assert "free space" in lines[-1]
+    ballast.unlink()
+    broker.start(timeout=20)
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert "kept" in admin.list_topics(timeout=10).topics
+    finally:
+        broker.stop()

@@ -16,6 +16,7 @@ tasks on the caller's thread.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -29,6 +30,7 @@ from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.local.segment import LogSegment
+from tierlog.tools.errors import CliError
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import Scheduler
 
@@ -68,6 +70,14 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
 
 class LogDirInUseError(Exception):
     """Another process holds this log dir's lock."""
+
+
+class DiskFullError(CliError):
+    """A log dir's disk filled up while the broker started: loading writes (checkpoints,
+    the leader-epoch checkpoint of a log whose history was cut, preallocated indexes), and
+    without them the state the broker would serve from is not on disk. A ``CliError``, so
+    ``tierlog broker start`` stops with this one line instead of a traceback (issue 10,
+    item 10)."""
 
 
 class LogManager:
@@ -113,6 +123,42 @@ class LogManager:
         """Lock the dirs, load every log (recovering those of an unclean stop from their
         recovery point), and schedule the background tasks."""
         topic_configs = topic_configs or {}
+        try:
+            self._load_all(topic_configs)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            where = exc.filename or ", ".join(str(d) for d in self.log_dirs)
+            raise DiskFullError(
+                f"cannot start: no space left on device ({where}); free space on "
+                "that disk (the logs themselves are intact) and start the broker again"
+            ) from exc
+        if self.scheduler is not None:
+            t = self.timings
+            self.scheduler.schedule(
+                "log-flush", self.flush_due, t.flush_check_interval_ms, t.flush_check_interval_ms
+            )
+            self.scheduler.schedule(
+                "log-retention",
+                self.retention_pass,
+                t.retention_check_interval_ms,
+                t.retention_check_interval_ms,
+            )
+            self.scheduler.schedule(
+                "log-checkpoint",
+                self.checkpoint,
+                t.checkpoint_interval_ms,
+                t.checkpoint_interval_ms,
+            )
+            self.scheduler.schedule(
+                "producer-expiration",
+                self.expire_producers,
+                t.producer_expiration_check_interval_ms,
+                t.producer_expiration_check_interval_ms,
+            )
+        self.started = True
+
+    def _load_all(self, topic_configs: dict[str, LogConfig]) -> None:
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._lock(log_dir)
@@ -149,30 +195,6 @@ class LogManager:
                 )
                 self._dir_of[tp] = log_dir
         self.checkpoint()
-        if self.scheduler is not None:
-            t = self.timings
-            self.scheduler.schedule(
-                "log-flush", self.flush_due, t.flush_check_interval_ms, t.flush_check_interval_ms
-            )
-            self.scheduler.schedule(
-                "log-retention",
-                self.retention_pass,
-                t.retention_check_interval_ms,
-                t.retention_check_interval_ms,
-            )
-            self.scheduler.schedule(
-                "log-checkpoint",
-                self.checkpoint,
-                t.checkpoint_interval_ms,
-                t.checkpoint_interval_ms,
-            )
-            self.scheduler.schedule(
-                "producer-expiration",
-                self.expire_producers,
-                t.producer_expiration_check_interval_ms,
-                t.producer_expiration_check_interval_ms,
-            )
-        self.started = True
 
     def _lock(self, log_dir: Path) -> None:
         fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
