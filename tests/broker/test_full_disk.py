@@ -7,11 +7,12 @@ import contextlib
 import errno
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.harness import BrokerProcess
@@ -145,4 +146,50 @@ def test_restart_on_a_full_disk_stops_with_one_line_then_starts_once_freed(disk:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         assert "kept" in admin.list_topics(timeout=10).topics
     finally:
+        broker.stop()
+
+
+def test_groups_recover_by_themselves_once_space_is_freed(disk: Path) -> None:
+    """Item 9: a consumer group first used while the disk is full (the broker creates
+    ``__consumer_offsets`` on that FindCoordinator) used to get a closed connection with an
+    ENOSPC traceback, then NOT_COORDINATOR until a restart. Once space is freed the group
+    must work without one."""
+    broker = start_broker(disk, {"offsets.topic.num.partitions": "4"}).start()
+    consumer: Consumer | None = None
+    try:
+        create_topic(broker.bootstrap, "events")
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(100):
+            producer.produce("events", value=b"%d" % i)
+        assert producer.flush(10) == 0
+        ballast = fill(disk)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "g",
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+            }
+        )
+        consumer.subscribe(["events"])
+        # A few seconds of asking for the coordinator while the disk is full.
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert broker.proc is not None and broker.proc.poll() is None, broker.log_text()[-3000:]
+        ballast.unlink()
+        got = 0
+        deadline = time.monotonic() + 20
+        while got < 100 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got += 1
+        log_text = broker.log_text()
+        assert got == 100, f"consumed {got}/100 in 20 s after space was freed:\n{log_text[-3000:]}"
+        assert "closing connection" not in log_text, log_text[-3000:]
+        assert "Traceback" not in log_text, log_text[-3000:]
+    finally:
+        if consumer is not None:
+            consumer.close()
         broker.stop()

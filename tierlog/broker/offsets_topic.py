@@ -100,14 +100,37 @@ class OffsetsTopic:
             self.groups.unload_partition(partition.index)
 
     async def coordinator_node(self, group_id: str) -> BrokerRegistration | None:
-        """The broker leading the group's offsets partition (creating the topic first)."""
-        await self.ensure_created()
+        """The broker leading the group's offsets partition (creating the topic first), or
+        None for COORDINATOR_NOT_AVAILABLE: the client asks again.
+
+        A full disk (issue 10, item 9) makes creating the topic or hosting its partitions
+        fail half-way: the metadata may list a partition this broker leads whose log or
+        leader-epoch checkpoint could not be written, so it is not hosted and every group
+        on it answered NOT_COORDINATOR until a restart. Hosting is retried here, on the
+        FindCoordinator a client sends after each NOT_COORDINATOR, so groups come back by
+        themselves once space is freed; a failure answers "not available" instead of
+        closing the connection with a traceback.
+        """
+        try:
+            await self.ensure_created()
+        except Exception as exc:
+            log.warning("cannot create %s (will retry on the next request): %s", OFFSETS_TOPIC, exc)
+            return None
         topic = self.cluster.topic(OFFSETS_TOPIC)
         if topic is None:
             return None  # created by another broker a moment ago: ask again
-        state = topic.partition_states.get(partition_for(group_id, topic.partitions))
+        index = partition_for(group_id, topic.partitions)
+        state = topic.partition_states.get(index)
         if state is None:
             return None  # no leader elected yet
+        me = self.replicas.broker_id
+        if state.leader == me and self.replicas.partition(OFFSETS_TOPIC, index) is None:
+            try:
+                self.replicas.sync()
+            except Exception as exc:
+                log.warning("cannot host %s-%d (will retry): %s", OFFSETS_TOPIC, index, exc)
+            if self.replicas.partition(OFFSETS_TOPIC, index) is None:
+                return None
         return next((b for b in self.cluster.brokers() if b.broker_id == state.leader), None)
 
     async def append(self, partition: int, records: bytes) -> None:

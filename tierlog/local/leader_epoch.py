@@ -47,10 +47,17 @@ class LeaderEpochCache:
         """
         if epoch < 0 or (self.entries and epoch <= self.latest_epoch):
             return False
+        before = list(self.entries)
         while self.entries and self.entries[-1].start_offset >= start_offset:
             self.entries.pop()
         self.entries.append(EpochEntry(epoch, start_offset))
-        self.flush()
+        try:
+            self.flush()
+        except OSError:
+            # Not written (a full disk): forget it too, so the caller's retry assigns and
+            # writes it again instead of finding it "known" and never saving it.
+            self.entries = before
+            raise
         return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:

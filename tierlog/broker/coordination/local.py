@@ -318,6 +318,10 @@ class LocalCoordinator:
         for listener in list(self._listeners):
             try:
                 listener()
+            except OSError as exc:
+                # A full disk while hosting what changed (issue 10, items 8 and 9): expected,
+                # and retried by whoever needs the partition; no traceback for it.
+                log.warning("a metadata change listener failed: %s", exc)
             except Exception:
                 # The changes are durable and applied; one listener's failure must not
                 # stop the writer (every later change would wait for ever).
