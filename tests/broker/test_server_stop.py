@@ -9,10 +9,19 @@ import time
 from typing import Any
 
 import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from tests.broker.test_server_pipelining import api_versions
 from tierlog.broker.server import KafkaServer
-from tierlog.protocol import Request
+from tierlog.protocol import Request, encode_request
+from tierlog.protocol.kio_build import build
+
+
+def api_versions(correlation_id: int) -> bytes:
+    body = build(
+        ApiVersionsRequest,
+        {"client_software_name": "test", "client_software_version": "1"},
+    )
+    return encode_request(body, correlation_id)
 
 
 def test_stop_is_bounded_by_a_connection_that_ignores_cancellation(

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.replica_manager import INTERNAL_TOPICS
-from tierlog.broker.server import appends_done
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import millis
@@ -83,9 +82,6 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
                 wait = partition.wait_for_replication(required, timeout_s)
                 waits.append((answers, len(answers) - 1, wait))
         responses.append((topic.name, answers))
-    # Every append is done: the connection may read the producer's next request while this
-    # one waits for its followers.
-    appends_done()
     if waits:
         codes = await asyncio.gather(*(wait for _, _, wait in waits))
         for (answers, position, _), code in zip(waits, codes, strict=True):
