@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.config import BROKER_CONFIG
 from tierlog.broker.handlers.errors import error_code
-from tierlog.broker.handlers.metadata import ZERO_UUID, request_response_type
+from tierlog.broker.handlers.metadata import (
+    ZERO_UUID,
+    TopicSpec,
+    create_in_groups,
+    request_response_type,
+)
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.protocol import Request
@@ -35,12 +40,18 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
 async def handle_create_topics(services: BrokerServices, request: Request) -> Any:
+    """Every topic is checked first, one by one (``validate_only``), then the valid ones
+    are created together, in groups (``create_in_groups``): one by one, the n-th creation
+    cost O(n) and 1,000 topics in one request took minutes. Answers stay per topic, in the
+    request's order."""
     body: Any = request.body
     validate_only = field(body, "validate_only", False)
     # Kafka refuses every entry of a topic named more than once in one request.
     names = [t.name for t in body.topics]
     repeated = {name for name in names if names.count(name) > 1}
     answers = []
+    # Checked and to be created: (its answer, the spec, its config overrides).
+    pending: list[tuple[dict[str, Any], TopicSpec]] = []
     for t in body.topics:
         answer: dict[str, Any] = {
             "name": t.name,
@@ -51,10 +62,10 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
             "replication_factor": -1,
             "configs": [],
         }
+        answers.append(answer)
         if t.name in repeated:
             answer["error_code"] = ErrorCode.invalid_request
             answer["error_message"] = f"topic {t.name!r} appears more than once in the request"
-            answers.append(answer)
             continue
         try:
             configs = {c.name: c.value for c in t.configs}
@@ -82,31 +93,47 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
                     ErrorCode.invalid_request,
                     f"{t.name} is an internal topic; the broker creates it on first use",
                 )
-            topic = await services.replicas.create_topic(
-                t.name, partitions, rf, configs, validate_only=validate_only, replicas=replicas
+            await services.replicas.create_topic(
+                t.name, partitions, rf, configs, validate_only=True, replicas=replicas
             )
-            if topic is not None:
-                answer["topic_id"] = topic.topic_id
-                answer["num_partitions"] = topic.partitions
-                answer["replication_factor"] = len(topic.replicas[0])
-            else:
-                answer["num_partitions"] = len(replicas) if replicas else partitions
-                answer["replication_factor"] = rf
-            answer["configs"] = [
-                {
-                    "name": c["name"],
-                    "value": c["value"],
-                    "read_only": False,
-                    "config_source": c["config_source"],
-                    "is_sensitive": False,
-                }
-                for c in topic_configs(services, configs)
-            ]
+            answer["num_partitions"] = len(replicas) if replicas else partitions
+            answer["replication_factor"] = len(next(iter(replicas.values()))) if replicas else rf
+            answer["configs"] = _created_configs(services, configs)
+            if not validate_only:
+                pending.append((answer, TopicSpec(t.name, partitions, rf, configs, replicas)))
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
-        answers.append(answer)
+    if pending:
+        outcome = await create_in_groups(services, [spec for _, spec in pending])
+        for answer, spec in pending:
+            result = outcome[spec.name]
+            if isinstance(result, BaseException):
+                answer.update(
+                    error_code=error_code(result),
+                    error_message=str(result),
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=[],
+                )
+            else:
+                answer["topic_id"] = result.topic_id
+                answer["num_partitions"] = result.partitions
+                answer["replication_factor"] = len(result.replicas[0])
     return build(request_response_type(request), {"throttle_time": 0, "topics": answers})
+
+
+def _created_configs(services: BrokerServices, configs: dict[str, str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": c["name"],
+            "value": c["value"],
+            "read_only": False,
+            "config_source": c["config_source"],
+            "is_sensitive": False,
+        }
+        for c in topic_configs(services, configs)
+    ]
 
 
 async def handle_delete_topics(services: BrokerServices, request: Request) -> Any:
