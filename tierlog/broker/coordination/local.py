@@ -35,6 +35,14 @@ state its predecessors left, so two changes to one topic never overwrite each ot
 Creations of different topics are independent and run concurrently; a name being created
 is reserved so that a second creation of it fails at once.
 
+Full disk (issue 10, item 8): a topic deletion writes its journal line before the topic's
+files go, so a failure leaves the topic listed with its data, never gone from the metadata
+with its bytes still on disk. But on a full disk that line may need a block there is none
+of, and then nothing could be deleted to free space. ``tierlog-metadata.reserve``
+(``RESERVE_BYTES`` of zeros) keeps room aside: a write holding a deletion that fails with
+ENOSPC removes the reserve and tries again; the reserve is written back at the next write
+that finds room.
+
 Start-up reads the snapshot, then replays the journal. A last line without its newline is
 a write the broker died in the middle of, never acknowledged: it is dropped (and logged).
 Any other unreadable line stops the broker with a message naming the file and line.
@@ -45,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -73,6 +82,10 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 
 FILE_NAME = "tierlog-metadata.json"
 JOURNAL_NAME = "tierlog-metadata.journal"
+RESERVE_NAME = "tierlog-metadata.reserve"
+# A deletion's journal line is a few tens of bytes: 64 KiB (a handful of filesystem
+# blocks) holds hundreds of them, and costs nothing next to a partition's segments.
+RESERVE_BYTES = 64 * 1024
 VERSION = 1
 # Fold the journal into the snapshot only past this many lines, so a broker with few
 # topics does not rewrite its snapshot every few changes.
@@ -150,6 +163,12 @@ class LocalCoordinator:
     def __init__(self, data_dir: Path) -> None:
         self.path = Path(data_dir) / FILE_NAME
         self.journal_path = Path(data_dir) / JOURNAL_NAME
+        self.reserve_path = Path(data_dir) / RESERVE_NAME
+        self._reserve_ok = False
+        # Whether the queued lines, and the group being written, include a deletion (so
+        # their write may use the reserve).
+        self._queue_frees_space = False
+        self._group_frees_space = False
         self._topics: dict[str, TopicMetadata] = {}
         self._me: BrokerRegistration | None = None
         self._listeners: list[Callable[[], None]] = []
@@ -255,9 +274,50 @@ class LocalCoordinator:
             os.truncate(self.journal_path, 0)
         self._journal_lines = 0
 
+    def _keep_reserve(self) -> bool:
+        """Write the reserve file unless it is whole (worker thread, or start-up); whether
+        it is there now. Real zeros, not a sparse file: only allocated blocks are kept."""
+        try:
+            if self.reserve_path.stat().st_size == RESERVE_BYTES:
+                return True
+        except FileNotFoundError:
+            pass
+        try:
+            with open(self.reserve_path, "wb") as f:
+                f.write(bytes(RESERVE_BYTES))
+                f.flush()
+                os.fsync(f.fileno())
+            return True
+        except OSError:
+            # No room yet: a half-written reserve only takes space; try again later.
+            with contextlib.suppress(OSError):
+                self.reserve_path.unlink()
+            return False
+
     def _append(self, data: bytes) -> None:
-        """Append and fsync (worker thread; one call at a time). A failed write is cut
-        back off, so the next one does not continue a torn line."""
+        """Append and fsync (worker thread; one call at a time); a group that will free
+        space (``_group_frees_space``: a deletion) may use the reserve on a full disk."""
+        try:
+            self._append_once(data)
+        except OSError as exc:
+            if (
+                exc.errno != errno.ENOSPC
+                or not self._group_frees_space
+                or not self.reserve_path.exists()
+            ):
+                raise
+            log.warning(
+                "%s: disk full; using the space kept for deletions (%s)",
+                self.journal_path,
+                self.reserve_path,
+            )
+            self.reserve_path.unlink()
+            self._reserve_ok = False
+            self._append_once(data)
+
+    def _append_once(self, data: bytes) -> None:
+        """Append and fsync. A failed write is cut back off, so the next one does not
+        continue a torn line."""
         if self._journal_fd is None:
             self._journal_fd = os.open(
                 self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
@@ -275,12 +335,16 @@ class LocalCoordinator:
                 os.ftruncate(fd, size)
             raise
 
-    async def _commit(self, change: dict[str, Any], apply: Callable[[], None]) -> None:
-        """Make ``change`` durable, then ``apply`` it to the state, then return."""
+    async def _commit(
+        self, change: dict[str, Any], apply: Callable[[], None], *, frees_space: bool = False
+    ) -> None:
+        """Make ``change`` durable, then ``apply`` it to the state, then return.
+        ``frees_space``: applying it frees disk space, so its write may use the reserve."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         line = json.dumps(change, sort_keys=True).encode() + b"\n"
         self._queue.append((line, apply, done))
+        self._queue_frees_space |= frees_space
         self._start_writer()
         # Shielded: a caller that gives up does not undo a change already on its way.
         await asyncio.shield(done)
@@ -302,6 +366,7 @@ class LocalCoordinator:
 
     async def _write_group(self) -> None:
         group, self._queue = self._queue, []
+        self._group_frees_space, self._queue_frees_space = self._queue_frees_space, False
         try:
             await asyncio.to_thread(self._append, b"".join(line for line, _, _ in group))
         except OSError as exc:
@@ -326,6 +391,9 @@ class LocalCoordinator:
                 # The changes are durable and applied; one listener's failure must not
                 # stop the writer (every later change would wait for ever).
                 log.exception("a metadata change listener failed")
+        if not self._reserve_ok:
+            # After the listeners: a deletion's files are gone by now, so there is room.
+            self._reserve_ok = await asyncio.to_thread(self._keep_reserve)
 
     async def _compact(self) -> None:
         try:
@@ -345,6 +413,7 @@ class LocalCoordinator:
         self._me = me
         if not self.path.exists():
             self._write_snapshot(self._snapshot())
+        self._reserve_ok = self._keep_reserve()
 
     async def stop(self) -> None:
         """Write what is queued, then fold the journal into the snapshot: after a clean
@@ -397,7 +466,7 @@ class LocalCoordinator:
             def apply() -> None:
                 self._topics.pop(name, None)
 
-            await self._commit({"deleted": name}, apply)
+            await self._commit({"deleted": name}, apply, frees_space=True)
 
     async def add_partitions(self, name: str, replicas: dict[int, list[int]]) -> TopicMetadata:
         async with self._serial:
