@@ -44,6 +44,7 @@ from tierlog.broker.partition import Partition
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.local.errors import LogClosedError
 from tierlog.local.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from tierlog.local.producer_state import CorruptSnapshotError
 from tierlog.protocol.errors import ErrorCode, ProtocolError
 from tierlog.protocol.kio_build import build
 from tierlog.remote.api import RemoteStorageError
@@ -148,6 +149,7 @@ class _LeaderFetcher:
                     for key, f in list(self.partitions.items()):
                         if f.partition.local.closed:
                             del self.partitions[key]
+                    await asyncio.sleep(backoff_s)
                 except (OSError, TimeoutError, ProtocolError) as exc:
                     log.info("fetcher from broker %d: %s; reconnecting", self.leader_id, exc)
                     await self._disconnect()
@@ -410,7 +412,12 @@ class _LeaderFetcher:
             len(aux.leader_epochs),
             "a producer snapshot" if aux.producer_snapshot is not None else "no producer snapshot",
         )
-        partition.restart_with_aux_state(offset, aux)
+        try:
+            partition.restart_with_aux_state(offset, aux)
+        except CorruptSnapshotError as exc:
+            # The log restarted with the epochs; only the producers' state is lost (their
+            # next batches are accepted as from new producers): better than never resuming.
+            log.warning("%s: the uploaded producer snapshot is unusable: %s", partition, exc)
         f.restart_at = None
 
     def _on_error(self, f: _Followed, error: ErrorCode, what: str) -> None:
