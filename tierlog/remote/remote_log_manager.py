@@ -22,9 +22,11 @@ Rules (DESIGN.md "Remote tier"):
   remote log start offset advances;
 - the manifest is written only by the partition leader, fenced by its leader epoch; a
   manifest stored by a newer epoch stops this broker's uploads, deletes and orphan cleanup;
-- a failed cycle marks the cached manifest stale (re-read before the next change), and it
-  is re-read before every orphan scan too; while it cannot be decoded nothing counts as
-  remote (``Log.remote_end_offset = 0``), so local retention deletes nothing because of it.
+- every cycle starts by reading the stored manifest (one small GET per partition), so a
+  commit whose answer was lost, a conflicting or fencing writer, a corrupted, replaced or
+  emptied manifest are all seen within a cycle; while it cannot be decoded nothing counts
+  as remote (``Log.remote_end_offset = 0``), so local retention deletes nothing because
+  of it.
 """
 
 from __future__ import annotations
@@ -114,10 +116,6 @@ class TieredPartition:
     follower: bool = False
     manifest: mf.Manifest | None = None
     problem: str | None = None  # the last error, reported once per change
-    # After a failed cycle the cached manifest may be wrong (a commit that landed though
-    # its response was lost, a conflicting or fencing writer, a corrupted file): the next
-    # cycle reads it again before building on it.
-    stale: bool = False
     cycles: int = 0
     readers: OrderedDict[str, RemoteSegmentReader] = dataclasses.field(default_factory=OrderedDict)
     # How far the remote tier was known to reach, and what it lost (remote_checkpoint.py).
@@ -257,7 +255,6 @@ class RemoteLogManager:
                         state.problem = None
                 except (RemoteStorageError, CorruptSegmentError, OSError, ValueError) as exc:
                     self.copy_errors += 1
-                    state.stale = True
                     if isinstance(exc, CorruptManifestError):
                         # Nothing is provably remote while the manifest cannot be read, so
                         # local retention must delete nothing because of it (issue 4,
@@ -291,20 +288,20 @@ class RemoteLogManager:
                 self._publish(state)
             return
         scan = state.cycles % ORPHAN_SCAN_EVERY == 0
-        # Also re-read before each orphan scan: the scan must compare the listing with the
-        # stored manifest, and an idle partition (no commit to fail) still finds out that
-        # its manifest was corrupted or replaced, and stops vouching for local deletion.
-        if state.manifest is None or state.stale or scan:
+        # Read the stored manifest every cycle (one small GET), not only after a failed
+        # commit: an idle partition (no commit to fail) must find out within a cycle that
+        # its manifest was corrupted, replaced or emptied with its bucket, stop vouching
+        # for local deletion, and report lost data (remote_checkpoint.py); the orphan scan
+        # must compare the listing with what is stored, too.
+        manifest = await loop.run_in_executor(
+            self._worker, self.store.read_manifest, state.topic, state.partition
+        )
+        if manifest.topic_id not in (mf.ZERO_UUID, state.topic_id):
             manifest = await loop.run_in_executor(
-                self._worker, self.store.read_manifest, state.topic, state.partition
+                self._worker, self._discard_previous_topic, state, manifest
             )
-            if manifest.topic_id not in (mf.ZERO_UUID, state.topic_id):
-                manifest = await loop.run_in_executor(
-                    self._worker, self._discard_previous_topic, state, manifest
-                )
-            state.manifest = manifest
-            state.stale = False
-            self._publish(state)
+        state.manifest = manifest
+        self._publish(state)
         self._check_not_fenced(state, state.manifest)
         if scan:
             await loop.run_in_executor(
@@ -599,11 +596,8 @@ class RemoteLogManager:
                 state.topic, state.partition, raised, manifest.version
             )
 
-        try:
-            await loop.run_in_executor(self._worker, commit)
-        except RemoteStorageError:
-            state.stale = True  # the next cycle re-reads what was (or was not) stored
-            raise
+        # On failure the next cycle re-reads what was (or was not) stored.
+        await loop.run_in_executor(self._worker, commit)
         return max(offset, state.earliest_offset())
 
     # -- reads ---------------------------------------------------------------------------
