@@ -521,7 +521,7 @@ def test_corrupt_manifest_is_reported_and_no_local_data_is_deleted(
     topic = "corrupt"
     remote = Remote(s3_bucket.endpoint_url, s3_bucket.name)
     broker = s3_broker(tmp_path / "data", s3_bucket.endpoint_url, s3_bucket.name)
-    # Cycles every 100 ms: an idle partition re-reads its manifest every 20 cycles.
+    # Cycles every 100 ms: an idle partition re-reads its manifest every cycle.
     broker.overrides["remote.log.manager.task.interval.ms"] = "100"
     brokers.append(broker.start())
     data = broker.data_dir
@@ -553,4 +553,54 @@ def test_corrupt_manifest_is_reported_and_no_local_data_is_deleted(
     # Hot reads keep being served.
     assert consume(broker.bootstrap, topic, 2000, 200, timeout=15) == list(range(2000, 2200))
     assert broker.proc is not None and broker.proc.poll() is None
+    assert broker.stop() == 0
+
+
+# -- e. the object store loses committed data ---------------------------------------------
+
+
+def test_an_emptied_bucket_is_reported_and_never_skipped_silently(
+    tmp_path: Path, s3_bucket: S3Bucket, brokers: list[BrokerProcess]
+) -> None:
+    """Issue 10, item 7: the bucket loses everything while the broker runs. The broker
+    says so, consumers of the lost range get a retriable error instead of being moved
+    past it, the earliest offset stays, across a restart, until DeleteRecords gives the
+    range up."""
+    topic = "emptied"
+    remote = Remote(s3_bucket.endpoint_url, s3_bucket.name)
+    broker = s3_broker(tmp_path / "data", s3_bucket.endpoint_url, s3_bucket.name)
+    brokers.append(broker.start())
+    data = broker.data_dir
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, 0, 1000)
+    wait_for_offload(remote, data, topic)
+    start = local_start(data, topic)
+    assert start > 0
+    assert consume(broker.bootstrap, topic, 0, 10) == list(range(10))
+
+    remote.fs.rm(f"{remote.root}/{topic}-0", recursive=True)
+    wait_until(lambda: "lost committed data" in broker.log_text(), 10, "reported")
+    assert f"offsets 0-{start - 1} were in" in broker.log_text()
+    assert raw_fetch(broker.port, topic, 0) == (KAFKA_STORAGE_ERROR, b"")
+    assert raw_list_offset(broker.port, topic, -2) == (0, 0)  # earliest: not moved
+    # A consumer at 0 gets nothing (librdkafka retries the storage error) rather than
+    # records from after the loss; the local tail is served as before.
+    assert consume(broker.bootstrap, topic, 0, 10, timeout=2) == []
+    assert consume(broker.bootstrap, topic, start, 10) == list(range(start, start + 10))
+
+    # The loss survives a restart (the partition's remote-log-checkpoint).
+    assert broker.stop() == 0
+    broker.start()
+    # Once the manifest is read again, the earliest offset is still 0 and 0 is still lost.
+    wait_until(lambda: raw_list_offset(broker.port, topic, -2) == (0, 0), 10, "read again")
+    assert raw_fetch(broker.port, topic, 0) == (KAFKA_STORAGE_ERROR, b"")
+
+    # DeleteRecords past it is the operator's explicit "give it up".
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_records([TopicPartition(topic, 0, start)])[TopicPartition(topic, 0, start)].result(
+        10
+    )
+    assert raw_list_offset(broker.port, topic, -2) == (0, start)
+    assert consume(broker.bootstrap, topic, start, 10) == list(range(start, start + 10))
+    assert "gives up the lost remote offsets" in broker.log_text()
     assert broker.stop() == 0

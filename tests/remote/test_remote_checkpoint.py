@@ -64,3 +64,11 @@ def test_the_file_round_trips_and_garbage_names_it() -> None:
     with pytest.raises(CorruptCheckpointError, match="where"):
         rc.decode(b"garbage", "where")
     assert dataclasses.replace(cp, lost=rc.NO_LOSS).has_loss is False
+
+
+def test_what_is_still_on_local_disk_is_not_lost() -> None:
+    cp = rc.observe(EMPTY, manifest(seg(0, 99), seg(100, 199), seg(200, 299)))
+    # The bucket is emptied; the local log still holds 150 onwards.
+    assert rc.observe(cp, manifest(version=0), local_start=150).lost == (0, 150)
+    # All of it still local: nothing is lost.
+    assert not rc.observe(cp, manifest(version=0), local_start=0).has_loss

@@ -72,21 +72,33 @@ def accounted_end(manifest: mf.Manifest) -> int:
     return max(mf.end_offset(manifest), manifest.log_start_offset, 0)
 
 
-def observe(checkpoint: RemoteCheckpoint, manifest: mf.Manifest) -> RemoteCheckpoint:
+def observe(
+    checkpoint: RemoteCheckpoint, manifest: mf.Manifest, local_start: int | None = None
+) -> RemoteCheckpoint:
     """The checkpoint after reading ``manifest``: it reaches further (uploads), or it
     accounts for less than was committed before (data lost: the lost range grows to cover
-    it), or it covers a recorded loss again (restored: the loss is cleared)."""
+    it), or it covers a recorded loss again (restored: the loss is cleared).
+
+    ``local_start`` is the local log's start: offsets from it on are still on local disk,
+    so they are not lost even when the remote tier lost its copy of them.
+    """
     end = accounted_end(manifest)
     lost = checkpoint.lost
     if end < checkpoint.remote_end:
         # Retention only ever removes the oldest data and moves the log start with it;
         # committed segments vanishing from the end means the store lost them.
         start = max(checkpoint.log_start, end, manifest.log_start_offset)
-        lost = (
-            (start, checkpoint.remote_end)
-            if not checkpoint.has_loss
-            else (min(start, lost[0]), max(checkpoint.remote_end, lost[1]))
+        stop = (
+            checkpoint.remote_end
+            if local_start is None
+            else min(checkpoint.remote_end, local_start)
         )
+        if start < stop:
+            lost = (
+                (start, stop)
+                if not checkpoint.has_loss
+                else (min(start, lost[0]), max(stop, lost[1]))
+            )
     elif checkpoint.has_loss and _covers(manifest, lost):
         lost = NO_LOSS
     return RemoteCheckpoint(

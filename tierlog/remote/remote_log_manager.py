@@ -326,7 +326,7 @@ class RemoteLogManager:
         if state.manifest is None:
             return
         before = state.checkpoint
-        after = rc.observe(before, state.manifest)
+        after = rc.observe(before, state.manifest, state.log.log_start_offset)
         if after == before:
             return
         if after.has_loss and after.lost != before.lost:
