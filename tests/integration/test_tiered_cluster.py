@@ -193,7 +193,7 @@ def test_a_wiped_follower_restarts_at_the_leaders_local_start_with_remote_state(
         cluster.wait_for_full_isr(topic, 1, 2, timeout=60)
 
         follower_dir = follower.data_dir / f"{topic}-0"
-        assert "restarting at the leader's local log start" in follower.log_text()
+        assert "(the leader's local log starts at" in follower.log_text()
         # It copied no remote data: its log starts at or after the leader's local start
         # (which local retention may have moved on since).
         follower_start = min(int(p.stem) for p in follower_dir.glob("*.log"))
@@ -204,8 +204,8 @@ def test_a_wiped_follower_restarts_at_the_leaders_local_start_with_remote_state(
         # epochs below its log start are then answered from the manifest, see
         # tests/remote/test_unified_log.py).
         restarts = re.findall(
-            r"restarting at the leader's local log start (\d+) with the state of remote "
-            r"segment \d+-\d+ \((\d+) leader epochs, a producer snapshot\)",
+            r"restarting at (\d+) \(the leader's local log starts at \d+\) with the state of "
+            r"remote segment \d+-\d+ \((\d+) leader epochs, a producer snapshot\)",
             follower.log_text(),
         )
         assert restarts, follower.log_text()[-3000:]

@@ -25,6 +25,7 @@ from tierlog.remote.api import (
     FencedLeaderEpochError,
     IndexKind,
     RemoteSegment,
+    RemoteStorageError,
     RemoteStorageUnavailableError,
     SegmentState,
 )
@@ -578,3 +579,25 @@ def test_a_newer_leader_epoch_fences_the_manager_without_local_deletion(
     finally:
         h.close()
         log.close()
+
+
+def test_aux_state_comes_from_the_remote_segment_holding_the_offset_below(
+    harness: Harness,
+) -> None:
+    """A new leader's local segments need not end where the uploads did: the replica
+    restarts at the end of the remote segment holding ``offset - 1``."""
+    harness.cycle()
+    committed = harness.committed()
+    second = committed[1]
+    manager = harness.manager
+    for offset in (second.next_offset, second.base_offset + 2):
+        aux = asyncio.run(manager.aux_state_before(TOPIC, PARTITION, TOPIC_ID, offset))
+        assert aux.segment.segment_id == second.segment_id
+        assert aux.producer_snapshot is not None
+        assert aux.leader_epochs and aux.leader_epochs[0].start_offset == 0
+    # Past the remote end: not there yet, retriable.
+    with pytest.raises(RemoteStorageError) as raised:
+        asyncio.run(
+            manager.aux_state_before(TOPIC, PARTITION, TOPIC_ID, committed[-1].next_offset + 5)
+        )
+    assert raised.value.retriable

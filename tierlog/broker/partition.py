@@ -311,10 +311,11 @@ class Partition:
         return await remote.aux_state_before(self.topic, self.index, self.topic_id, offset)
 
     def restart_with_aux_state(self, offset: int, aux: AuxState) -> None:
-        """Empty the local log and restart it at the leader's local log start ``offset``
-        with the state of everything below it: the leader-epoch history (so truncation
-        after a later leader change is exact) and the idempotent producers' state (so
-        deduplication survives this replica becoming leader)."""
+        """Empty the local log and restart it at ``offset`` (the end of ``aux.segment``,
+        at or above the leader's local log start) with the state of everything below it:
+        the leader-epoch history (so truncation after a later leader change is exact) and
+        the idempotent producers' state (so deduplication survives this replica becoming
+        leader)."""
         self.truncate_fully_and_start_at(offset)
         self.local.leader_epoch_cache.restore(
             [e for e in aux.leader_epochs if e.start_offset < offset]

@@ -384,8 +384,9 @@ class _LeaderFetcher:
 
     async def _restart_from_remote_tier(self, f: _Followed) -> None:
         """What is below the leader's local log start is only in the remote tier: rather
-        than copy it, restart the local log empty at that offset with the leader-epoch
-        history and producer state uploaded beside the remote segment ending there."""
+        than copy it, restart the local log empty at the end of the remote segment holding
+        the offset below that start, with the leader-epoch history and producer state
+        uploaded beside that segment."""
         partition, offset = f.partition, f.restart_at
         assert offset is not None
         try:
@@ -402,10 +403,12 @@ class _LeaderFetcher:
             return
         if not self._current(f) or f.restart_at != offset:
             return
+        restart = aux.segment.next_offset  # >= offset: see RemoteLogManager.aux_state_before
         log.info(
-            "%s: restarting at the leader's local log start %d with the state of remote "
-            "segment %d-%d (%d leader epochs, %s)",
+            "%s: restarting at %d (the leader's local log starts at %d) with the state of "
+            "remote segment %d-%d (%d leader epochs, %s)",
             partition,
+            restart,
             offset,
             aux.segment.base_offset,
             aux.segment.end_offset,
@@ -413,7 +416,7 @@ class _LeaderFetcher:
             "a producer snapshot" if aux.producer_snapshot is not None else "no producer snapshot",
         )
         try:
-            partition.restart_with_aux_state(offset, aux)
+            partition.restart_with_aux_state(restart, aux)
         except CorruptSnapshotError as exc:
             # The log restarted with the epochs; only the producers' state is lost (their
             # next batches are accepted as from new producers): better than never resuming.

@@ -666,14 +666,15 @@ class RemoteLogManager:
     async def aux_state_before(
         self, topic: str, partition: int, topic_id: uuid.UUID, offset: int
     ) -> AuxState:
-        """The producer state and leader-epoch history at ``offset``, from the remote
-        segment ending just below it: what a replica restarting empty at its leader's local
-        log start ``offset`` needs, without downloading the remote log (Kafka's
-        ``ReplicaFetcherTierStateMachine.buildRemoteLogAuxState``). Reads the manifest
-        afresh: a follower's cached copy may lag the leader's uploads.
+        """The producer state and leader-epoch history at the end of the remote segment
+        holding ``offset - 1``: what a replica restarting empty near its leader's local log
+        start ``offset`` needs, without downloading the remote log (Kafka's
+        ``ReplicaFetcherTierStateMachine.buildRemoteLogAuxState``). The replica restarts at
+        that segment's ``next_offset``. Reads the manifest afresh: a follower's cached copy
+        may lag the leader's uploads.
 
         Raises:
-            RemoteStorageError: the store cannot answer, or no committed segment ends at
+            RemoteStorageError: the store cannot answer, or no committed segment holds
                 ``offset - 1`` yet (retriable: the leader's upload is on its way).
         """
         manifest = await self._off_loop(
@@ -685,10 +686,14 @@ class RemoteLogManager:
                 f"(topic id {manifest.topic_id}, ours {topic_id})",
                 retriable=True,
             )
+        # The segment holding the offset just below: a new leader's local segments need
+        # not end where the old leader's uploads did, so the replica restarts at this
+        # segment's end + 1, which is at or above ``offset`` and inside the leader's local
+        # log (Kafka's follower does the same).
         segment = mf.segment_for_offset(manifest, offset - 1)
-        if segment is None or segment.end_offset != offset - 1:
+        if segment is None or segment.base_offset > offset - 1:
             raise RemoteStorageError(
-                f"{topic}-{partition}: no remote segment ends at {offset - 1} "
+                f"{topic}-{partition}: no remote segment holds offset {offset - 1} "
                 f"(remote end {mf.end_offset(manifest)})",
                 retriable=True,
             )
@@ -746,7 +751,8 @@ def _read_checkpoint(directory: Path) -> rc.RemoteCheckpoint:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AuxState:
-    """KIP-405's auxiliary state of a partition at the end of ``segment``."""
+    """KIP-405's auxiliary state of a partition at the end of ``segment``: a replica
+    restarts at ``segment.next_offset`` with it."""
 
     segment: RemoteSegment
     leader_epochs: list[EpochEntry]
