@@ -41,8 +41,11 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def start_tierlog(run_dir: Path) -> tuple[ManagedProcess, str, Path]:
-    """Start a tierlog broker with a fresh log dir: (process, bootstrap, data dir)."""
+def start_tierlog(
+    run_dir: Path, extra: dict[str, str] | None = None
+) -> tuple[ManagedProcess, str, Path]:
+    """Start a tierlog broker with a fresh log dir: (process, bootstrap, data dir);
+    ``extra`` adds server.properties keys."""
     port = free_port()
     data = run_dir / "data"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -58,6 +61,7 @@ def start_tierlog(run_dir: Path) -> tuple[ManagedProcess, str, Path]:
                 "offsets.topic.replication.factor=1",
                 "group.initial.rebalance.delay.ms=0",
                 "log.segment.delete.delay.ms=1000",
+                *(f"{key}={value}" for key, value in (extra or {}).items()),
                 "",
             ]
         )
