@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import errno
 import socket
-from collections.abc import Iterator
 
 from tierlog.remote.api import (
     RemoteResourceNotFoundError,
     RemoteStorageError,
     RemoteStorageUnavailableError,
 )
+from tierlog.util.exceptions import causes
 
 # Protocol -> the pip package that provides it (fsspec's own hints name the package but
 # not the command). Protocols missing here get fsspec's message alone.
@@ -70,18 +70,9 @@ _NETWORK_CLASSES = {
 _PRECONDITION_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def is_unavailable(exc: BaseException) -> bool:
     """True when ``exc`` (or what caused it) says the store cannot be reached."""
-    for e in _chain(exc):
+    for e in causes(exc):
         if isinstance(e, ConnectionError | TimeoutError | socket.gaierror):
             return True
         if isinstance(e, OSError) and e.errno in _NETWORK_ERRNOS:
@@ -92,7 +83,7 @@ def is_unavailable(exc: BaseException) -> bool:
 
 
 def precondition_failed(exc: BaseException) -> bool:
-    for e in _chain(exc):
+    for e in causes(exc):
         if isinstance(e, FileExistsError):
             return True
         response = getattr(e, "response", None)

@@ -15,8 +15,10 @@ import re
 import socket
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TextIO
+
+from tierlog.util.exceptions import causes
 
 # Exit status of an expected failure at run time; 2 stays argparse's (and the config
 # loaders') status for a bad command line or config.
@@ -40,23 +42,14 @@ class CliError(Exception):
         self.code = code
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and its causes: an embedded broker reports its start failure as the cause of
-    a RuntimeError, Spark's driver wraps Python errors the same way."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def explain(exc: BaseException) -> CliError | None:
     """The one-line form of an expected failure, or None when ``exc`` is not one."""
     from tierlog.broker.meta_properties import InconsistentMetaError
     from tierlog.local.log_manager import LogDirInUseError
 
-    for cause in _chain(exc):
+    # The causes too: an embedded broker reports its start failure as the cause of a
+    # RuntimeError, Spark's driver wraps Python errors the same way.
+    for cause in causes(exc):
         if isinstance(cause, CliError):
             return cause
         if isinstance(cause, LogDirInUseError):
