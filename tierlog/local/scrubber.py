@@ -129,29 +129,26 @@ def _walk(
     problems: list[SegmentProblem],
     throttle: Callable[[int], None] | None,
 ) -> None:
+    def to_the_end(position: int, first_offset: int, problem: str) -> None:
+        # Nothing after an untrustworthy length or header can be found without guessing.
+        problems.append(SegmentProblem(path, position, size, first_offset, -1, problem))
+
     position = 0
     while position < size:
         if size - position < HEADER_SIZE:
-            problems.append(
-                SegmentProblem(path, position, size, expected, -1, "truncated batch header")
-            )
+            to_the_end(position, expected, "truncated batch header")
             return
         try:
             header = parse_header(view, position)
         except RecordsError as exc:
-            problems.append(SegmentProblem(path, position, size, expected, -1, str(exc)))
+            to_the_end(position, expected, str(exc))
             return
         end = position + header.size
         if end > size:
-            problems.append(
-                SegmentProblem(
-                    path,
-                    position,
-                    size,
-                    header.base_offset,
-                    -1,
-                    f"batch length {header.size} runs past the end of the file ({size} bytes)",
-                )
+            to_the_end(
+                position,
+                header.base_offset,
+                f"batch length {header.size} runs past the end of the file ({size} bytes)",
             )
             return
         if problems and problems[-1].last_offset == -2:
@@ -159,15 +156,10 @@ def _walk(
             last = problems.pop()
             problems.append(_bounded(last, header.base_offset - 1))
         if header.base_offset < expected:
-            problems.append(
-                SegmentProblem(
-                    path,
-                    position,
-                    size,
-                    header.base_offset,
-                    -1,
-                    f"offset {header.base_offset} goes back below {expected}",
-                )
+            to_the_end(
+                position,
+                header.base_offset,
+                f"offset {header.base_offset} goes back below {expected}",
             )
             return
         actual = int(crc32c(view[position + ATTRIBUTES_OFFSET : end]))
