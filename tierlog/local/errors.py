@@ -46,3 +46,11 @@ class CorruptSegmentError(LogError):
         super().__init__(message)
         self.path = path
         self.position = position
+
+
+class DiskFullError(LogError):
+    """A log dir's disk filled up while the broker started: loading writes (checkpoints,
+    the leader-epoch checkpoint of a log whose history was cut, preallocated indexes), and
+    without them the state the broker would serve from is not on disk. The message is one
+    line naming the dir and the way out; ``tierlog broker start`` prints it as such (issue
+    10, item 10)."""

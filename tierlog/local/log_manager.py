@@ -28,9 +28,9 @@ from pathlib import Path
 
 from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.config import LogConfig
+from tierlog.local.errors import DiskFullError
 from tierlog.local.log import Log
 from tierlog.local.segment import LogSegment
-from tierlog.tools.errors import CliError
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import Scheduler
 
@@ -70,14 +70,6 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
 
 class LogDirInUseError(Exception):
     """Another process holds this log dir's lock."""
-
-
-class DiskFullError(CliError):
-    """A log dir's disk filled up while the broker started: loading writes (checkpoints,
-    the leader-epoch checkpoint of a log whose history was cut, preallocated indexes), and
-    without them the state the broker would serve from is not on disk. A ``CliError``, so
-    ``tierlog broker start`` stops with this one line instead of a traceback (issue 10,
-    item 10)."""
 
 
 class LogManager:

@@ -45,6 +45,7 @@ class CliError(Exception):
 def explain(exc: BaseException) -> CliError | None:
     """The one-line form of an expected failure, or None when ``exc`` is not one."""
     from tierlog.broker.meta_properties import InconsistentMetaError
+    from tierlog.local.errors import DiskFullError
     from tierlog.local.log_manager import LogDirInUseError
 
     # The causes too: an embedded broker reports its start failure as the cause of a
@@ -52,6 +53,8 @@ def explain(exc: BaseException) -> CliError | None:
     for cause in causes(exc):
         if isinstance(cause, CliError):
             return cause
+        if isinstance(cause, DiskFullError):
+            return CliError(str(cause))  # already one line with the way out
         if isinstance(cause, LogDirInUseError):
             return CliError(
                 f"{cause}: a broker is already running on this data dir; stop it first, or "
