@@ -6,7 +6,7 @@ and diffed as code; the ``.ipynb`` files are generated (committed without output
 
 Each notebook has a cell tagged ``parameters`` (papermill injects its parameters after it)
 with small defaults, and ends with a cell displaying a JSON summary marked for
-``tierlog.notebooks.summary.read_summary``. The logic lives in ``pipelines/``; the cells
+``tierlog.jobs.summary.read_summary``. The logic lives in ``pipelines/``; the cells
 call it and show what it returns. Cell ids are derived from the notebook's name and the
 cell's position, so rebuilding an unchanged notebook changes nothing.
 """
@@ -47,7 +47,7 @@ STOP_SPARK = "spark.stop()  # a headless run ends here; re-run the set-up cell t
 SUMMARY = """\
 from IPython.display import JSON, display
 
-from tierlog.notebooks.summary import summary_metadata
+from tierlog.jobs.summary import summary_metadata
 
 display(JSON(summary), metadata=summary_metadata())
 """

@@ -35,7 +35,7 @@ examples:
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from tierlog.notebooks.schedule import SchedulerConfig
+    from tierlog.jobs.schedule import SchedulerConfig
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -99,7 +99,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _notebook_run(args: argparse.Namespace) -> int:
-    from tierlog.notebooks import runner
+    from tierlog.jobs import runner
 
     parameters = {key: runner.parse_parameter(value) for key, value in args.parameter}
     parameters.update(dict(args.raw_parameter))
@@ -126,7 +126,7 @@ def _schedule_config(args: argparse.Namespace) -> tuple[SchedulerConfig, datetim
     """The loaded pipelines.toml and the time to check against (--now, else the clock)."""
     from datetime import UTC, datetime
 
-    from tierlog.notebooks import schedule
+    from tierlog.jobs import schedule
 
     config = schedule.load_config(Path(args.config))
     now = schedule.parse_now(args.now, config.timezone) if args.now else datetime.now(UTC)
@@ -134,14 +134,14 @@ def _schedule_config(args: argparse.Namespace) -> tuple[SchedulerConfig, datetim
 
 
 def _schedule_run_due(args: argparse.Namespace) -> int:
-    from tierlog.notebooks import schedule
+    from tierlog.jobs import schedule
 
     config, now = _schedule_config(args)
     return schedule.run_due(config, now, sys.stdout, sys.stderr)
 
 
 def _schedule_list(args: argparse.Namespace) -> int:
-    from tierlog.notebooks import schedule
+    from tierlog.jobs import schedule
 
     config, now = _schedule_config(args)
     return schedule.list_jobs(config, now, sys.stdout)

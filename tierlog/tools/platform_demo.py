@@ -48,8 +48,8 @@ def run_platform_demo(
         SystemExit: the notebook failed, or the table does not hold every message once.
     """
     from tierlog.broker.embedded import EmbeddedBroker
-    from tierlog.notebooks.runner import run_notebook
-    from tierlog.notebooks.summary import read_summary
+    from tierlog.jobs.runner import run_notebook
+    from tierlog.jobs.summary import read_summary
 
     prepare(data_dir, force=force)
     phases = Phases(out)

@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tierlog.jobs import cron
+from tierlog.jobs.runner import NotebookRun, display_path, notebooks_dir, runs_dir
 from tierlog.local.checkpoint import atomic_write
-from tierlog.notebooks import cron
-from tierlog.notebooks.runner import NotebookRun, display_path, notebooks_dir, runs_dir
 
 DEFAULT_CONFIG = Path("configs/pipelines.toml")
 # How far back a job never checked before looks: one minute, so that the current minute
@@ -389,7 +389,7 @@ RunJob = Callable[[Job, SchedulerConfig], NotebookRun]
 
 def run_job(job: Job, config: SchedulerConfig) -> NotebookRun:
     """Run a job's notebook; its output is ``<runs dir>/<job name>-<UTC time>.ipynb``."""
-    from tierlog.notebooks.runner import run_notebook
+    from tierlog.jobs.runner import run_notebook
 
     return run_notebook(
         job.notebook,

@@ -1,4 +1,4 @@
-"""tierlog.notebooks.cron: parsing by hand-worked examples, fire times against brute force."""
+"""tierlog.jobs.cron: parsing by hand-worked examples, fire times against brute force."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierlog.notebooks import cron
+from tierlog.jobs import cron
 
 MINUTE = timedelta(minutes=1)
 

@@ -1,4 +1,4 @@
-"""tierlog.notebooks.schedule: config validation, the due rule, state, the lock, run-due."""
+"""tierlog.jobs.schedule: config validation, the due rule, state, the lock, run-due."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.notebooks.conftest import CALL_TIMEOUT, DATA, TIERLOG, report, stream_text, tierlog
-from tierlog.notebooks import cron, schedule
-from tierlog.notebooks.runner import NotebookRun
+from tests.jobs.conftest import CALL_TIMEOUT, DATA, TIERLOG, report, stream_text, tierlog
+from tierlog.jobs import cron, schedule
+from tierlog.jobs.runner import NotebookRun
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The notebooks in notebooks/, executed by papermill (through ``tierlog.notebooks.runner``)
+"""The notebooks in notebooks/, executed by papermill (through ``tierlog.jobs.runner``)
 against a real broker whose topic is partly offloaded, with small parameters; assertions
 are on the summary each one records and on its outputs. Each run starts its own kernel
 and Spark, so there is one run per notebook."""
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.tiered_data import TieredTopic, running_tiered_topic, topic_rows, wait_offloaded
-from tierlog.notebooks.runner import NotebookRun, run_notebook
-from tierlog.notebooks.summary import SummaryNotFound, read_summary
+from tierlog.jobs.runner import NotebookRun, run_notebook
+from tierlog.jobs.summary import SummaryNotFound, read_summary
 from tierlog.tools.activity import activity_stream
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.notebooks.test_schedule import write_config
+from tests.jobs.test_schedule import write_config
 from tests.tools.test_cli_errors import TIERLOG, run
 
 JOBS = """

@@ -1,4 +1,4 @@
-"""tierlog.notebooks.runner: real papermill, a real kernel, the real ``tierlog`` command."""
+"""tierlog.jobs.runner: real papermill, a real kernel, the real ``tierlog`` command."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.notebooks.conftest import DATA, report, stream_text, tierlog
-from tierlog.notebooks import runner
+from tests.jobs.conftest import DATA, report, stream_text, tierlog
+from tierlog.jobs import runner
 
 
 @pytest.mark.parametrize(
