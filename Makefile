@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo test lint typecheck unit zookeeper kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark clean setup
+.PHONY: demo lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark clean setup
 
 setup: $(STAMP)
 
@@ -29,6 +29,11 @@ $(JARS): $(STAMP) tierlog/spark/jars.py
 demo: $(STAMP) $(JARS)
 	$(BIN)/tierlog demo --data-dir ./data/demo
 
+# JupyterLab on 127.0.0.1:8888 over notebooks/, with the venv's kernel registered as
+# "tierlog"; prints the URL with its token. Ctrl-C stops it.
+lab: $(STAMP) $(JARS)
+	$(BIN)/tierlog lab
+
 lint: $(STAMP)
 	$(BIN)/ruff check tierlog pipelines tests bench
 	$(BIN)/ruff format --check tierlog pipelines tests bench
@@ -41,6 +46,11 @@ typecheck: $(STAMP)
 zookeeper:
 	test -x /usr/share/zookeeper/bin/zkServer.sh || (apt-get update -q && apt-get install -y -q zookeeper)
 
+# tests/tools/test_lab.py and tests/jobs/test_notebooks.py open JupyterLab and a run's HTML
+# copy in headless Chromium: Debian's package, from apt when missing.
+chromium:
+	command -v chromium > /dev/null || (apt-get update -q && apt-get install -y -q chromium)
+
 # Apache Kafka's command-line tools (org.apache.kafka:kafka-tools, the version bench/kafka_ref.py
 # resolves) from Maven Central with mvn, once, into bench/.work; tests/integration/
 # test_kafka_tools.py runs them against a tierlog cluster. Prints what the fetch cost.
@@ -49,7 +59,7 @@ kafka-tools: $(STAMP)
 	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)
 	$(BIN)/python -m tests.integration.kafka_tools fetch
 
-unit: $(STAMP) $(JARS) zookeeper kafka-tools
+unit: $(STAMP) $(JARS) zookeeper chromium kafka-tools
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit

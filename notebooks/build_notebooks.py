@@ -5,8 +5,8 @@ and diffed as code; the ``.ipynb`` files are generated (committed without output
     .venv/bin/python notebooks/build_notebooks.py --check  # exit 1 if one is out of date
 
 Each notebook has a cell tagged ``parameters`` (papermill injects its parameters after it)
-with small defaults, and ends with a cell displaying a JSON summary marked for
-``tierlog.jobs.summary.read_summary``. The logic lives in ``pipelines/``; the cells
+with small defaults, and ends with a cell showing its summary (``show_summary``: a table
+to read, JSON for ``tierlog.jobs.summary.read_summary``). The logic lives in ``pipelines/``; the cells
 call it and show what it returns. Cell ids are derived from the notebook's name and the
 cell's position, so rebuilding an unchanged notebook changes nothing.
 """
@@ -22,8 +22,11 @@ from typing import Any
 import nbformat
 
 HERE = Path(__file__).resolve().parent
+# The kernel `tierlog lab` registers (tierlog.tools.lab): the venv's Python, started in the
+# directory the lab was started from, so relative paths mean what they mean for the CLI.
+# `tierlog notebook run` names its own kernel and ignores this.
 METADATA = {
-    "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+    "kernelspec": {"name": "tierlog", "display_name": "tierlog", "language": "python"},
     "language_info": {"name": "python"},
 }
 
@@ -45,11 +48,9 @@ def parameters(text: str) -> tuple[str, str]:
 STOP_SPARK = "spark.stop()  # a headless run ends here; re-run the set-up cell to go on"
 
 SUMMARY = """\
-from IPython.display import JSON, display
+from tierlog.jobs.summary import show_summary
 
-from tierlog.jobs.summary import summary_metadata
-
-display(JSON(summary), metadata=summary_metadata())
+show_summary(summary)
 """
 
 EXPLORE_EVENTS = [

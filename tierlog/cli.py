@@ -113,13 +113,21 @@ def _notebook_run(args: argparse.Namespace) -> int:
     output = runner.display_path(run.output)
     print(output)
     if not run.ok:
+        html = f"HTML copy {runner.display_path(run.html)}, " if run.html else ""
         print(
-            f"tierlog: notebook {run.name}: {run.error}; output kept at {output} (kernel log "
-            f"{output.with_suffix('.log')})",
+            f"tierlog: notebook {run.name}: {run.error}; output kept at {output} ({html}kernel "
+            f"log {output.with_suffix('.log')})",
             file=sys.stderr,
         )
         return 1
     return 0
+
+
+def _lab(args: argparse.Namespace) -> int:
+    from tierlog.jobs.runner import notebooks_dir
+    from tierlog.tools.lab import run_lab
+
+    return run_lab(notebooks_dir(args.notebooks_dir), args.port, sys.stdout)
 
 
 def _schedule_config(args: argparse.Namespace) -> tuple[SchedulerConfig, datetime]:
@@ -529,6 +537,19 @@ def _add_notebooks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         )
     due.set_defaults(func=_schedule_run_due)
     listing.set_defaults(func=_schedule_list)
+
+    lab = sub.add_parser(
+        "lab",
+        help="JupyterLab on 127.0.0.1 with the notebooks and the 'tierlog' kernel",
+        description="Register this venv's Python as the Jupyter kernel 'tierlog' (in the "
+        "venv, not your home; the kernel starts in the current directory, so notebooks' "
+        "relative paths mean what they mean for `tierlog notebook run`), start JupyterLab "
+        "on 127.0.0.1 over the notebooks directory and print its URL with the access "
+        "token. Runs in the foreground; Ctrl-C stops it.",
+    )
+    lab.add_argument("--notebooks-dir", help="default: $TIERLOG_NOTEBOOKS_DIR, else ./notebooks")
+    lab.add_argument("--port", type=int, default=8888, help="default: %(default)s")
+    lab.set_defaults(func=_lab)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -60,7 +60,7 @@ def test_the_notebooks_are_generated_from_build_notebooks() -> None:
         text = (NOTEBOOKS / f"{name}.ipynb").read_text()
         assert text == build_notebooks.render(name), f"run notebooks/build_notebooks.py ({name})"
         notebook = json.loads(text)
-        assert notebook["metadata"]["kernelspec"]["name"] == "python3"
+        assert notebook["metadata"]["kernelspec"]["name"] == "tierlog"  # `tierlog lab`'s
         assert notebook["metadata"]["language_info"] == {"name": "python"}
         tagged = [c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", [])]
         assert len(tagged) == 1

@@ -196,5 +196,5 @@ def test_cli_missing_notebook_exits_2_without_running_anything(tmp_path: Path) -
     result = tierlog("notebook", "run", "nope", "--notebooks-dir", str(DATA), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("tierlog: no notebook 'nope' in ")
-    assert "available: fails, report, wait_for_release" in result.stderr
+    assert "available: fails, report, summary, wait_for_release" in result.stderr
     assert not (tmp_path / "runs").exists()

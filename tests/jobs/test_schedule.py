@@ -474,6 +474,10 @@ message = "scheduled failure"
     assert report(greet_output)["greeting"] == "scheduled"
     assert report(greet_output)["count"] == 5
     assert report(greet_output)["cwd"] == str(tmp_path.resolve())
+    # The run's HTML copy is beside it, and the report says where.
+    html = greet_output.with_suffix(".html")
+    assert html.is_file() and "scheduled" in html.read_text()
+    assert f"-> runs/{greet_output.name} (HTML runs/{html.name})" in result.stdout
 
     failing = tierlog(*args, "--now", "2024-05-07T00:00:30", cwd=tmp_path)
     assert failing.returncode == 1
@@ -487,6 +491,8 @@ message = "scheduled failure"
         "runs/broken-"
     ) in failing.stderr
     assert len(list((tmp_path / "runs").glob("broken-*.ipynb"))) == 1
+    assert len(list((tmp_path / "runs").glob("broken-*.html"))) == 1
+    assert "(HTML runs/broken-" in failing.stderr
 
     listing = tierlog("schedule", "list", "--config", str(config), cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr

@@ -3,7 +3,8 @@
 A run is a papermill execution of ``<notebooks dir>/NAME.ipynb`` with parameters injected
 after its ``parameters`` cell, written to ``<runs dir>/LABEL-YYYYmmddTHHMMSSZ.ipynb`` (UTC;
 LABEL is the notebook name unless the scheduler names the job). The output is written as
-cells finish, so a failing or timed-out run keeps everything up to the failure.
+cells finish, so a failing or timed-out run keeps everything up to the failure. When the
+run ends, ok or not, an HTML copy is written beside it (``report``), to read in a browser.
 
 The kernel is ipykernel on the interpreter running tierlog, whatever ``python3`` kernel
 spec Jupyter would otherwise find (a user-level one may point at another Python without
@@ -13,6 +14,7 @@ relative paths such as ``data/`` mean what they mean for the CLI.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -34,10 +36,13 @@ SUFFIX = ".ipynb"
 # papermill's own default: a kernel that takes longer than this to start has failed.
 KERNEL_START_TIMEOUT_S = 60
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class NotebookRun:
-    """The result of one run; ``output`` exists whether or not it succeeded."""
+    """The result of one run; ``output`` exists whether or not it succeeded, and ``html``
+    (its HTML copy) unless the conversion failed."""
 
     name: str
     notebook: Path
@@ -47,6 +52,7 @@ class NotebookRun:
     duration_s: float
     ok: bool
     error: str | None = None
+    html: Path | None = None
 
 
 class SameInterpreterKernelManager(AsyncKernelManager):
@@ -304,13 +310,27 @@ def run_notebook(
             output.unlink()
             kernel_log.unlink(missing_ok=True)
         raise
+    duration_s = time.monotonic() - begin
     return NotebookRun(
         name=notebook.stem,
         notebook=notebook,
         output=output,
         parameters=values,
         started=started,
-        duration_s=time.monotonic() - begin,
+        duration_s=duration_s,
         ok=error is None,
         error=error,
+        html=_html_copy(output),
     )
+
+
+def _html_copy(output: Path) -> Path | None:
+    """Write the run's HTML copy; a conversion that fails is logged, not the run's failure
+    (the executed notebook is the record, the HTML a convenience)."""
+    from tierlog.jobs.report import write_html
+
+    try:
+        return write_html(output)
+    except Exception as exc:
+        log.warning("no HTML copy of %s: %s: %s", display_path(output), type(exc).__name__, exc)
+        return None

@@ -508,13 +508,21 @@ def _check_and_run(
         )
     write_state(path, replace(state, last_checked=now, last_run=record))
     output = display_path(Path(record.output)) if record.output else None
+    # The run's HTML copy (tierlog.jobs.report), for whoever reads this in cron's mail.
+    html = f" (HTML {output.with_suffix('.html')})" if output and _has_html(output) else ""
     if record.ok:
         seconds = (record.finished - record.started).total_seconds() if record.finished else 0
-        print(f"job {job.name}: ok in {seconds:.1f} s -> {output}", file=out)
+        print(f"job {job.name}: ok in {seconds:.1f} s -> {output}{html}", file=out)
         return RAN_OK
-    kept = f"; output kept at {output}" if output else ""
+    kept = f"; output kept at {output}{html}" if output else ""
     print(f"job {job.name}: FAILED: {record.error}{kept}", file=err)
     return FAILED
+
+
+def _has_html(output: Path) -> bool:
+    from tierlog.jobs.report import html_path
+
+    return html_path(output).is_file()
 
 
 def list_jobs(config: SchedulerConfig, now: dt.datetime, out: TextIO) -> int:

@@ -1,0 +1,225 @@
+"""tierlog.tools.lab: the "tierlog" kernel spec (written into a prefix, once; the kernel
+starts where the lab was started), one-line failures, and the real ``tierlog lab`` process
+on 127.0.0.1 looked at through its REST API and in headless Chromium (tests/browser.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import browser
+from tests.jobs.conftest import DATA
+from tests.tools.test_cli_errors import REPO, TIERLOG, closed_port, one_line_failure, run
+from tierlog.jobs.runner import run_notebook
+from tierlog.tools.lab import KERNEL_NAME, register_kernel, write_settings_overrides
+from tierlog.tools.lab_kernel import KERNEL_CWD_ENV
+
+NOTEBOOKS = ["explore_events.ipynb", "ingest_to_delta.ipynb", "replay_from_object_storage.ipynb"]
+# JupyterLab starts in 5-10 s on a small machine; this only stops a hang.
+START_TIMEOUT_S = 90.0
+
+
+def test_register_kernel_writes_the_spec_into_the_prefix_once(tmp_path: Path) -> None:
+    home = Path.home() / ".local" / "share" / "jupyter" / "kernels" / KERNEL_NAME
+    had_home_spec = home.exists()
+    spec_dir, written = register_kernel(tmp_path)
+    assert (spec_dir, written) == (tmp_path / "share/jupyter/kernels/tierlog", True)
+    spec = json.loads((spec_dir / "kernel.json").read_text())
+    assert spec["display_name"] == "tierlog" and spec["language"] == "python"
+    assert spec["argv"][:3] == [sys.executable, "-m", "tierlog.tools.lab_kernel"]
+    assert (spec_dir / "logo-64x64.png").is_file()
+    before = (spec_dir / "kernel.json").stat().st_mtime_ns
+    assert register_kernel(tmp_path) == (spec_dir, False)  # idempotent: left alone
+    assert (spec_dir / "kernel.json").stat().st_mtime_ns == before
+    assert home.exists() == had_home_spec  # nothing written to the user's home
+
+
+def test_settings_overrides_merge_into_what_is_there(tmp_path: Path) -> None:
+    path = tmp_path / "share/jupyter/lab/settings/overrides.json"
+    path.parent.mkdir(parents=True)
+    theme = {"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}
+    path.write_text(json.dumps(theme))
+    assert write_settings_overrides(tmp_path) == path
+    settings = json.loads(path.read_text())
+    assert settings["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}
+    assert settings["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+
+
+def test_the_kernel_starts_in_the_directory_the_lab_gives_it(tmp_path: Path) -> None:
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    register_kernel(tmp_path / "prefix")
+    specs = KernelSpecManager(kernel_dirs=[str(tmp_path / "prefix/share/jupyter/kernels")])
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "json.py").write_text("raise RuntimeError('shadowed')\n")
+    manager = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
+    # As JupyterLab starts it: in the notebook's directory, with the lab's environment.
+    manager.start_kernel(
+        cwd=str(tmp_path / "notebooks"), env={**os.environ, KERNEL_CWD_ENV: str(tmp_path)}
+    )
+    client = manager.client()
+    printed: list[str] = []
+
+    def collect(message: dict[str, Any]) -> None:
+        if message["msg_type"] == "stream":
+            printed.append(message["content"]["text"])
+
+    try:
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
+        reply = client.execute_interactive(
+            "import json, os, sys; print(json.dumps([os.getcwd(), sys.executable]))",
+            output_hook=collect,
+            timeout=60,
+        )
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    # The launch directory is off sys.path: json is the standard library's, not json.py.
+    assert json.loads("".join(printed)) == [str(tmp_path), sys.executable]
+
+
+def test_a_taken_port_is_one_line_and_exit_1() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = one_line_failure(run(TIERLOG, "lab", "--port", str(port)))
+    assert f"cannot listen on 127.0.0.1:{port}" in line and "--port" in line
+
+
+def test_a_missing_notebooks_dir_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    result = run(TIERLOG, "lab", "--notebooks-dir", str(tmp_path / "nope"))
+    line = one_line_failure(result, code=2)
+    assert f"no notebooks directory at {tmp_path / 'nope'}" in line
+
+
+@dataclass
+class RunningLab:
+    process: subprocess.Popen[str]
+    port: int
+    url: str
+    token: str
+    printed: list[str]
+
+    def api(self, path: str) -> Any:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+
+@contextmanager
+def running_lab(notebooks: Path, cwd: Path, log: Path) -> Iterator[RunningLab]:
+    """``tierlog lab`` as a user starts it; yields once it printed its URL, and checks on
+    the way out that SIGTERM stops it (and its server) cleanly."""
+    port = closed_port()
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [TIERLOG, "lab", "--port", str(port), "--notebooks-dir", str(notebooks)],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def read() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.put(line.rstrip("\n"))
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        printed: list[str] = []
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not any("token=" in line for line in printed):
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+                assert line is not None, f"tierlog lab exited: {printed}, {log.read_text()}"
+                printed.append(line)
+            url = next(line.strip() for line in printed if "token=" in line)
+            yield RunningLab(process, port, url, url.split("token=", 1)[1], printed)
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=30)
+        assert code == 0, log.read_text()
+        while (line := lines.get(timeout=5)) is not None:
+            printed.append(line)
+        assert "stopping JupyterLab..." in printed
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, "the server outlived tierlog lab"
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses with a socket listening on ``port`` (Linux /proc/net, hex)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state = row.split()[1], row.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
+
+
+@pytest.mark.timeout(300)
+def test_the_lab_in_headless_chromium(tmp_path: Path) -> None:
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    for name in NOTEBOOKS:
+        shutil.copy(REPO / "notebooks" / name, notebooks / name)
+    # An executed notebook: the lab must show its summary as a table.
+    executed = run_notebook(
+        "summary", notebooks_dir=DATA, runs_dir=notebooks, cwd=tmp_path, label="run"
+    )
+    assert executed.ok, executed.error
+
+    with running_lab(notebooks, tmp_path, tmp_path / "lab.log") as lab:
+        assert lab.url.startswith(f"http://127.0.0.1:{lab.port}/lab?token=")
+        assert listening_addresses(lab.port) == {"0100007F"}  # 127.0.0.1 only
+        assert any(f"kernel '{KERNEL_NAME}'" in line for line in lab.printed)
+
+        specs = lab.api("/api/kernelspecs")["kernelspecs"]
+        assert specs[KERNEL_NAME]["spec"]["display_name"] == "tierlog"
+        assert specs[KERNEL_NAME]["spec"]["argv"][0] == sys.executable
+        listed = {item["name"] for item in lab.api("/api/contents")["content"]}
+        assert set(NOTEBOOKS) | {executed.output.name} <= listed
+
+        dom = browser.dump_dom(lab.url)
+        assert 'id="main"' in dom and "jp-LabShell" in dom, dom[:2000]
+        for name in NOTEBOOKS:
+            assert f"<span>{name}</span>" in dom, f"{name} not in the file browser"
+        assert 'class="jp-LauncherCard" title="tierlog"' in dom  # the kernel, in the launcher
+        shot = browser.screenshot(lab.url, tmp_path / "lab.png")
+        assert shot.shape[:2] == (900, 1280) and not browser.is_blank(shot)
+
+        opened = f"http://127.0.0.1:{lab.port}/lab/tree/{executed.output.name}?token={lab.token}"
+        page = browser.dump_dom(opened)
+        assert '<table class="tierlog-summary">' in page, "the summary is not a table"
+        assert "IPython.core.display" not in page
+        sessions = lab.api("/api/sessions")  # opening it started the notebook's kernel
+        assert [s["kernel"]["name"] for s in sessions] == [KERNEL_NAME]
