@@ -251,6 +251,14 @@ class LogConfig:
         return self.local_retention_bytes
 
     @property
+    def roll_ms(self) -> int:
+        """segment.ms, or max.compaction.lag.ms when shorter on a compacted topic: the
+        active segment is never cleaned, so it must roll for the lag to hold (KIP-354)."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
+    @property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
 

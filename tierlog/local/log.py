@@ -304,7 +304,7 @@ class Log:
                 last,
                 self.clock.milliseconds,
                 config.segment_bytes,
-                config.segment_ms,
+                config.roll_ms,
             ):
                 segment = self.roll(first)
             segment.append_batch(
@@ -473,7 +473,7 @@ class Log:
             info.last_offset,
             now,
             self.config.segment_bytes,
-            self.config.segment_ms,
+            self.config.roll_ms,
         ):
             segment = self.roll(info.first_offset)
         segment.append(buffers, entries)

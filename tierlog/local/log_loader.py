@@ -5,7 +5,8 @@ from its last index entry and truncates a torn last batch; after an unclean stop
 re-checks every batch (length, magic, CRC-32C) from the segment holding the recovery point
 to the end, truncating after the last valid batch and deleting any later segments (nothing
 after a corrupt batch can be trusted); builds missing or unreadable indexes again; cleans
-leftovers of interrupted work (``*.deleted``, ``*.tmp``, indexes without a log); and
+leftovers of interrupted work (``*.deleted``, ``*.tmp``, indexes without a log, a
+compaction's ``*.cleaned`` files; a committed ``*.swap`` is completed); and
 settles the log start, recovery point, leader epoch cache and producer state. Segments
 below the recovery point are not rescanned (the background scrubber re-checks them).
 """
@@ -26,6 +27,7 @@ from tierlog.local.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from tierlog.local.segment_swap import finish_interrupted_swaps
 from tierlog.records.errors import RecordsError
 
 if TYPE_CHECKING:
@@ -104,6 +106,7 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
 
 def _clean_directory(log: Log) -> list[int]:
     """Remove leftovers of interrupted work; return the base offsets of the segments."""
+    finish_interrupted_swaps(log.directory)
     bases = []
     for entry in os.scandir(log.directory):
         name = entry.name
