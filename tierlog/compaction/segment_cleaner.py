@@ -1,0 +1,475 @@
+"""One cleaning pass over one log's closed segments: the work of Kafka's ``Cleaner``.
+
+Runs off the broker's event loop (in a worker process, see ``cleaner.py``) and touches no
+``Log`` object: a ``CleanJob`` names the segment files and the rules, and ``clean`` reads
+them and writes the cleaned replacements beside them as ``<base>.log.cleaned`` (with
+``.index.cleaned`` and ``.timeindex.cleaned``), returning what it wrote. Swapping them into
+the log is the owner's step (``tierlog.local.segment_swap``), done on the event loop after
+checking that the segments are still the ones read.
+
+A pass, as in Kafka's design (seeds 003/004):
+
+1. Build the offset map over the dirty segments (from the first dirty offset to the first
+   uncleanable one): key digest -> offset of the key's latest record. Whole segments only;
+   when the next segment's new keys do not fit, the map ends before it (that segment is
+   dirty for the next pass). When not even the first one fits, the log cannot be cleaned
+   with this much memory: ``OffsetMapFullError``.
+2. Rewrite every segment from the log start up to the map's end, grouped so that a group's
+   segments together stay within ``segment.bytes`` (small cleaned segments merge). A
+   record is kept when it has a key, no later record of its key is in the map, and it is
+   not a tombstone past its delete horizon (KIP-534: a tombstone's first pass stamps the
+   batch with ``now + delete.retention.ms``; a pass after that time drops it). A batch left
+   with no record is dropped, unless it is an idempotent producer's last batch, which stays
+   as an empty batch so the producer's sequence survives. Control batches are kept as they
+   are. Every batch's CRC-32C is checked before it is copied: a corrupt segment is never
+   rewritten into a valid-looking one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tierlog.compaction.batch_filter import BatchRecords, empty_batch, rebuild_batch, walk_records
+from tierlog.compaction.offset_map import OffsetMap, OffsetMapFullError, key_digests
+from tierlog.local.errors import CorruptSegmentError
+from tierlog.local.offset_index import OffsetIndex
+from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
+from tierlog.local.segment_swap import CLEANED_SUFFIX, RANGE_SUFFIX, write_range
+from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
+from tierlog.records.header import (
+    HEADER_SIZE,
+    Attr,
+    BatchHeader,
+    parse_header,
+    peek_size,
+    validate_batch,
+)
+
+# Batches are filtered a chunk at a time: one vectorised map lookup per chunk, and memory
+# bounded whatever the segment size.
+_CHUNK_BYTES = 4 << 20
+_INT32_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFile:
+    """A closed segment as the job sees it: its file, how much of it, which offsets."""
+
+    base_offset: int
+    path: str
+    size: int
+    next_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleanJob:
+    """Everything one pass needs; plain data, so it can cross to a worker process.
+
+    ``segments`` are the log's closed segments from the log start, in order, up to the
+    first uncleanable offset (a segment boundary). ``producer_last_offsets`` maps each
+    idempotent producer to the last offset of its last batch in the log.
+    """
+
+    name: str
+    segments: tuple[SegmentFile, ...]
+    log_start_offset: int
+    first_dirty_offset: int
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    index_interval_bytes: int
+    max_index_size: int
+    map_memory_bytes: int
+    map_load_factor: float = 0.9
+    io_bytes_per_second: float = 0.0  # 0 = unthrottled
+    producer_last_offsets: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedGroup:
+    """One cleaned file replacing ``replaced`` (consecutive segments, by base offset)."""
+
+    replaced: tuple[SegmentFile, ...]
+    base_offset: int
+    log_path: str  # the .log.cleaned file; its indexes sit beside it
+    size: int
+
+
+@dataclass(slots=True)
+class CleanStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_removed: int = 0
+    map_keys: int = 0
+    map_bytes_per_key: float = 0.0
+    map_seconds: float = 0.0
+    clean_seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class CleanResult:
+    """What the pass wrote; ``map_end_offset`` is the next pass's first dirty offset.
+
+    ``next_delete_horizon_ms`` is the earliest delete horizon of a tombstone left in the
+    log (-1 when none): the log must be cleaned again after it even if nothing else
+    changes (KIP-534).
+    """
+
+    groups: list[CleanedGroup]
+    map_end_offset: int
+    stats: CleanStats
+    next_delete_horizon_ms: int = -1
+
+
+class Throttle:
+    """Sleeps to keep I/O under ``bytes_per_second`` (log.cleaner.io.max.bytes.per.second)."""
+
+    def __init__(self, bytes_per_second: float) -> None:
+        self.rate = bytes_per_second
+        self.start = time.monotonic()
+        self.done = 0
+
+    def __call__(self, nbytes: int) -> None:
+        if self.rate <= 0:
+            return
+        self.done += nbytes
+        ahead = self.done / self.rate - (time.monotonic() - self.start)
+        if ahead > 0.01:
+            time.sleep(ahead)
+
+
+def read_batches(
+    segment: SegmentFile, check_crc: bool = False
+) -> Iterator[list[tuple[memoryview, BatchHeader]]]:
+    """The segment's batches, a chunk of about ``_CHUNK_BYTES`` at a time, each batch a
+    view into a chunk the caller may keep (plain reads, not a map that must be closed)."""
+    parse = validate_batch if check_crc else parse_header
+    fd = os.open(segment.path, os.O_RDONLY)
+    try:
+        position = 0
+        while position < segment.size:
+            want = min(_CHUNK_BYTES, segment.size - position)
+            data = os.pread(fd, want, position)
+            if len(data) < want:
+                raise CorruptSegmentError(
+                    f"{segment.path}: ends at {position + len(data)}, expected {segment.size}",
+                    segment.path,
+                    position + len(data),
+                )
+            view = memoryview(data)
+            chunk: list[tuple[memoryview, BatchHeader]] = []
+            at = 0
+            while at + HEADER_SIZE <= len(data):
+                size = peek_size(view, at)[1]  # type: ignore[index]  # >= 12 bytes left
+                if size < HEADER_SIZE:
+                    parse_header(view, at)  # raises: a length too small for a header
+                if at + size > len(data):
+                    break
+                header = parse(view, at)
+                chunk.append((view[at : at + size], header))
+                at += size
+            if not chunk:
+                # One batch larger than a chunk: read exactly it.
+                header = parse_header(os.pread(fd, HEADER_SIZE, position))
+                data = os.pread(fd, header.size, position)
+                header = parse(data)
+                chunk, at = [(memoryview(data), header)], header.size
+            position += at
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def _is_data(header: BatchHeader) -> bool:
+    return not header.attributes & Attr.CONTROL and header.record_count > 0
+
+
+def build_offset_map(
+    job: CleanJob, offset_map: OffsetMap, throttle: Throttle, stats: CleanStats
+) -> int:
+    """Fill ``offset_map`` from the dirty segments; returns the offset it ends at."""
+    offset_map.reset(job.first_dirty_offset)
+    end = job.first_dirty_offset
+    for segment in job.segments:
+        if segment.next_offset <= job.first_dirty_offset:
+            continue
+        if segment.next_offset - 1 > offset_map.max_offset:
+            break
+        keys: list[bytes] = []
+        offsets: list[int] = []
+        for chunk in read_batches(segment):
+            for batch, header in chunk:
+                if not _is_data(header) or header.last_offset < job.first_dirty_offset:
+                    continue
+                records = walk_records(batch, header)
+                base = header.base_offset
+                for key, delta in zip(records.keys, records.offset_deltas, strict=True):
+                    offset = base + delta
+                    if key is not None and offset >= job.first_dirty_offset:
+                        keys.append(key)
+                        offsets.append(offset)
+        throttle(segment.size)
+        stats.bytes_read += segment.size
+        digests = key_digests(keys)
+        try:
+            offset_map.put(digests, np.array(offsets, dtype=np.int64))
+        except OffsetMapFullError as exc:
+            if end == job.first_dirty_offset:
+                raise OffsetMapFullError(
+                    f"{job.name}: segment {segment.path} alone does not fit the offset map: "
+                    f"{exc}; raise log.cleaner.dedupe.buffer.size"
+                ) from None
+            break
+        end = segment.next_offset
+    stats.map_keys = offset_map.size
+    stats.map_bytes_per_key = offset_map.bytes_per_key
+    return end
+
+
+def group_segments(
+    segments: list[SegmentFile], max_bytes: int, max_index_size: int
+) -> list[list[SegmentFile]]:
+    """Consecutive segments whose sizes add up to at most ``max_bytes`` (Kafka's
+    ``groupSegmentsBySize``): cleaned, each group becomes one segment. A group also stays
+    within the indexes' 32-bit relative offsets and their preallocated size."""
+    groups: list[list[SegmentFile]] = []
+    rest = list(segments)
+    # An index entry per batch at worst; the bound keeps a merged index within its size.
+    index_bytes_per_segment_byte = 12 / 61
+    while rest:
+        group = [rest.pop(0)]
+        size = group[0].size
+        while rest:
+            nxt = rest[0]
+            if (
+                size + nxt.size > max_bytes
+                or (size + nxt.size) * index_bytes_per_segment_byte > max_index_size
+                or nxt.next_offset - 1 - group[0].base_offset > _INT32_MAX
+            ):
+                break
+            group.append(rest.pop(0))
+            size += nxt.size
+        groups.append(group)
+    return groups
+
+
+class _CleanedWriter:
+    """Writes one ``.log.cleaned`` file and its two indexes, as a segment's appends would."""
+
+    def __init__(self, directory: Path, base_offset: int, job: CleanJob) -> None:
+        stem = directory / segment_name(base_offset)
+        self.base_offset = base_offset
+        self.log_path = Path(str(stem) + LOG_SUFFIX + CLEANED_SUFFIX)
+        self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        index_size = job.max_index_size
+        self.offset_index = OffsetIndex(
+            Path(str(stem) + INDEX_SUFFIX + CLEANED_SUFFIX), base_offset, index_size
+        )
+        self.time_index = TimeIndex(
+            Path(str(stem) + TIME_INDEX_SUFFIX + CLEANED_SUFFIX), base_offset, index_size
+        )
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.interval = job.index_interval_bytes
+        self.position = 0
+        self.since_index = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max = base_offset
+        self.pending: list[bytes | memoryview] = []
+        self.pending_bytes = 0
+
+    def append(self, batch: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max = max_timestamp, last_offset
+        if self.since_index > self.interval and not self.offset_index.is_full:
+            self.offset_index.append(last_offset, self.position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max)
+            self.since_index = 0
+        self.since_index += len(batch)
+        self.position += len(batch)
+        self.pending.append(batch)
+        self.pending_bytes += len(batch)
+        if self.pending_bytes >= _CHUNK_BYTES:
+            self._write()
+
+    def _write(self) -> None:
+        data = b"".join(self.pending)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        self.pending.clear()
+        self.pending_bytes = 0
+
+    def finish(self) -> int:
+        """Write out, record the final max timestamp, trim and fsync; returns the size."""
+        self._write()
+        if self.max_timestamp != NO_TIMESTAMP and not self.time_index.is_full:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max)
+        for index in (self.offset_index, self.time_index):
+            index.trim_to_valid_size()
+            index.flush()
+            index.close()
+        os.fsync(self.fd)
+        os.close(self.fd)
+        return self.position
+
+    def write_range(self, end_offset: int) -> None:
+        """Record the replaced offsets' end beside the files (see ``segment_swap``)."""
+        write_range(self.log_path.parent, self.base_offset, end_offset)
+
+    def abandon(self) -> None:
+        for index in (self.offset_index, self.time_index):
+            index.close()
+            index.path.unlink(missing_ok=True)
+        os.close(self.fd)
+        remove_cleaned(str(self.log_path))
+
+
+class _Filter:
+    """The per-record rules of one pass."""
+
+    def __init__(
+        self, job: CleanJob, offset_map: OffsetMap, map_end: int, stats: CleanStats
+    ) -> None:
+        self.job = job
+        self.map = offset_map
+        self.map_end = map_end
+        self.stats = stats
+        self.new_horizon = job.now_ms + job.delete_retention_ms
+        self.next_horizon = -1
+
+    def _note_horizon(self, horizon: int) -> None:
+        if self.next_horizon < 0 or horizon < self.next_horizon:
+            self.next_horizon = horizon
+
+    def chunk(self, batches: list[tuple[memoryview, BatchHeader]], out: _CleanedWriter) -> bool:
+        """Filter one chunk of batches into ``out``; returns True when anything changed."""
+        walked: list[BatchRecords | None] = []
+        keys: list[bytes] = []
+        for batch, header in batches:
+            if _is_data(header):
+                walked_batch = walk_records(batch, header)
+                walked.append(walked_batch)
+                keys.extend(k if k is not None else b"" for k in walked_batch.keys)
+            else:
+                walked.append(None)
+        latest = self.map.get(key_digests(keys)) if keys else np.empty(0, dtype=np.int64)
+        latest_list = latest.tolist()
+        at = 0
+        changed = False
+        now = self.job.now_ms
+        for (batch, header), records in zip(batches, walked, strict=True):
+            if records is None:
+                out.append(batch, header.last_offset, header.max_timestamp)
+                continue
+            n = len(records)
+            found = latest_list[at : at + n]
+            at += n
+            base = header.base_offset
+            has_horizon = bool(header.attributes & Attr.DELETE_HORIZON)
+            horizon = header.base_timestamp if has_horizon else -1
+            keep: list[int] = []
+            kept_tombstones = False
+            for i in range(n):
+                offset = base + records.offset_deltas[i]
+                if offset >= self.map_end:
+                    keep.append(i)  # beyond the map: not decided by this pass
+                    kept_tombstones |= records.tombstones[i]
+                    continue
+                if records.keys[i] is None or found[i] > offset:
+                    continue  # no key (invalid in a compacted log) or superseded
+                if records.tombstones[i]:
+                    if has_horizon and now >= horizon:
+                        self.stats.tombstones_removed += 1
+                        continue
+                    kept_tombstones = True
+                keep.append(i)
+            self.stats.records_read += n
+            self.stats.records_kept += len(keep)
+            stamp = kept_tombstones and not has_horizon
+            if kept_tombstones:
+                self._note_horizon(self.new_horizon if stamp else horizon)
+            if len(keep) == n and not stamp:
+                out.append(batch, header.last_offset, header.max_timestamp)
+                continue
+            changed = True
+            if keep:
+                rebuilt = rebuild_batch(header, records, keep, self.new_horizon if stamp else None)
+                out.append(rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp)
+            elif (
+                header.producer_id >= 0
+                and self.job.producer_last_offsets.get(header.producer_id) == header.last_offset
+            ):
+                out.append(empty_batch(header), header.last_offset, header.max_timestamp)
+        return changed
+
+
+def clean_group(
+    job: CleanJob, group: list[SegmentFile], rules: _Filter, throttle: Throttle
+) -> CleanedGroup | None:
+    """Write the cleaned replacement of ``group``; None when it would be identical."""
+    directory = Path(group[0].path).parent
+    out = _CleanedWriter(directory, group[0].base_offset, job)
+    changed = len(group) > 1
+    try:
+        for segment in group:
+            # CRC-checked: a corrupt segment is never rewritten into a valid-looking one.
+            for chunk in read_batches(segment, check_crc=True):
+                changed |= rules.chunk(chunk, out)
+            throttle(segment.size)
+            rules.stats.bytes_read += segment.size
+        if not changed:
+            out.abandon()
+            return None
+        size = out.finish()
+        out.write_range(group[-1].next_offset)
+    except BaseException:
+        out.abandon()
+        raise
+    rules.stats.bytes_written += size
+    return CleanedGroup(tuple(group), group[0].base_offset, str(out.log_path), size)
+
+
+def clean(job: CleanJob) -> CleanResult:
+    """One pass over ``job``'s log (see the module docstring). Writes ``.cleaned`` files
+    only; on any error the files this pass wrote are removed before it raises.
+
+    Raises:
+        OffsetMapFullError: the first dirty segment alone does not fit the map.
+        RecordsError: a batch fails its CRC or does not parse (nothing is swapped).
+    """
+    stats = CleanStats()
+    throttle = Throttle(job.io_bytes_per_second)
+    offset_map = OffsetMap(job.map_memory_bytes, job.map_load_factor)
+    started = time.monotonic()
+    map_end = build_offset_map(job, offset_map, throttle, stats)
+    stats.map_seconds = time.monotonic() - started
+    cleanable = [s for s in job.segments if s.base_offset < map_end]
+    rules = _Filter(job, offset_map, map_end, stats)
+    groups: list[CleanedGroup] = []
+    try:
+        for group in group_segments(cleanable, job.segment_bytes, job.max_index_size):
+            cleaned = clean_group(job, group, rules, throttle)
+            if cleaned is not None:
+                groups.append(cleaned)
+    except BaseException:
+        for done in groups:
+            remove_cleaned(done.log_path)
+        raise
+    stats.clean_seconds = time.monotonic() - started - stats.map_seconds
+    return CleanResult(groups, map_end, stats, rules.next_horizon)
+
+
+def remove_cleaned(log_path: str) -> None:
+    """Delete a ``.log.cleaned`` file and its two indexes."""
+    stem = log_path.removesuffix(LOG_SUFFIX + CLEANED_SUFFIX)
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, RANGE_SUFFIX):
+        Path(stem + suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
