@@ -1,11 +1,14 @@
 """The notebooks in notebooks/, executed by papermill (through ``tierlog.jobs.runner``)
 against a real broker whose topic is partly offloaded, with small parameters; assertions
-are on the summary each one records and on its outputs. Each run starts its own kernel
-and Spark, so there is one run per notebook."""
+are on the summary each one records and on its outputs, and on a run's HTML copy as
+headless Chromium shows it (tests/browser.py). Each run starts its own kernel and Spark,
+so there is one run per notebook."""
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests import browser
 from tests.tiered_data import TieredTopic, running_tiered_topic, topic_rows, wait_offloaded
 from tierlog.jobs.runner import NotebookRun, run_notebook
 from tierlog.jobs.summary import SummaryNotFound, read_summary
@@ -67,16 +71,22 @@ def test_the_notebooks_are_generated_from_build_notebooks() -> None:
         assert not any(c.get("outputs") for c in notebook["cells"]), f"{name} has outputs"
 
 
-def test_explore_events(tiered: TieredTopic, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def explored(tiered: TieredTopic, tmp_path_factory: pytest.TempPathFactory) -> NotebookRun:
+    """One run of explore_events, for its summary and for its HTML copy in the browser."""
     # remote_url is left to its default: the notebook asks the broker where its tier is.
-    result = run(
+    return run(
         "explore_events",
-        tmp_path,
+        tmp_path_factory.mktemp("explore"),
         bootstrap_servers=tiered.bootstrap,
         topic=tiered.topic,
         bin_seconds=1,
         sample_count=3,
     )
+
+
+def test_explore_events(tiered: TieredTopic, explored: NotebookRun) -> None:
+    result = explored
     summary = read_summary(result.output)
     assert summary["remote_url"] == tiered.remote_url
     assert summary["events_read"] == summary["messages"] == EVENTS
@@ -92,6 +102,38 @@ def test_explore_events(tiered: TieredTopic, tmp_path: Path) -> None:
     images = [o for o in outputs(result.output) if "image/png" in o.get("data", {})]
     assert len(images) == 1
     assert "page_view" in json.dumps(outputs(result.output))  # sample values decoded
+
+
+def test_explore_events_html_copy_shows_the_plot_in_chromium(
+    explored: NotebookRun, tmp_path: Path
+) -> None:
+    assert explored.html == explored.output.with_suffix(".html")
+    url = explored.html.resolve().as_uri()
+    dom = browser.dump_dom(url, budget_ms=5000)
+    images = re.findall(r'<img [^>]*src="data:image/png;base64,', dom)
+    assert len(images) == 1, images  # the event-rate plot, embedded
+    assert '<table class="tierlog-summary">' in dom and "IPython.core.display" not in dom
+    # The page as a window tall enough for all of it (a few thousand pixels; headless
+    # screenshots show the window only, and a fragment's scroll comes out blank), then the
+    # plot's bar colours on screen in the plot's amounts: it rendered, and is visible.
+    cells = json.loads(explored.output.read_text())["cells"]
+    (png,) = [
+        o["data"]["image/png"]
+        for c in cells
+        for o in c.get("outputs", [])
+        if "image/png" in o.get("data", {})
+    ]
+    plot = browser.png_pixels(base64.b64decode(png))
+    shot = browser.screenshot(
+        url, tmp_path / "explore_events.png", window=(1280, 12_000), budget_ms=5000
+    )
+    assert not browser.is_blank(shot)
+    bars = browser.colour_counts(plot, at_least=2000)  # bar fills, not edges
+    assert len(bars) >= 2, f"expected both tiers' bar colours in the plot, got {bars}"
+    for colour, count in bars.items():
+        shown = browser.count_colour(shot, colour)
+        # At least half: the page may scale the image to fit, never hide most of it.
+        assert shown >= count // 2, f"colour {colour}: {shown} px on screen, {count} in the plot"
 
 
 def test_ingest_to_delta(tiered: TieredTopic, tmp_path: Path) -> None:
