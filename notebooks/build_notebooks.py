@@ -6,9 +6,10 @@ and diffed as code; the ``.ipynb`` files are generated (committed without output
 
 Each notebook has a cell tagged ``parameters`` (papermill injects its parameters after it)
 with small defaults, and ends with a cell showing its summary (``show_summary``: a table
-to read, JSON for ``tierlog.jobs.summary.read_summary``). The logic lives in ``pipelines/``; the cells
-call it and show what it returns. Cell ids are derived from the notebook's name and the
-cell's position, so rebuilding an unchanged notebook changes nothing.
+to read, JSON for ``tierlog.jobs.summary.read_summary``). The logic lives in
+``pipelines/``; the cells call it and show what it returns. Cell ids are derived from the
+notebook's name and the cell's position, so rebuilding an unchanged notebook changes
+nothing.
 """
 
 from __future__ import annotations
