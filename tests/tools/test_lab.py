@@ -27,7 +27,8 @@ from tests import browser
 from tests.jobs.conftest import DATA
 from tests.tools.test_cli_errors import REPO, TIERLOG, closed_port, one_line_failure, run
 from tierlog.jobs.runner import run_notebook
-from tierlog.tools.lab import KERNEL_NAME, register_kernel, write_settings_overrides
+from tierlog.tools.errors import CliError
+from tierlog.tools.lab import KERNEL_NAME, register_kernel, start_lab, write_settings_overrides
 from tierlog.tools.lab_kernel import KERNEL_CWD_ENV
 
 NOTEBOOKS = ["explore_events.ipynb", "ingest_to_delta.ipynb", "replay_from_object_storage.ipynb"]
@@ -110,6 +111,43 @@ def test_a_missing_notebooks_dir_is_one_line_and_exit_2(tmp_path: Path) -> None:
     result = run(TIERLOG, "lab", "--notebooks-dir", str(tmp_path / "nope"))
     line = one_line_failure(result, code=2)
     assert f"no notebooks directory at {tmp_path / 'nope'}" in line
+
+
+@pytest.fixture
+def fake_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """start_lab with its server command replaced by the list this returns (fill it in),
+    and its kernel spec and settings written under tmp_path instead of the venv."""
+    from tierlog.tools import lab
+
+    command: list[str] = []
+    monkeypatch.setattr(lab, "server_command", lambda notebooks, port: command)
+    monkeypatch.setattr(lab, "register_kernel", lambda: (tmp_path, True))
+    monkeypatch.setattr(lab, "write_settings_overrides", lambda: tmp_path)
+    return command
+
+
+def test_a_server_that_exits_before_it_is_ready_is_one_line(
+    tmp_path: Path, fake_server: list[str]
+) -> None:
+    fake_server += [sys.executable, "-c", "raise SystemExit(3)"]
+    with pytest.raises(CliError, match=r"^JupyterLab exited with status 3 before it was ready"):
+        start_lab(tmp_path, closed_port())
+
+
+def test_a_server_that_never_answers_is_stopped(tmp_path: Path, fake_server: list[str]) -> None:
+    marker = tmp_path / "still-running"
+    fake_server += [
+        sys.executable,
+        "-c",
+        f"import time; open({str(marker)!r}, 'w'); time.sleep(60)",
+    ]
+    started = time.monotonic()
+    with pytest.raises(
+        CliError, match=r"did not answer at http://127\.0\.0\.1:\d+/api/status within 2 s"
+    ):
+        start_lab(tmp_path, closed_port(), timeout_s=2)
+    assert time.monotonic() - started < 20  # stopped by SIGTERM, not waited out
+    assert marker.exists()  # it did start
 
 
 @dataclass

@@ -37,7 +37,6 @@ from tierlog.tools.lab_kernel import KERNEL_CWD_ENV
 
 KERNEL_NAME = "tierlog"
 HOST = "127.0.0.1"
-DEFAULT_PORT = 8888  # Jupyter's own default
 # JupyterLab starts in 5-10 s on a small machine; past this it is stuck.
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
@@ -212,8 +211,7 @@ def _wait_ready(
         code = process.poll()
         if code is not None:
             raise CliError(
-                f"JupyterLab exited with status {code} before it was ready (its messages are "
-                "above); run with -v for more"
+                f"JupyterLab exited with status {code} before it was ready (its messages are above)"
             )
         try:
             with urllib.request.urlopen(request, timeout=2) as response:
