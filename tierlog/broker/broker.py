@@ -30,6 +30,7 @@ from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.server import ConnectionLimits, KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
+from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
 from tierlog.local.log_manager import LogManager, LogManagerTimings
 from tierlog.local.scrubber import Scrubber
 from tierlog.protocol import EncodedFetchResponse, Request
@@ -64,6 +65,7 @@ class Broker:
         self.services: BrokerServices | None = None
         self.cluster: ClusterMembership | None = None
         self.scrubber: Scrubber | None = None
+        self.cleaner: LogCleaner | None = None
         self.port = 0
         self.metrics_port = -1
         self._metrics_server: Any = None
@@ -184,6 +186,9 @@ class Broker:
         if rate > 0:  # re-checks closed segments' CRC-32C in the background (issue 10)
             self.scrubber = Scrubber(lambda: log_manager.logs, rate)
             self.scrubber.start()
+        if config["log.cleaner.enable"]:
+            self.cleaner = LogCleaner(log_manager, cleaner_config(config), clock=self.clock)
+            self.cleaner.start()
         self._serve_metrics()
         await self.server.serve()
         log.info(
@@ -341,6 +346,7 @@ class Broker:
             ("replica fetchers", fetchers.close if fetchers else None),
             ("groups", groups.close if groups else None),
             ("scrubber", self.scrubber.stop if self.scrubber else None),
+            ("log cleaner", self.cleaner.stop if self.cleaner else None),
             ("remote tier", remote.close if remote else None),
             ("high watermarks", replicas.checkpoint_high_watermarks if replicas else None),
             ("logs", log_manager.shutdown if log_manager else None),
@@ -404,3 +410,17 @@ def _no_handler(request: Request) -> Exception:
     from tierlog.protocol.errors import UnsupportedVersionError
 
     return UnsupportedVersionError(request.api_key, request.api_version, request.correlation_id)
+
+
+def cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    """The broker's ``log.cleaner.*`` keys as the cleaner's settings."""
+    rate = config["log.cleaner.io.max.bytes.per.second"]
+    return CleanerConfig(
+        enable=config["log.cleaner.enable"],
+        threads=config["log.cleaner.threads"],
+        dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+        # Kafka's default, Double.MAX_VALUE, means no limit.
+        io_max_bytes_per_second=0.0 if rate >= 1e300 else rate,
+        backoff_ms=config["log.cleaner.backoff.ms"],
+        load_factor=config["log.cleaner.io.buffer.load.factor"],
+    )

@@ -333,10 +333,8 @@ class LogCleaner:
             self.state.in_progress.discard(tp)
 
     def start(self) -> None:
-        """Start ``log.cleaner.threads`` cleaning tasks on the running loop."""
-        if self.workers > 0:
-            # spawn: the broker has threads, and a forked copy of their locks could hang.
-            self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
+        """Start ``log.cleaner.threads`` cleaning tasks on the running loop (the worker
+        processes start with the first pass: most brokers never have one to do)."""
         loop = asyncio.get_running_loop()
         for n in range(max(1, self.config.threads)):
             self._tasks.append(loop.create_task(self._run(), name=f"log-cleaner-{n}"))
@@ -373,8 +371,11 @@ class LogCleaner:
             self.state.in_progress.discard(tp)
 
     async def _run_job(self, job: CleanJob) -> CleanResult:
-        if self._pool is None:
+        if self.workers == 0:
             return await asyncio.to_thread(clean, job)
+        if self._pool is None:
+            # spawn: the broker has threads, and a forked copy of their locks could hang.
+            self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[CleanResult] = loop.create_future()
 
