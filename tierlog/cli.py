@@ -98,6 +98,12 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_serve(args: argparse.Namespace) -> int:
+    from tierlog.tools.demo_serve import serve_demo
+
+    return serve_demo(Path(args.data_dir), args.port, sys.stdout)
+
+
 def _notebook_run(args: argparse.Namespace) -> int:
     from tierlog.jobs import runner
 
@@ -650,6 +656,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(no Spark, no notebook)",
     )
     demo.set_defaults(func=_demo)
+    _add_demo_serve(demo)
 
     cluster = sub.add_parser(
         "cluster", help="run a local development cluster, or show a cluster's health"
@@ -685,6 +692,29 @@ def build_parser() -> argparse.ArgumentParser:
     _add_notebooks(sub)
     _add_verbose(parser)
     return parser
+
+
+def _add_demo_serve(demo: argparse.ArgumentParser) -> None:
+    """``tierlog demo serve``: the demo's data on a broker again, after the demo ended."""
+    commands = demo.add_subparsers(dest="demo_command", metavar="{serve}")
+    serve = commands.add_parser(
+        "serve",
+        help="serve a finished demo's data again: a broker in the foreground on 127.0.0.1:9092",
+        description="Start a broker in the foreground on the data `tierlog demo` left in "
+        "--data-dir: topic 'activity' and its remote tier (DIR/logs/remote) are there again "
+        "for the console tools, Spark, the pipelines and the notebooks. Ctrl-C stops it.",
+    )
+    # SUPPRESS: `tierlog demo --data-dir DIR serve` keeps the DIR given before `serve`.
+    serve.add_argument(
+        "--data-dir",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help="the demo's --data-dir (default: ./data/demo)",
+    )
+    serve.add_argument(
+        "--port", type=_positive, default=9092, help="listen on 127.0.0.1:PORT (default: 9092)"
+    )
+    serve.set_defaults(func=_demo_serve)
 
 
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
