@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark clean setup
+.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark clean setup
 
 setup: $(STAMP)
 
@@ -28,6 +28,10 @@ $(JARS): $(STAMP) tierlog/spark/jars.py
 
 demo: $(STAMP) $(JARS)
 	$(BIN)/tierlog demo --data-dir ./data/demo
+
+# What `make demo` left in ./data/demo, served again on 127.0.0.1:9092 (Ctrl-C stops it).
+serve: $(STAMP)
+	$(BIN)/tierlog demo serve --data-dir ./data/demo
 
 # JupyterLab on 127.0.0.1:8888 over notebooks/, with the venv's kernel registered as
 # "tierlog"; prints the URL with its token. Ctrl-C stops it.
