@@ -282,22 +282,27 @@ class LogCleaner:
         self.stats.bytes_written += s.bytes_written
         self.stats.records_removed += s.records_read - s.records_kept
         self.stats.last_pass_seconds = s.map_seconds + s.clean_seconds
+        seconds = s.map_seconds + s.clean_seconds
         log.info(
-            "%s-%d cleaned: offsets %d-%d, %d groups, %.1f MB read, %.1f MB written, "
-            "%d of %d records kept, %d tombstones removed, offset map %d keys (%.1f B/key), "
-            "%.2f s",
+            "%s-%d cleaned: offsets %d-%d, %.1f MB dirty of %.1f MB in %.2f s "
+            "(%.1f MB/s of dirty log; map %.2f s, clean %.2f s), %d groups, %.1f MB written, "
+            "%d of %d records kept, %d tombstones removed, offset map %d keys (%.1f B/key)",
             *tp,
             topic_log.log_start_offset,
             result.map_end_offset - 1,
+            part.dirty_bytes / 1e6,
+            (part.dirty_bytes + part.clean_bytes) / 1e6,
+            seconds,
+            part.dirty_bytes / 1e6 / seconds if seconds > 0 else 0.0,
+            s.map_seconds,
+            s.clean_seconds,
             swapped,
-            s.bytes_read / 1e6,
             s.bytes_written / 1e6,
             s.records_kept,
             s.records_read,
             s.tombstones_removed,
             s.map_keys,
             s.map_bytes_per_key,
-            s.map_seconds + s.clean_seconds,
         )
         self.checkpoint()
         return swapped

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tierlog.compaction.batch_filter import BatchRecords, empty_batch, rebuild_batch, walk_records
-from tierlog.compaction.offset_map import OffsetMap, OffsetMapFullError, key_digests
+from tierlog.compaction.offset_map import OffsetMap, OffsetMapFullError
+from tierlog.compaction.pass_filter import CleanStats, PassFilter, is_data, keyed_offsets
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
@@ -44,12 +44,12 @@ from tierlog.local.segment_swap import CLEANED_SUFFIX, RANGE_SUFFIX, write_range
 from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
 from tierlog.records.header import (
     HEADER_SIZE,
-    Attr,
     BatchHeader,
     parse_header,
     peek_size,
     validate_batch,
 )
+from tierlog.records.varint import BytesLike
 
 # Batches are filtered a chunk at a time: one vectorised map lookup per chunk, and memory
 # bounded whatever the segment size.
@@ -99,19 +99,6 @@ class CleanedGroup:
     base_offset: int
     log_path: str  # the .log.cleaned file; its indexes sit beside it
     size: int
-
-
-@dataclass(slots=True)
-class CleanStats:
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_read: int = 0
-    records_kept: int = 0
-    tombstones_removed: int = 0
-    map_keys: int = 0
-    map_bytes_per_key: float = 0.0
-    map_seconds: float = 0.0
-    clean_seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -188,10 +175,6 @@ def read_batches(
         os.close(fd)
 
 
-def _is_data(header: BatchHeader) -> bool:
-    return not header.attributes & Attr.CONTROL and header.record_count > 0
-
-
 def build_offset_map(
     job: CleanJob, offset_map: OffsetMap, throttle: Throttle, stats: CleanStats
 ) -> int:
@@ -203,24 +186,23 @@ def build_offset_map(
             continue
         if segment.next_offset - 1 > offset_map.max_offset:
             break
-        keys: list[bytes] = []
-        offsets: list[int] = []
+        digest_parts: list[np.ndarray] = []
+        offset_parts: list[np.ndarray] = []
         for chunk in read_batches(segment):
-            for batch, header in chunk:
-                if not _is_data(header) or header.last_offset < job.first_dirty_offset:
-                    continue
-                records = walk_records(batch, header)
-                base = header.base_offset
-                for key, delta in zip(records.keys, records.offset_deltas, strict=True):
-                    offset = base + delta
-                    if key is not None and offset >= job.first_dirty_offset:
-                        keys.append(key)
-                        offsets.append(offset)
+            wanted = [
+                (batch, header)
+                for batch, header in chunk
+                if is_data(header) and header.last_offset >= job.first_dirty_offset
+            ]
+            if wanted:
+                digests, offsets = keyed_offsets(wanted, job.first_dirty_offset)
+                digest_parts.append(digests)
+                offset_parts.append(offsets)
         throttle(segment.size)
         stats.bytes_read += segment.size
-        digests = key_digests(keys)
         try:
-            offset_map.put(digests, np.array(offsets, dtype=np.int64))
+            if digest_parts:
+                offset_map.put(np.concatenate(digest_parts), np.concatenate(offset_parts))
         except OffsetMapFullError as exc:
             if end == job.first_dirty_offset:
                 raise OffsetMapFullError(
@@ -283,10 +265,10 @@ class _CleanedWriter:
         self.since_index = 0
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max = base_offset
-        self.pending: list[bytes | memoryview] = []
+        self.pending: list[BytesLike] = []
         self.pending_bytes = 0
 
-    def append(self, batch: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
+    def append(self, batch: BytesLike, last_offset: int, max_timestamp: int) -> None:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max = max_timestamp, last_offset
         if self.since_index > self.interval and not self.offset_index.is_full:
@@ -333,87 +315,8 @@ class _CleanedWriter:
         remove_cleaned(str(self.log_path))
 
 
-class _Filter:
-    """The per-record rules of one pass."""
-
-    def __init__(
-        self, job: CleanJob, offset_map: OffsetMap, map_end: int, stats: CleanStats
-    ) -> None:
-        self.job = job
-        self.map = offset_map
-        self.map_end = map_end
-        self.stats = stats
-        self.new_horizon = job.now_ms + job.delete_retention_ms
-        self.next_horizon = -1
-
-    def _note_horizon(self, horizon: int) -> None:
-        if self.next_horizon < 0 or horizon < self.next_horizon:
-            self.next_horizon = horizon
-
-    def chunk(self, batches: list[tuple[memoryview, BatchHeader]], out: _CleanedWriter) -> bool:
-        """Filter one chunk of batches into ``out``; returns True when anything changed."""
-        walked: list[BatchRecords | None] = []
-        keys: list[bytes] = []
-        for batch, header in batches:
-            if _is_data(header):
-                walked_batch = walk_records(batch, header)
-                walked.append(walked_batch)
-                keys.extend(k if k is not None else b"" for k in walked_batch.keys)
-            else:
-                walked.append(None)
-        latest = self.map.get(key_digests(keys)) if keys else np.empty(0, dtype=np.int64)
-        latest_list = latest.tolist()
-        at = 0
-        changed = False
-        now = self.job.now_ms
-        for (batch, header), records in zip(batches, walked, strict=True):
-            if records is None:
-                out.append(batch, header.last_offset, header.max_timestamp)
-                continue
-            n = len(records)
-            found = latest_list[at : at + n]
-            at += n
-            base = header.base_offset
-            has_horizon = bool(header.attributes & Attr.DELETE_HORIZON)
-            horizon = header.base_timestamp if has_horizon else -1
-            keep: list[int] = []
-            kept_tombstones = False
-            for i in range(n):
-                offset = base + records.offset_deltas[i]
-                if offset >= self.map_end:
-                    keep.append(i)  # beyond the map: not decided by this pass
-                    kept_tombstones |= records.tombstones[i]
-                    continue
-                if records.keys[i] is None or found[i] > offset:
-                    continue  # no key (invalid in a compacted log) or superseded
-                if records.tombstones[i]:
-                    if has_horizon and now >= horizon:
-                        self.stats.tombstones_removed += 1
-                        continue
-                    kept_tombstones = True
-                keep.append(i)
-            self.stats.records_read += n
-            self.stats.records_kept += len(keep)
-            stamp = kept_tombstones and not has_horizon
-            if kept_tombstones:
-                self._note_horizon(self.new_horizon if stamp else horizon)
-            if len(keep) == n and not stamp:
-                out.append(batch, header.last_offset, header.max_timestamp)
-                continue
-            changed = True
-            if keep:
-                rebuilt = rebuild_batch(header, records, keep, self.new_horizon if stamp else None)
-                out.append(rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp)
-            elif (
-                header.producer_id >= 0
-                and self.job.producer_last_offsets.get(header.producer_id) == header.last_offset
-            ):
-                out.append(empty_batch(header), header.last_offset, header.max_timestamp)
-        return changed
-
-
 def clean_group(
-    job: CleanJob, group: list[SegmentFile], rules: _Filter, throttle: Throttle
+    job: CleanJob, group: list[SegmentFile], rules: PassFilter, throttle: Throttle
 ) -> CleanedGroup | None:
     """Write the cleaned replacement of ``group``; None when it would be identical."""
     directory = Path(group[0].path).parent
@@ -453,7 +356,14 @@ def clean(job: CleanJob) -> CleanResult:
     map_end = build_offset_map(job, offset_map, throttle, stats)
     stats.map_seconds = time.monotonic() - started
     cleanable = [s for s in job.segments if s.base_offset < map_end]
-    rules = _Filter(job, offset_map, map_end, stats)
+    rules = PassFilter(
+        offset_map,
+        map_end,
+        now_ms=job.now_ms,
+        delete_retention_ms=job.delete_retention_ms,
+        producer_last_offsets=job.producer_last_offsets,
+        stats=stats,
+    )
     groups: list[CleanedGroup] = []
     try:
         for group in group_segments(cleanable, job.segment_bytes, job.max_index_size):

@@ -50,6 +50,7 @@ from tierlog.records.reader import (
     records_block,
 )
 from tierlog.records.varint import INT64_MAX, BytesLike
+from tierlog.records.varint_np import VarintTooLong, decode_varints
 
 try:
     import numpy as np
@@ -196,25 +197,11 @@ class _Columns(NamedTuple):
 
 
 def _varints(u8: np.ndarray, pos: np.ndarray, max_bytes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Decode the zigzag varints at ``pos``: ``(values, positions after them)``.
-
-    Reads are clipped to the buffer: whatever a clipped read produced, _decode_fast's
-    final check rejects. Raises _GiveUp for a code longer than ``max_bytes``.
-    """
-    b = u8.take(pos, mode="clip")
-    live = b >= 0x80
-    raw = (b & 0x7F).astype(np.int64)
-    after = pos + 1
-    shift = 7
-    while live.any():
-        if shift == 7 * max_bytes:
-            raise _GiveUp
-        b = u8.take(after, mode="clip")
-        raw |= ((b & 0x7F).astype(np.int64) << shift) * live
-        after += live
-        live &= b >= 0x80
-        shift += 7
-    return (raw >> 1) ^ -(raw & 1), after
+    """``decode_varints``, giving the input up on a code longer than ``max_bytes``."""
+    try:
+        return decode_varints(u8, pos, max_bytes)
+    except VarintTooLong:
+        raise _GiveUp from None
 
 
 def _per_record(
