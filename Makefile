@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark clean setup
+.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction clean setup
 
 setup: $(STAMP)
 
@@ -84,6 +84,11 @@ bench-cluster: $(STAMP) zookeeper
 # Arrow decoding per codec, and the tierlog source vs Spark's Kafka source on a cold topic.
 bench-spark: $(STAMP) $(JARS)
 	$(BIN)/python bench/spark_read.py
+
+# The log cleaner: tierlog vs Kafka's on the same 1 GiB compacted topic (Kafka's jars as for
+# bench-throughput), offset-map bytes per key, and produce p99 while cleaning vs idle.
+bench-compaction: $(STAMP)
+	$(BIN)/python bench/compaction.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
