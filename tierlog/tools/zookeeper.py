@@ -60,7 +60,8 @@ class ZooKeeperServer:
         if not ZK_SERVER_SH.exists():
             raise FileNotFoundError(f"ZooKeeper is not installed ({ZK_SERVER_SH}): {INSTALL_HINT}")
         self._own_dir = base_dir is None
-        self.dir = Path(base_dir or tempfile.mkdtemp(prefix="tierlog-zk-"))
+        # Absolute: the server runs in this directory, and its config names its paths.
+        self.dir = Path(base_dir or tempfile.mkdtemp(prefix="tierlog-zk-")).resolve()
         self.port = port or free_port()
         self.tick_time_ms = tick_time_ms
         self.log_path = self.dir / "zookeeper.log"
