@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
-from tierlog.compaction.offset_map import OffsetMap, OffsetMapFullError, key_digests
+from tierlog.compaction.key_hash import Digests, digests_of
+from tierlog.compaction.offset_map import OffsetMap, OffsetMapFullError
+
+
+def key_digests(keys: Sequence[bytes]) -> Digests:
+    return digests_of(keys, (7, 11))
 
 
 def test_latest_offset_per_key_matches_a_dict_across_many_puts() -> None:

@@ -25,7 +25,8 @@ import numpy as np
 
 from tierlog.compaction.batch_filter import BatchRecords, empty_batch, rebuild_batch, walk_records
 from tierlog.compaction.chunk_records import ChunkRecords, locate
-from tierlog.compaction.offset_map import Digests, OffsetMap, key_digests
+from tierlog.compaction.key_hash import Digests, digests_at, digests_of
+from tierlog.compaction.offset_map import OffsetMap
 from tierlog.records.header import Attr, BatchHeader, parse_header
 from tierlog.records.varint import BytesLike
 
@@ -54,17 +55,20 @@ def is_data(header: BatchHeader) -> bool:
     return not header.attributes & Attr.CONTROL and header.record_count > 0
 
 
-def keyed_offsets(batches: Chunk, first_offset: int) -> tuple[Digests, np.ndarray]:
+def keyed_offsets(
+    batches: Chunk, first_offset: int, seed: tuple[int, int], vectorised: bool = True
+) -> tuple[Digests, np.ndarray]:
     """The key digests and offsets of the keyed records at or above ``first_offset`` in
     ``batches`` (data batches): what the offset map is built from."""
-    located = locate(list(batches))
+    located = locate(list(batches)) if vectorised else None
     if located is not None:
         bases = np.array([h.base_offset for _, h in batches], dtype=np.int64)
         offsets = np.repeat(bases, located.counts) + located.offset_deltas
         wanted = ~located.key_nulls & (offsets >= first_offset)
-        keys = located.keys()
-        chosen = [keys[i] for i in np.flatnonzero(wanted).tolist()]
-        return key_digests(chosen), offsets[wanted]
+        digests = digests_at(
+            located.data, located.key_starts[wanted], located.key_ends[wanted], seed
+        )
+        return digests, offsets[wanted]
     found_keys: list[bytes] = []
     found_offsets: list[int] = []
     for batch, header in batches:
@@ -74,7 +78,7 @@ def keyed_offsets(batches: Chunk, first_offset: int) -> tuple[Digests, np.ndarra
             if key is not None and offset >= first_offset:
                 found_keys.append(key)
                 found_offsets.append(offset)
-    return key_digests(found_keys), np.array(found_offsets, dtype=np.int64)
+    return digests_of(found_keys, seed), np.array(found_offsets, dtype=np.int64)
 
 
 def _located_batch(
@@ -100,6 +104,7 @@ class PassFilter:
         delete_retention_ms: int,
         producer_last_offsets: Mapping[int, int],
         stats: CleanStats,
+        seed: tuple[int, int],
         vectorised: bool = True,
     ) -> None:
         self.map = offset_map
@@ -109,6 +114,7 @@ class PassFilter:
         self.producer_last_offsets = producer_last_offsets
         self.stats = stats
         self.vectorised = vectorised
+        self.seed = seed
         # The earliest delete horizon of a tombstone left in the log, -1 when none.
         self.next_horizon = -1
 
@@ -126,7 +132,9 @@ class PassFilter:
         counts = located.counts
         bases = np.array([h.base_offset for h in headers], dtype=np.int64)
         offsets = np.repeat(bases, counts) + located.offset_deltas
-        found = self.map.get(key_digests(located.keys()))
+        found = self.map.get(
+            digests_at(located.data, located.key_starts, located.key_ends, self.seed)
+        )
         has_horizon = np.array([bool(h.attributes & Attr.DELETE_HORIZON) for h in headers])
         horizons = np.array([h.base_timestamp for h in headers], dtype=np.int64)
         expired = located.tombstones & np.repeat(has_horizon & (self.now >= horizons), counts)
@@ -168,7 +176,7 @@ class PassFilter:
                 keys.extend(k if k is not None else b"" for k in records.keys)
             else:
                 walked.append(None)
-        found = self.map.get(key_digests(keys)).tolist()
+        found = self.map.get(digests_of(keys, self.seed)).tolist()
         at = 0
         changed = False
         for (batch, header), walked_batch in zip(batches, walked, strict=True):

@@ -89,6 +89,8 @@ class CleanJob:
     map_load_factor: float = 0.9
     io_bytes_per_second: float = 0.0  # 0 = unthrottled
     producer_last_offsets: dict[int, int] = field(default_factory=dict)
+    # The key digests' seed, random per pass (``key_hash``).
+    hash_seed: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +197,7 @@ def build_offset_map(
                 if is_data(header) and header.last_offset >= job.first_dirty_offset
             ]
             if wanted:
-                digests, offsets = keyed_offsets(wanted, job.first_dirty_offset)
+                digests, offsets = keyed_offsets(wanted, job.first_dirty_offset, job.hash_seed)
                 digest_parts.append(digests)
                 offset_parts.append(offsets)
         throttle(segment.size)
@@ -363,6 +365,7 @@ def clean(job: CleanJob) -> CleanResult:
         delete_retention_ms=job.delete_retention_ms,
         producer_last_offsets=job.producer_last_offsets,
         stats=stats,
+        seed=job.hash_seed,
     )
     groups: list[CleanedGroup] = []
     try:
