@@ -155,6 +155,7 @@ class SqliteSink:
             self.connection.execute("PRAGMA journal_mode=WAL")
             self.connection.execute("PRAGMA synchronous=NORMAL")
         self.topic: str | None = None
+        self.topic_id = _ZERO_ID
         self.positions: dict[int, int] = {}
         self._create()
         t = f'"{self.table}"'
