@@ -284,3 +284,20 @@ def test_remote_storage_topics_are_not_cleaned_locally(
     for i in range(200):
         append(log, [(b"k", b"v%d" % i)], clock)
     assert not cleaner.clean_once()
+
+
+def test_describe_reports_the_dirty_ratio_and_the_last_pass(
+    manager: LogManager, cleaner: LogCleaner, clock: ManualClock
+) -> None:
+    log = manager.get_or_create_log("t", 0, compacted())
+    manager.get_or_create_log("plain", 0)  # not compacted: not described
+    for i in range(200):
+        append(log, [(b"k%d" % (i % 4), b"v")], clock)
+    before = cleaner.describe()
+    assert list(before) == [("t", 0)]
+    assert before[("t", 0)]["dirty_ratio"] == 1.0 and before[("t", 0)]["last_clean"] is None
+    assert cleaner.clean_once()
+    after = cleaner.describe()[("t", 0)]
+    assert after["dirty_ratio"] == 0.0
+    last = after["last_clean"]
+    assert isinstance(last, dict) and last["records_kept"] < last["records_read"]

@@ -243,6 +243,36 @@ class LogCleaner:
             hash_seed=(secrets.randbits(64), secrets.randbits(64)),
         )
 
+    def describe(self) -> dict[TopicPartition, dict[str, object]]:
+        """Every compacted log's cleaning state, for tools and metrics: its dirty ratio
+        now, the first dirty offset, the latest pass (or None) and why it is not cleaned
+        (or None)."""
+        out: dict[TopicPartition, dict[str, object]] = {}
+        for tp, topic_log in list(self.log_manager.logs.items()):
+            if not topic_log.config.compact or topic_log.closed:
+                continue
+            part = self.cleanable(tp, topic_log)
+            last = self._state(tp).last
+            out[tp] = {
+                "dirty_ratio": round(part.dirty_ratio, 4),
+                "first_dirty_offset": part.first_dirty_offset,
+                "cleaning": tp in self.state.in_progress,
+                "uncleanable": self.state.uncleanable.get(tp),
+                "remote_storage": topic_log.config.remote_storage_enable,
+                "last_clean": None
+                if last is None
+                else {
+                    "time_ms": last.time_ms,
+                    "dirty_ratio": round(last.dirty_ratio, 4),
+                    "bytes_read": last.bytes_read,
+                    "bytes_written": last.bytes_written,
+                    "records_read": last.records_read,
+                    "records_kept": last.records_kept,
+                    "seconds": round(last.seconds, 3),
+                },
+            }
+        return out
+
     # -- applying ------------------------------------------------------------------------
 
     def apply(self, tp: TopicPartition, part: Cleanable, result: CleanResult) -> int:
