@@ -252,6 +252,7 @@ def test_the_lab_in_headless_chromium(tmp_path: Path) -> None:
         for name in NOTEBOOKS:
             assert f"<span>{name}</span>" in dom, f"{name} not in the file browser"
         assert 'class="jp-LauncherCard" title="tierlog"' in dom  # the kernel, in the launcher
+        assert "official Jupyter news" not in dom  # no prompt to fetch news (overrides.json)
         shot = browser.screenshot(lab.url, tmp_path / "lab.png")
         assert shot.shape[:2] == (900, 1280) and not browser.is_blank(shot)
 
