@@ -1,4 +1,5 @@
-"""tierlog dump-log on real segment files: batches, records, index checks, corruption."""
+"""tierlog dump-log on real segment files: batches, records, index checks, corruption, and
+a segment the log cleaner rewrote (empty batches, delete horizons, tombstones)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import io
 import struct
 from pathlib import Path
 
+from tests.cleaned_log import PRODUCER_ID, clean_a_log
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.records.builder import Record, build_batch
@@ -43,6 +45,33 @@ def test_batches_and_deep_records(tmp_path: Path) -> None:
     assert "compresscodec: gzip" in text and "compresscodec: none" in text
     assert text.count("| offset:") == 60
     assert "| offset: 59 CreateTime: 1192" in text and "payload: value-19-2" in text
+
+
+def test_a_cleaned_segment_shows_empty_batches_delete_horizons_and_tombstones(
+    tmp_path: Path,
+) -> None:
+    cleaned = clean_a_log(tmp_path)
+    problems, text = run([cleaned.directory], deep=True, verify_index=True)
+    assert problems == 0, text
+    batches = [line for line in text.splitlines() if line.startswith("baseOffset:")]
+    records = [line for line in text.splitlines() if line.startswith("| offset:")]
+    # The producer's last batch, emptied: its offsets and sequence stay, its records go.
+    empty = batches[0]
+    assert empty.startswith("baseOffset: 1 lastOffset: 1 count: 0 baseSequence: 1 ")
+    assert f"producerId: {PRODUCER_ID} " in empty
+    assert empty.endswith(f"isvalid: true (empty: kept for producer {PRODUCER_ID})")
+    # Offset 3 was cleaned out of this batch; a gap is not a problem.
+    assert batches[1].startswith("baseOffset: 2 lastOffset: 3 count: 1 ")
+    assert "deleteHorizonMs: OptionalLong.empty " in batches[1]
+    assert batches[2].startswith("baseOffset: 4 lastOffset: 4 count: 1 ")
+    assert f"deleteHorizonMs: OptionalLong[{cleaned.delete_horizon_ms}] " in batches[2]
+    assert not [b for b in batches[1:] if "(empty" in b]
+    assert [line.split()[2] for line in records] == ["2", "4", "5"]
+    assert records[0].endswith("key: a payload: 3")
+    assert "valueSize: -1 sequence: -1 " in records[1]
+    assert records[1].endswith("key: b payload: null (tombstone)")
+    assert records[2].endswith("key: c payload: 1")  # the active segment, not cleaned
+    assert "tombstone" not in records[0] + records[2]
 
 
 def test_verify_index_finds_no_problem_on_a_healthy_log(tmp_path: Path) -> None:

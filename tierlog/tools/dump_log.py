@@ -4,6 +4,13 @@ Kafka's ``kafka-dump-log.sh`` (DumpLogSegments), and check indexes against their
 Reads files only; never writes. A corrupt batch is reported with its position and ends the
 dump of that file (nothing after a bad length can be trusted).
 
+Cleaned (compacted) segments print as Kafka prints them, plus what compaction left there:
+each batch's ``deleteHorizonMs`` (KIP-534: set on a batch whose tombstones the cleaner has
+seen once; they go after that time), empty batches marked ``(empty: kept for producer N)``
+(the cleaner keeps an idempotent producer's last batch for its sequence numbers), and with
+``--deep`` each tombstone's ``payload: null (tombstone)``. Offsets a batch does not hold
+were cleaned away: gaps are not corruption.
+
 A path may also be a remote segment object's URL (``file://``, ``s3://``..., as ``tierlog
 remote ls`` lists them: ``<base offset:020d>-<segment id>.log``): the object is read through
 fsspec (``tierlog.tools.remote_tools.fetched``) and printed exactly as the same local file
@@ -23,6 +30,8 @@ from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from tierlog.local.time_index import TimeIndex
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import (
+    NO_SEQUENCE,
+    Attr,
     BatchHeader,
     TimestampType,
     compute_crc,
@@ -44,6 +53,34 @@ def _preview(data: bytes | None, limit: int = 64) -> str:
         return "null"
     text = data[:limit].decode("utf-8", errors="backslashreplace")
     return text + ("..." if len(data) > limit else "")
+
+
+def delete_horizon(header: BatchHeader) -> str:
+    """``deleteHorizonMs`` as Kafka's DumpLogSegments prints it (a Java ``OptionalLong``):
+    the batch's base timestamp is the horizon when attribute bit 6 is set (KIP-534)."""
+    if header.attributes & Attr.DELETE_HORIZON:
+        return f"OptionalLong[{header.base_timestamp}]"
+    return "OptionalLong.empty"
+
+
+def batch_notes(header: BatchHeader) -> str:
+    """What compaction left on a batch that Kafka's line does not say in words."""
+    if header.record_count == 0 and not header.is_control:
+        return f" (empty: kept for producer {header.producer_id})"
+    return ""
+
+
+def record_sequence(header: BatchHeader, offset: int) -> int:
+    """A record's sequence number, as Kafka prints it (-1 without an idempotent producer)."""
+    if header.base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
+    return (header.base_sequence + offset - header.base_offset) & 0x7FFFFFFF
+
+
+def _payload(value: bytes | None) -> str:
+    # Kafka prints no payload for a null value; saying "tombstone" is what a reader of a
+    # compacted log wants to know (the key is deleted once the delete horizon passes).
+    return "null (tombstone)" if value is None else _preview(value)
 
 
 def base_offset_of(path: Path) -> int:
@@ -107,12 +144,14 @@ def dump_log_file(path: Path, out: TextIO, deep: bool, name: str | None = None) 
                     f"producerEpoch: {header.producer_epoch} "
                     f"partitionLeaderEpoch: {header.partition_leader_epoch} "
                     f"isTransactional: {_bool(header.is_transactional)} "
-                    f"isControl: {_bool(header.is_control)} position: {position} "
+                    f"isControl: {_bool(header.is_control)} "
+                    f"deleteHorizonMs: {delete_horizon(header)} position: {position} "
                     f"{ts_name}: {header.max_timestamp} size: {header.size} "
                     f"magic: {header.magic} "
                     f"compresscodec: {_CODECS.get(header.compression, '?')} crc: {header.crc} "
                     f"isvalid: {_bool(problem is None)}"
-                    + (f" problem: {problem}" if problem else ""),
+                    + (f" problem: {problem}" if problem else "")
+                    + batch_notes(header),
                     file=out,
                 )
                 if problem and problem.startswith("truncated"):
@@ -126,8 +165,9 @@ def dump_log_file(path: Path, out: TextIO, deep: bool, name: str | None = None) 
                                 f"| offset: {record.offset} {ts_name}: {record.timestamp} "
                                 f"keySize: {-1 if record.key is None else len(record.key)} "
                                 f"valueSize: {-1 if record.value is None else len(record.value)} "
+                                f"sequence: {record_sequence(header, record.offset)} "
                                 f"headerKeys: {keys} key: {_preview(record.key)} "
-                                f"payload: {_preview(record.value)}",
+                                f"payload: {_payload(record.value)}",
                                 file=out,
                             )
                     except RecordsError as exc:
