@@ -31,11 +31,14 @@ from kafka_ref import KafkaDist, KafkaUnavailable  # noqa: E402
 WORK = BENCH / ".work"
 ARTIFACT = "kafka-tools"
 
-# The classes behind bin/kafka-topics.sh, kafka-reassign-partitions.sh and
-# kafka-leader-election.sh in Kafka 4.x (checked against the kafka-tools jar).
+# The classes behind bin/kafka-topics.sh, kafka-reassign-partitions.sh,
+# kafka-leader-election.sh and kafka-dump-log.sh in Kafka 4.x (checked against the
+# kafka-tools jar).
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+# bin/kafka-dump-log.sh (moved from core's kafka.tools to kafka-tools in 4.x).
+DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
 
 # kafka-run-class.sh's heap for tools; the rest makes a short-lived JVM start faster.
 JVM_FLAGS = ["-Xmx256M", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]

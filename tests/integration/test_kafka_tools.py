@@ -6,12 +6,17 @@ after a leader bounce) and ``kafka-reassign-partitions`` (``--generate``, ``--ex
 fetched by ``tests/integration/kafka_tools.py`` (``make kafka-tools``); results are checked
 with confluent-kafka's AdminClient, not with the tools' own word.
 
+``kafka-dump-log --files`` (DumpLogSegments) reads a segment tierlog's log cleaner rewrote,
+with an empty batch and a delete horizon, and prints the same batch lines as ``tierlog
+dump-log`` (same byte format).
+
 ``--generate``/``--execute`` need DescribeLogDirs (API 35); ``--verify`` clears the
 replication throttles with an IncrementalAlterConfigs DELETE on every broker resource.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import time
@@ -22,9 +27,11 @@ from typing import Any
 
 import pytest
 
+from tests.cleaned_log import PRODUCER_ID, clean_a_log
 from tests.integration import kafka_tools
 from tests.integration.cluster_harness import ProcessCluster
 from tests.integration.kafka_tools import (
+    DUMP_LOG,
     LEADER_ELECTION,
     REASSIGN,
     TOPICS,
@@ -33,6 +40,7 @@ from tests.integration.kafka_tools import (
     ToolRun,
 )
 from tests.integration.test_reassignment import alter_reassignments, freeze, thaw
+from tierlog.tools.dump_log import dump
 
 # Each test is well under 60 s once the jars are cached; a cold fetch (mvn) comes first.
 pytestmark = pytest.mark.timeout(
@@ -281,3 +289,33 @@ def test_reassign_verify_clears_throttles(
     run = tool(tools, REASSIGN, c.bootstrap, f"--verify --reassignment-json-file {plan}")
     assert "Reassignment of partition throttled-0 is completed." in run.stdout
     assert "Clearing topic-level throttles on topic throttled" in run.stdout, run.output
+
+
+def test_kafka_dump_log_reads_a_cleaned_segment(tools: KafkaDist, tmp_path: Path) -> None:
+    cleaned = clean_a_log(tmp_path)
+    segment = str(cleaned.segment)
+    run = kafka_tools.run_tool(
+        tools, DUMP_LOG, ["--files", segment, "--deep-iteration", "--print-data-log"]
+    )
+    assert run.returncode == 0, run.output
+    assert "Exception" not in run.stderr and "isvalid: false" not in run.stdout, run.output
+    lines = run.stdout.splitlines()
+    batches = [line for line in lines if line.startswith("baseOffset:")]
+    assert [b.split()[1] for b in batches] == ["1", "2", "4"]
+    # The emptied batch of the idempotent producer: no records, its sequence kept.
+    assert batches[0].startswith("baseOffset: 1 lastOffset: 1 count: 0 baseSequence: 1 ")
+    assert f"producerId: {PRODUCER_ID} " in batches[0]
+    assert "deleteHorizonMs: OptionalLong.empty " in batches[1]
+    assert f"deleteHorizonMs: OptionalLong[{cleaned.delete_horizon_ms}] " in batches[2]
+    records = [line for line in lines if line.startswith("| offset:")]
+    assert [r.split()[2] for r in records] == ["2", "4"]  # 0, 1 and 3 were cleaned away
+    assert records[0].endswith("key: a payload: 3")
+    assert "valueSize: -1 " in records[1] and records[1].endswith("key: b")  # a tombstone
+    # tierlog's dump prints Kafka's batch lines, only with its notes added at the end.
+    ours = io.StringIO()
+    assert dump([cleaned.segment], ours) == 0
+    ours_batches = [
+        line.split(" (empty")[0] for line in ours.getvalue().splitlines()
+        if line.startswith("baseOffset:")
+    ]  # fmt: skip
+    assert ours_batches == batches
