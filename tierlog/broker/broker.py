@@ -31,6 +31,7 @@ from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.server import ConnectionLimits, KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
+from tierlog.compaction.remote_cleaner import RemoteCompactor
 from tierlog.local.log_manager import LogManager, LogManagerTimings
 from tierlog.local.scrubber import Scrubber
 from tierlog.protocol import EncodedFetchResponse, Request
@@ -187,8 +188,19 @@ class Broker:
             self.scrubber = Scrubber(lambda: log_manager.logs, rate)
             self.scrubber.start()
         if config["log.cleaner.enable"]:
-            self.cleaner = LogCleaner(log_manager, cleaner_config(config), clock=self.clock)
-            self.cleaner.start()
+            cleaner = self.cleaner = LogCleaner(
+                log_manager, cleaner_config(config), clock=self.clock
+            )
+            cleaner.start()
+            if self.remote is not None:
+                # Compacted tiered topics: the leader cleans their remote segments too.
+                self.remote.compactor = RemoteCompactor(
+                    log_manager.log_dir_of,
+                    map_memory_bytes=config["log.cleaner.dedupe.buffer.size"],
+                    run_pass=cleaner.run_blocking,
+                    delete_delay_ms=config.log_config.file_delete_delay_ms,
+                    clock=self.clock,
+                )
         self._serve_metrics()
         await self.server.serve()
         log.info(

@@ -33,6 +33,7 @@ import contextlib
 import logging
 import multiprocessing
 import secrets
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,7 @@ class LogCleaner:
         self.state = CleanerState()
         self.stats = CleanerStats()
         self._pool: Any = None
+        self._pool_lock = threading.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._load_checkpoints()
 
@@ -407,12 +409,25 @@ class LogCleaner:
         finally:
             self.state.in_progress.discard(tp)
 
+    def _ensure_pool(self) -> Any:
+        with self._pool_lock:
+            if self._pool is None:
+                # spawn: the broker has threads, and a forked copy of their locks could hang.
+                self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
+            return self._pool
+
+    def run_blocking(self, job: CleanJob) -> CleanResult:
+        """Run a pass in a worker process and wait for it (from a thread that may block:
+        the remote log manager's worker, for remote passes)."""
+        if self.workers == 0:
+            return clean(job)
+        result: CleanResult = self._ensure_pool().apply(clean, (job,))
+        return result
+
     async def _run_job(self, job: CleanJob) -> CleanResult:
         if self.workers == 0:
             return await asyncio.to_thread(clean, job)
-        if self._pool is None:
-            # spawn: the broker has threads, and a forked copy of their locks could hang.
-            self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
+        pool = self._ensure_pool()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[CleanResult] = loop.create_future()
 
@@ -422,7 +437,7 @@ class LogCleaner:
         def failed(exc: BaseException) -> None:
             loop.call_soon_threadsafe(_settle, future, None, exc)
 
-        self._pool.apply_async(clean, (job,), callback=done, error_callback=failed)
+        pool.apply_async(clean, (job,), callback=done, error_callback=failed)
         return await future
 
     async def stop(self) -> None:

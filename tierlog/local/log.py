@@ -739,13 +739,14 @@ class Log:
         for n, segment in enumerate(self.segments[:-1]):
             next_base = self.segments[n + 1].base_offset
             below_start = next_base <= self.log_start_offset
+            # Local retention of a tiered log applies whatever the cleanup policy: what it
+            # deletes is in the remote tier (a compacted topic's too, cleaned there).
+            by_policy = config.delete or tiered_end is not None
             too_old = (
-                config.delete
-                and retention_ms >= 0
-                and (now - segment.largest_timestamp > retention_ms)
+                by_policy and retention_ms >= 0 and (now - segment.largest_timestamp > retention_ms)
             )
             too_big = (
-                config.delete and retention_bytes >= 0 and (total - segment.size >= retention_bytes)
+                by_policy and retention_bytes >= 0 and (total - segment.size >= retention_bytes)
             )
             if not (below_start or too_old or too_big):
                 break

@@ -42,7 +42,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tierlog.local.checkpoint import (
     CorruptCheckpointError,
@@ -98,6 +98,20 @@ class Throttle:
         self._allowance -= nbytes
         if self._allowance < 0:
             time.sleep(-self._allowance / self.rate)
+
+
+class RemoteCompaction(Protocol):
+    """What cleans a compacted partition's remote segments
+    (``tierlog.compaction.remote_cleaner.RemoteCompactor``)."""
+
+    def clean(
+        self,
+        store: RemoteStore,
+        topic_log: Log,
+        manifest: mf.Manifest,
+        leader_epoch: int,
+        producer_last_offsets: dict[int, int],
+    ) -> mf.Manifest | None: ...
 
 
 @dataclasses.dataclass
@@ -192,6 +206,10 @@ class RemoteLogManager:
         self.copy_errors = 0
         self.fetch_errors = 0
         self.lost_ranges = 0  # times the remote tier was found to have lost committed data
+        self.compaction_errors = 0
+        # Cleans compacted topics' remote segments after each cycle (tierlog.compaction
+        # sets it; the remote tier does not import the cleaner).
+        self.compactor: RemoteCompaction | None = None
 
     # -- tracking ------------------------------------------------------------------------
 
@@ -319,6 +337,37 @@ class RemoteLogManager:
             state.manifest = await loop.run_in_executor(
                 self._worker, self._delete, state, doomed, state.leader_epoch()
             )
+            self._publish(state)
+        if self.compactor is not None and state.log.config.compact:
+            await self._compact(state)
+
+    async def _compact(self, state: TieredPartition) -> None:
+        """Clean the partition's remote segments when due (``RemoteCompaction``), on the
+        worker thread: the manifest's one writer. A failure is reported and retried next
+        cycle; it never stops the cycle's offload and retention."""
+        assert self.compactor is not None and state.manifest is not None
+        producers = {
+            pid: entry.last_offset
+            for pid, entry in list(state.log.producer_state.producers.items())
+            if entry.batches
+        }
+        loop = asyncio.get_running_loop()
+        try:
+            cleaned = await loop.run_in_executor(
+                self._worker,
+                self.compactor.clean,
+                self.store,
+                state.log,
+                state.manifest,
+                state.leader_epoch(),
+                producers,
+            )
+        except Exception as exc:
+            self.compaction_errors += 1
+            log.warning("%s: cleaning the remote segments failed: %s (will retry)", state.name, exc)
+            return
+        if cleaned is not None:
+            state.manifest = cleaned
             self._publish(state)
 
     def _publish(self, state: TieredPartition) -> None:
@@ -625,23 +674,28 @@ class RemoteLogManager:
     async def read(
         self, state: TieredPartition, offset: int, max_bytes: int, min_one_batch: bool = True
     ) -> bytes | None:
-        """Batches from the remote segment holding ``offset`` (None when no remote segment
-        does). Raises RemoteStorageError or TimeoutError when the store cannot answer."""
-        segment = mf.segment_for_offset(state.manifest, offset) if state.manifest else None
-        if segment is None or segment.state is not SegmentState.COPY_FINISHED:
-            return None
-        reader = self._reader(state, segment)
-        try:
-            data = await self._off_loop(
-                lambda: reader.read(
-                    max(offset, segment.base_offset), max_bytes, min_one_batch=min_one_batch
+        """Batches from the remote segment holding ``offset``, or from the next one that
+        has any when it has none at or after ``offset`` (a compacted segment can lose its
+        last records without its range shrinking). None when no remote segment from
+        ``offset`` on has a batch. Raises RemoteStorageError or TimeoutError when the store
+        cannot answer."""
+        manifest = state.manifest
+        segment = mf.segment_for_offset(manifest, offset) if manifest else None
+        data: bytes | None = None
+        while segment is not None and not data:
+            assert manifest is not None
+            reader = self._reader(state, segment)
+            start = max(offset, segment.base_offset)
+            try:
+                data = await self._off_loop(
+                    functools.partial(reader.read, start, max_bytes, min_one_batch=min_one_batch)
                 )
-            )
-        except (RemoteStorageError, OSError, TimeoutError):
-            self.fetch_errors += 1
-            raise
+            except (RemoteStorageError, OSError, TimeoutError):
+                self.fetch_errors += 1
+                raise
+            segment = mf.segment_for_offset(manifest, segment.end_offset + 1)
         self.fetched_bytes += len(data) if data else 0
-        return data
+        return data or None
 
     async def offset_for_timestamp(
         self, state: TieredPartition, timestamp: int

@@ -128,7 +128,11 @@ class UnifiedLog:
             earliest = self.earliest_offset()
             if tiered is not None and self.remote is not None and offset >= earliest:
                 remote = await self.remote.read(tiered, offset, max_bytes, min_one_batch)
-                return LogReadResult(remote, earliest)
+                if remote is not None:
+                    return LogReadResult(remote, earliest)
+                # No remote segment from ``offset`` on has a batch left (compaction removed
+                # the rest of the range): the next batch is local.
+                offset = local.log_start_offset
         chunk = local.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
         return LogReadResult(chunk, self.earliest_offset())
 
