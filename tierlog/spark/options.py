@@ -6,6 +6,9 @@ Names follow Spark's Kafka source where they apply (``kafka.bootstrap.servers``,
 ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``,
 ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``), with the same values:
 offsets JSON is ``{"topic": {"0": 23, "1": -2}}`` with -2 = earliest and -1 = latest.
+``failOnDataLoss`` is about offsets below the log start (retention); a compacted topic's
+offset gaps are not data loss, and ``maxOffsetsPerTrigger`` counts offsets, so over a gap a
+micro-batch holds fewer rows (both as in Spark's Kafka source).
 PySpark hands Python data sources their option names lower-cased, so lookups here are
 case-insensitive.
 

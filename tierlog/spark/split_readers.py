@@ -76,6 +76,13 @@ def read_leader(
 ) -> Iterator[pa.RecordBatch]:
     """The split's records fetched from the leader, one Fetch after another.
 
+    A compacted topic's log has offset gaps (the cleaner removes superseded records and,
+    past their delete horizon, tombstones, but never moves an offset): a Fetch at an
+    offset that was cleaned away answers from the next batch kept, and batches may be
+    empty (an idempotent producer's last one). Gaps are not data loss: what is below the
+    high watermark and not returned is not in the log, as in Spark's Kafka source, which
+    skips offsets a poll does not return. Only offsets below the log start are lost.
+
     Raises:
         SourceError: offsets of the split were deleted (retention) with failOnDataLoss,
             or the log ends before the split does (it was truncated).
@@ -93,6 +100,11 @@ def read_leader(
                 offset = _after_data_loss(client, split, offset, fail_on_data_loss)
                 continue
             end, last = whole_batches_end(result.records)
+            if last < 0 and not result.records and offset < result.high_watermark:
+                # No batch at all in [offset, high watermark): a gap the cleaner left at
+                # the end of the log (the last records were tombstones past their horizon).
+                offset = result.high_watermark
+                continue
             if last < 0:
                 if result.high_watermark <= offset:
                     raise SourceError(
