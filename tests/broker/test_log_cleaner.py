@@ -4,6 +4,7 @@ within delete.retention.ms; offsets with gaps are not an error."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
 from .harness import BrokerProcess
+from .test_integrity_scrubber import metric
 
 KEYS = 150
 MESSAGES = 6000
@@ -109,7 +111,9 @@ def _check(records: list[tuple[int, bytes, bytes | None]], last: dict) -> None:
 
 @pytest.mark.timeout(180)
 def test_clients_read_a_log_the_broker_cleaned(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", {"log.cleaner.backoff.ms": "100"}).start()
+    broker = BrokerProcess(
+        tmp_path / "data", {"log.cleaner.backoff.ms": "100", "metrics.http.port": "0"}
+    ).start()
     try:
         topic = "users"
         _create(
@@ -130,6 +134,11 @@ def test_clients_read_a_log_the_broker_cleaned(tmp_path: Path) -> None:
             time.sleep(0.5)
         _check(records, last)
         _check(_read_with_librdkafka(broker.bootstrap, topic), last)
+        port = int(re.findall(r"metrics on http://[^:]+:(\d+)/", broker.log_text())[-1])
+        assert metric(port, "tierlog_cleaner_passes_total") >= 1
+        assert metric(port, "tierlog_cleaner_removed_records_total") > MESSAGES / 2
+        assert metric(port, "kafka_log_logcleaner_cleaner_recopy_percent") < 100
+        assert metric(port, "kafka_log_logcleanermanager_uncleanable_partitions_count") == 0
         assert broker.stop() == 0
         checkpoint = (tmp_path / "data" / "cleaner-offset-checkpoint").read_text().split("\n")
         assert [line for line in checkpoint if line.startswith(f"{topic} 0 ")]

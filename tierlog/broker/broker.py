@@ -261,6 +261,7 @@ class Broker:
             remote=self.remote,
             scrubber=self.scrubber,
             server=self.server,
+            cleaner=self.cleaner,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]

@@ -20,6 +20,7 @@ from tierlog.protocol import ApiKey
 if TYPE_CHECKING:
     from tierlog.broker.replica_manager import ReplicaManager
     from tierlog.broker.server import KafkaServer
+    from tierlog.compaction.cleaner import LogCleaner
     from tierlog.local.scrubber import Scrubber
     from tierlog.remote.remote_log_manager import RemoteLogManager
 
@@ -85,6 +86,7 @@ class MetricsCollector:
         remote: RemoteLogManager | None,
         scrubber: Scrubber | None = None,
         server: KafkaServer | None = None,
+        cleaner: LogCleaner | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
@@ -93,6 +95,7 @@ class MetricsCollector:
         self.remote = remote
         self.scrubber = scrubber
         self.server = server
+        self.cleaner = cleaner
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -182,6 +185,8 @@ class MetricsCollector:
             )
         if self.scrubber is not None:
             yield from _scrubber_metrics(self.scrubber)
+        if self.cleaner is not None:
+            yield from _cleaner_metrics(self.cleaner, self.remote)
         if self.server is not None:
             yield from _server_metrics(self.server)
 
@@ -226,6 +231,74 @@ def _server_metrics(server: KafkaServer) -> Iterator[Any]:
     closed.add_metric(["connections.max.idle.ms"], s.closed_idle)
     closed.add_metric(["socket.request.receive.timeout.ms"], s.closed_slow_request)
     yield closed
+
+
+def _cleaner_metrics(cleaner: LogCleaner, remote: RemoteLogManager | None) -> Iterator[Any]:
+    """The log cleaner: Kafka's LogCleaner / LogCleanerManager gauges under their names,
+    tierlog's counters and per-partition dirty ratios under its own."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    s = cleaner.stats
+    try:
+        states = cleaner.describe()
+    except RuntimeError:  # the logs changed under this (metrics) thread: next scrape
+        states = {}
+    ratios = [state["dirty_ratio"] for state in states.values()]
+    yield GaugeMetricFamily(
+        "kafka_log_logcleaner_max_dirty_percent",
+        "Highest dirty share of a compacted log, in percent",
+        value=100 * max((float(r) for r in ratios), default=0.0),  # type: ignore[arg-type]
+    )
+    yield GaugeMetricFamily(
+        "kafka_log_logcleaner_cleaner_recopy_percent",
+        "Bytes written over bytes read by the last pass, in percent",
+        value=100 * s.last_bytes_written / s.last_bytes_read if s.last_bytes_read else 0.0,
+    )
+    yield GaugeMetricFamily(
+        "kafka_log_logcleaner_max_clean_time_secs",
+        "How long the last pass took",
+        value=s.last_pass_seconds,
+    )
+    yield GaugeMetricFamily(
+        "kafka_log_logcleanermanager_uncleanable_partitions_count",
+        "Compacted logs the cleaner skips (their first dirty segment does not fit the offset "
+        "map, or a segment is corrupt)",
+        value=len(cleaner.state.uncleanable),
+    )
+    yield GaugeMetricFamily(
+        "kafka_log_logcleanermanager_time_since_last_run_ms",
+        "Time since the last pass ended (-1: none yet)",
+        value=cleaner.clock.milliseconds() - s.last_pass_end_ms if s.last_pass_end_ms else -1,
+    )
+    for name, value, text in (
+        ("passes", s.passes, "Cleaning passes swapped in"),
+        ("read_bytes", s.bytes_read, "Bytes the passes read"),
+        ("written_bytes", s.bytes_written, "Bytes the passes wrote"),
+        ("removed_records", s.records_removed, "Records the passes removed"),
+        ("stale_swaps", s.stale_swaps, "Passes discarded: their segments changed meanwhile"),
+        ("failures", s.failures, "Passes that failed"),
+    ):
+        yield CounterMetricFamily(f"tierlog_cleaner_{name}", text, value=value)
+    if remote is not None and remote.compactor is not None:
+        compactor = remote.compactor
+        yield CounterMetricFamily(
+            "tierlog_cleaner_remote_passes",
+            "Remote-tier passes committed",
+            value=getattr(compactor, "passes", 0),
+        )
+        yield CounterMetricFamily(
+            "tierlog_cleaner_remote_replaced_segments",
+            "Remote segments replaced by cleaned ones",
+            value=getattr(compactor, "replaced_segments", 0),
+        )
+    dirty = GaugeMetricFamily(
+        "tierlog_cleaner_dirty_ratio",
+        "Dirty share of each compacted log's cleanable part",
+        labels=["partition"],
+    )
+    for (topic, index), state in sorted(states.items()):
+        dirty.add_metric([f"{topic}-{index}"], float(state["dirty_ratio"]))  # type: ignore[arg-type]
+    yield dirty
 
 
 def _scrubber_metrics(scrubber: Scrubber) -> Iterator[Any]:

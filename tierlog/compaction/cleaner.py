@@ -95,6 +95,9 @@ class CleanerStats:
     stale_swaps: int = 0
     failures: int = 0
     last_pass_seconds: float = 0.0
+    last_pass_end_ms: int = 0
+    last_bytes_read: int = 0
+    last_bytes_written: int = 0
     max_dirty_ratio: float = 0.0
 
 
@@ -316,6 +319,9 @@ class LogCleaner:
         self.stats.bytes_written += s.bytes_written
         self.stats.records_removed += s.records_read - s.records_kept
         self.stats.last_pass_seconds = s.map_seconds + s.clean_seconds
+        self.stats.last_pass_end_ms = self.clock.milliseconds()
+        self.stats.last_bytes_read = s.bytes_read
+        self.stats.last_bytes_written = s.bytes_written
         seconds = s.map_seconds + s.clean_seconds
         log.info(
             "%s-%d cleaned: offsets %d-%d, %.1f MB dirty of %.1f MB in %.2f s "
