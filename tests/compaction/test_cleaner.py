@@ -301,3 +301,22 @@ def test_describe_reports_the_dirty_ratio_and_the_last_pass(
     assert after["dirty_ratio"] == 0.0
     last = after["last_clean"]
     assert isinstance(last, dict) and last["records_kept"] < last["records_read"]
+
+
+def test_a_topic_created_again_is_cleaned_from_its_start(
+    manager: LogManager, cleaner: LogCleaner, clock: ManualClock
+) -> None:
+    log = manager.get_or_create_log("t", 0, compacted())
+    for i in range(300):
+        append(log, [(b"k%d" % (i % 3), b"v")], clock)
+    assert cleaner.clean_once()
+    assert cleaner.state.logs[("t", 0)].first_dirty > 200
+    manager.delete_log("t", 0)
+    again = manager.get_or_create_log("t", 0, compacted())
+    for i in range(150):  # superseded below the old log's first dirty offset...
+        append(again, [(b"k%d" % (i % 3), b"w")], clock)
+    for i in range(300):  # ...and new keys above it
+        append(again, [(b"u%d" % i, b"w")], clock)
+    again.roll()
+    assert cleaner.clean_once()
+    assert len([r for r in read_all(again) if r.key.startswith(b"k")]) == 3

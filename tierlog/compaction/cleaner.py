@@ -108,6 +108,9 @@ class _State:
     first_dirty: int = 0
     next_delete_horizon_ms: int = -1
     last: LastClean | None = None
+    # The Log the state is about: a topic deleted and created again is a new log whose
+    # offsets start over, and none of the old state applies to it.
+    log: Log | None = None
 
 
 @dataclass(slots=True)
@@ -185,6 +188,10 @@ class LogCleaner:
         manager = self.log_manager
         committed = manager.committed_offset(tp) if manager.committed_offset else None
         state = self._state(tp)
+        if state.log is not topic_log:
+            if state.log is not None:  # recreated: start over (checkpointed state is kept)
+                self.state.logs[tp] = state = _State()
+            state.log = topic_log
         return cleanable_part(
             topic_log,
             state.first_dirty,
