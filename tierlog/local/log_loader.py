@@ -18,6 +18,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from tierlog.local import damage_marks
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.index import CorruptIndexError
 from tierlog.local.segment import (
@@ -92,6 +93,7 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
         for segment in log.segments[first_recovered:]:
             segment.flush()
     log.recovery_point = log.log_end_offset
+    damage_marks.apply(log)
     _rebuild_epoch_cache_if_empty(log)
     log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
     log.leader_epoch_cache.truncate_from_start(log.log_start_offset)

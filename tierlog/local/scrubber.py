@@ -11,8 +11,8 @@ and the byte range; the damaged byte range is marked on the segment
 (``LogSegment.mark_damaged``), so reads of it (consumers and followers alike) answer
 KAFKA_STORAGE_ERROR instead of bad bytes, while the intact data before it is still
 served; and the findings are counted for the metrics (``ScrubberStats``). Repair from an
-in-sync replica is not done yet. The marks live in memory: after a restart the scrubber
-finds the damage again on its first pass.
+in-sync replica is not done yet. The marks are saved in the partition directory
+(``damage_marks.py``) and applied again when the log loads.
 
 Threads: the checking (reading and CRC) runs on a worker thread through its own file
 descriptor and touches no ``Log`` state; what it finds is applied on the event loop, after
@@ -36,6 +36,7 @@ from typing import Any
 
 from crc32c import crc32c
 
+from tierlog.local import damage_marks
 from tierlog.local.log import Log
 from tierlog.local.segment import LogSegment, SegmentState
 from tierlog.records.errors import RecordsError
@@ -371,3 +372,7 @@ class Scrubber:
             segment.mark_damaged(problem.position, problem.end_position, problem.problem)
             marked.append(problem)
             self.stats.corrupt_batches += 1
+        try:
+            damage_marks.save(topic_log)  # the marks outlive a restart
+        except OSError as exc:
+            log.warning("%s: damage marks not saved (%s); kept in memory", topic_log.name, exc)
