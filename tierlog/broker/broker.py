@@ -181,6 +181,8 @@ class Broker:
                 else self.cluster.decide_alter_partition
             ),
             controller=None if self.cluster is None else self.cluster.controller,
+            # The cleaner starts below; until then (and when disabled) there is no state.
+            cleaner_state=lambda: None if self.cleaner is None else self.cleaner.describe(),
         )
         self._schedule_background_tasks(scheduler)
         rate = config["log.scrubber.bytes.per.second"]

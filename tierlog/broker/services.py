@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tierlog.broker.cleaner_state import CleanerStates
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import Coordinator, PartitionState
 from tierlog.broker.replica_manager import ReplicaManager
@@ -83,6 +84,8 @@ class BrokerServices:
         AlterPartitionError; None on a broker that is not the controller.
     controller: cluster mode's controller role of this broker, for the operator's
         controller APIs (ElectLeaders, partition reassignments); None on a single node.
+    cleaner_state: the log cleaner's state of every compacted log here
+        (``LogCleaner.describe``), None when the cleaner is off; read on the event loop.
     """
 
     config: BrokerConfig
@@ -96,3 +99,4 @@ class BrokerServices:
         Callable[[str, int, int, int, list[int], int], Awaitable[PartitionState]] | None
     )
     controller: Controller | None = None
+    cleaner_state: Callable[[], CleanerStates | None] = lambda: None

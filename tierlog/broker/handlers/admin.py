@@ -2,13 +2,16 @@
 IncrementalAlterConfigs.
 
 Topic configs are stored as overrides (Kafka names) in the coordination metadata and applied
-to the topic's logs at once; DescribeConfigs reports every topic key with its source.
+to the topic's logs at once; DescribeConfigs reports every topic key with its source, and on
+the broker's own resource, only when asked by name, the read-only ``tierlog.log.cleaner.state``
+(``tierlog.broker.cleaner_state``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker import cleaner_state
 from tierlog.broker.config import BROKER_CONFIG
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.handlers.metadata import (
@@ -244,6 +247,27 @@ def _broker_configs(services: BrokerServices) -> list[dict[str, Any]]:
     return out
 
 
+def _cleaner_state_entry(services: BrokerServices) -> dict[str, Any]:
+    """``tierlog.log.cleaner.state`` of the compacted partitions this broker leads (a
+    follower cleans its own copy too, but the leader's is the one clients read)."""
+
+    def leads(topic: str, index: int) -> bool:
+        partition = services.replicas.partition(topic, index)
+        return partition is not None and partition.is_leader
+
+    return {
+        "name": cleaner_state.KEY,
+        "value": cleaner_state.encode(services.cleaner_state(), leads),
+        "read_only": True,
+        "config_source": SOURCE_DEFAULT,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": _CONFIG_TYPES["string"],
+        "documentation": "The log cleaner's state of the compacted partitions this broker "
+        "leads, as JSON (tierlog; only returned when asked for by name).",
+    }
+
+
 async def handle_describe_configs(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     results = []
@@ -265,6 +289,10 @@ async def handle_describe_configs(services: BrokerServices, request: Request) ->
                 entries = topic_configs(services, topic.configs)
         elif resource.resource_type == RESOURCE_BROKER:
             entries = _broker_configs(services)
+            if cleaner_state.KEY in (resource.configuration_keys or ()) and (
+                resource.resource_name == str(services.config.broker_id)
+            ):
+                entries.append(_cleaner_state_entry(services))
         else:
             result["error_code"] = ErrorCode.invalid_request
             result["error_message"] = f"resource type {resource.resource_type} not supported"
