@@ -2,20 +2,24 @@
 confluent-kafka's AdminClient, printing what Kafka's ``kafka-topics.sh`` prints.
 
 Works against any Kafka-protocol broker. ``describe`` shows each topic's non-default configs
-(overrides and broker-level settings), as ``kafka-topics.sh --describe`` does; ``alter``
+(overrides and broker-level settings), as ``kafka-topics.sh --describe`` does, and for a
+compacted topic on tierlog brokers each partition's cleaning (``Cleaner:``, from
+``tierlog.tools.cleaner_report``; nothing more against Kafka); ``alter``
 adds partitions (CreatePartitions) and changes configs incrementally
 (IncrementalAlterConfigs, KIP-339), so keys it does not name keep their values.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from tierlog.tools import cleaner_report
 from tierlog.tools.client_config import ClientSettings, ToolError
 from tierlog.tools.ids import kafka_id
 
 if TYPE_CHECKING:
-    from confluent_kafka.admin import AdminClient, TopicDescription
+    from confluent_kafka.admin import AdminClient, ConfigEntry, TopicDescription
 
 
 def _missing(name: str) -> str:
@@ -79,38 +83,65 @@ def list_topics(settings: ClientSettings, out: TextIO) -> int:
     return 0
 
 
-def _non_default_configs(
+def _topic_configs(
     settings: ClientSettings, admin: AdminClient, names: list[str]
-) -> dict[str, str]:
-    """``name -> "k=v,k=v"`` of each topic's configs that are not the built-in default."""
+) -> dict[str, dict[str, ConfigEntry]]:
+    """Every config entry of each topic, as DescribeConfigs answers them."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     if not names:
         return {}
     resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
     futures = admin.describe_configs(resources, request_timeout=settings.timeout)
-    shown: dict[str, str] = {}
-    for resource, future in futures.items():
-        entries = settings.wait(future, f"describe configs of {resource.name!r}", admin)
-        shown[resource.name] = ",".join(
-            f"{key}={'<sensitive>' if entry.is_sensitive else entry.value}"
-            for key, entry in sorted(entries.items())
-            if not entry.is_default
-        )
-    return shown
+    return {
+        resource.name: settings.wait(future, f"describe configs of {resource.name!r}", admin)
+        for resource, future in futures.items()
+    }
+
+
+def _non_default(entries: dict[str, ConfigEntry]) -> str:
+    """``"k=v,k=v"`` of the configs that are not the built-in default."""
+    return ",".join(
+        f"{key}={'<sensitive>' if entry.is_sensitive else entry.value}"
+        for key, entry in sorted(entries.items())
+        if not entry.is_default
+    )
+
+
+def _is_compacted(entries: dict[str, ConfigEntry]) -> bool:
+    policy = entries.get("cleanup.policy")
+    return policy is not None and "compact" in str(policy.value or "").split(",")
+
+
+def _cleaner_states(settings: ClientSettings, admin: AdminClient) -> cleaner_report.BrokerStates:
+    """Each reachable tierlog broker's cleaner states (``tierlog.tools.cleaner_report``);
+    none over TLS or SASL, which tierlog's own client does not speak."""
+    protocol = settings.properties.get("security.protocol", "PLAINTEXT").upper()
+    if protocol != "PLAINTEXT":
+        return {}
+    brokers = settings.metadata(admin, "list brokers").brokers
+    addresses = {int(i): (str(b.host), int(b.port)) for i, b in brokers.items()}
+    return cleaner_report.broker_states(addresses, settings.timeout)
 
 
 def _ids(nodes: list[Any]) -> str:
     return ",".join(str(node.id) for node in nodes)
 
 
-def describe(settings: ClientSettings, names: list[str], out: TextIO) -> int:
-    """Describe the named topics, or every topic when none is named."""
+def describe(
+    settings: ClientSettings, names: list[str], out: TextIO, *, now_ms: int | None = None
+) -> int:
+    """Describe the named topics, or every topic when none is named; ``now_ms`` (default
+    the clock) is what a last clean's age is counted from."""
     admin = settings.admin()
     if not names:
         names = sorted(settings.metadata(admin, "list topics").topics)
     found, missing = describe_topics(settings, admin, names)
-    configs = _non_default_configs(settings, admin, [n for n in names if n in found])
+    entries = _topic_configs(settings, admin, [n for n in names if n in found])
+    configs = {name: _non_default(e) for name, e in entries.items()}
+    compacted = {name for name, e in entries.items() if _is_compacted(e)}
+    states = _cleaner_states(settings, admin) if compacted else {}
+    now = int(time.time() * 1000) if now_ms is None else now_ms
     for name in names:
         if name not in found:
             continue
@@ -125,11 +156,16 @@ def describe(settings: ClientSettings, names: list[str], out: TextIO) -> int:
         )
         for p in partitions:
             leader = "none" if p.leader is None else p.leader.id
-            print(
+            line = (
                 f"\tTopic: {name}\tPartition: {p.id}\tLeader: {leader}\t"
-                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}",
-                file=out,
+                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
             )
+            if name in compacted and p.leader is not None and p.leader.id in states:
+                broker = states[p.leader.id]
+                if broker is None or (name, p.id) in broker:
+                    state = None if broker is None else broker[(name, p.id)]
+                    line += f"\tCleaner: {cleaner_report.summary(state, now, p.leader.id)}"
+            print(line, file=out)
     if missing:
         out.flush()
         raise ToolError("; ".join(_missing(name) for name in missing))
