@@ -15,7 +15,7 @@ from tierlog.compaction.changelog import ChangelogReader, DictSink, SqliteSink
 from tierlog.records.builder import Record, build_batch
 from tierlog.remote.api import RemoteSegment, SegmentState
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
-from tierlog.remote.manifest import empty, with_segment
+from tierlog.remote.manifest import committed_segments, empty, with_segment, without
 
 TOPIC_ID = uuid.UUID("6f1c9f5e-0000-4000-8000-000000000003")
 
@@ -35,12 +35,10 @@ def upload(store: FsspecRemoteStore, work: Path, base: int, end: int, data: byte
     return segment
 
 
-@pytest.fixture
-def remote_url(tmp_path: Path) -> str:
-    """users-0 in the remote tier: segment [0, 15] and, after a gap, segment [20, 29]."""
-    url = f"file://{tmp_path / 'remote'}"
-    store = FsspecRemoteStore(url)
-    first = (
+def first_segment() -> bytes:
+    """Offsets 0..15: a=a1, b=b1, a=a2 at 0, 3, 7; b deleted at 9 (the batch claims up to
+    12); an empty batch for 13..15."""
+    return (
         build_batch(
             [Record(b"a", b"a1"), Record(b"b", b"b1"), Record(b"a", b"a2")],
             base_offset=0,
@@ -51,6 +49,14 @@ def remote_url(tmp_path: Path) -> str:
         )
         + empty_batch(13, 2)
     )
+
+
+@pytest.fixture
+def remote_url(tmp_path: Path) -> str:
+    """users-0 in the remote tier: segment [0, 15] and, after a gap, segment [20, 29]."""
+    url = f"file://{tmp_path / 'remote'}"
+    store = FsspecRemoteStore(url)
+    first = first_segment()
     second = build_batch(
         [Record(b"c", b"c1"), Record(b"a", None)], base_offset=20, offset_deltas=[0, 1]
     ) + with_last_offset_delta(
@@ -82,3 +88,40 @@ def test_sqlite_from_the_store_resumes_at_the_remote_end(remote_url: str, tmp_pa
             assert sink.to_dict() == {b"c": b"c1", b"b": b"b2"}
         assert stats.changes == expected_changes
         assert stats.positions == {0: 30}
+
+
+def test_a_segment_cleaned_away_while_reading_is_read_from_the_new_manifest(
+    remote_url: str, tmp_path: Path
+) -> None:
+    """The leader's cleaner replaces segment [0, 15] by a cleaned copy and deletes the old
+    objects just as the reader reaches them: the reader takes the new manifest and goes on
+    from where it was."""
+    store = FsspecRemoteStore(remote_url)
+    original = store.fetch_range
+    replaced: list[str] = []
+
+    def clean_then_fetch(segment: RemoteSegment, start: int, end: int | None) -> bytes:
+        if segment.base_offset == 0 and not replaced:
+            manifest = store.read_manifest("users", 0)
+            cleaned = build_batch(
+                [Record(b"a", b"a2"), Record(b"b", None)], base_offset=0, offset_deltas=[7, 9]
+            ) + empty_batch(13, 2)
+            work = tmp_path / "cleaned"
+            work.mkdir()
+            new = upload(store, work, 0, 15, cleaned)
+            manifest = with_segment(without(manifest, segment.segment_id), new)
+            store.commit("users", 0, manifest, expected_version=manifest.version)
+            store.delete_segment(segment)
+            replaced.append(segment.segment_id)
+        return original(segment, start, end)
+
+    store.fetch_range = clean_then_fetch  # type: ignore[method-assign]
+    sink = DictSink()
+    with ChangelogReader("users", store=store) as reader:
+        stats = reader.catch_up(sink)
+    assert replaced
+    assert replaced[0] not in {
+        s.segment_id for s in committed_segments(store.read_manifest("users", 0))
+    }
+    assert sink.data == {b"c": b"c1", b"b": b"b2"}
+    assert stats.positions == {0: 30}

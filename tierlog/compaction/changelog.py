@@ -60,6 +60,7 @@ from tierlog.compaction.changelog_sources import (
     StoreTier,
 )
 from tierlog.protocol.errors import ErrorCode
+from tierlog.remote.api import RemoteResourceNotFoundError
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.manifest import ZERO_UUID, Manifest
 
@@ -76,6 +77,8 @@ __all__ = [
     "rebuild_sqlite",
 ]
 
+# Fresh manifests read when a segment of the snapshot being read was cleaned away.
+STORE_ATTEMPTS = 5
 # Kafka consumers' default fetch.max.wait.ms is 500 ms; between empty polls of every
 # partition the follower sleeps this long instead (each fetch returns at once).
 DEFAULT_POLL_INTERVAL_S = 0.2
@@ -226,20 +229,46 @@ class ChangelogReader:
         manifest: Manifest | None,
         stats: RebuildStats,
     ) -> int:
-        chunks: list[Iterator[Chunk]] = []
         if self.store is not None and manifest is not None:
-            chunks.append(self.store.read(manifest, position))
+            position, manifest = self._read_store(sink, manifest, position, stats)
         if self.broker is not None:
             remote = manifest if self.store is not None else None
-            chunks.append(_broker_from_remote_end(self.broker, partition, remote, position, end))
-        for source in chunks:
-            for chunk in source:
+            for chunk in _broker_from_remote_end(self.broker, partition, remote, position, end):
                 position = self._apply(sink, chunk, position, stats)
         if position < end and self.broker is None:
             # Remote only: nothing past the remote end; the position stays at it.
             position = max(position, end)
             sink.apply(empty_changes(partition, position))
         return position
+
+    def _read_store(
+        self, sink: Sink, manifest: Manifest, position: int, stats: RebuildStats
+    ) -> tuple[int, Manifest]:
+        """The committed remote segments from ``position``: the position after them and
+        the manifest read last.
+
+        The leader's cleaner may replace segments of the snapshot being read and delete
+        the old objects (after ``file.delete.delay.ms``). The replacement covers the same
+        offsets with the same latest value per key, so reading goes on from the position
+        in a fresh manifest. (As with any Kafka consumer of a compacted topic, a reader
+        that takes longer than ``delete.retention.ms`` may miss a tombstone.)
+        """
+        assert self.store is not None
+        for attempt in range(STORE_ATTEMPTS):
+            try:
+                for chunk in self.store.read(manifest, position):
+                    position = self._apply(sink, chunk, position, stats)
+                return position, manifest
+            except RemoteResourceNotFoundError:
+                if attempt == STORE_ATTEMPTS - 1:
+                    raise
+                log.info(
+                    "%s-%d: a remote segment was replaced while reading at offset %d; "
+                    "reading on from the new manifest",
+                    self.topic, manifest.partition, position,
+                )  # fmt: skip
+                manifest = self.store.manifest(manifest.partition)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _apply(self, sink: Sink, chunk: Chunk, position: int, stats: RebuildStats) -> int:
         if chunk.next_offset <= position and not chunk.data:
