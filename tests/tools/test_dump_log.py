@@ -45,6 +45,7 @@ def test_batches_and_deep_records(tmp_path: Path) -> None:
     assert "compresscodec: gzip" in text and "compresscodec: none" in text
     assert text.count("| offset:") == 60
     assert "| offset: 59 CreateTime: 1192" in text and "payload: value-19-2" in text
+    assert "Offsets with no record" not in text  # a log never cleaned has no gap
 
 
 def test_a_cleaned_segment_shows_empty_batches_delete_horizons_and_tombstones(
@@ -72,6 +73,12 @@ def test_a_cleaned_segment_shows_empty_batches_delete_horizons_and_tombstones(
     assert records[1].endswith("key: b payload: null (tombstone)")
     assert records[2].endswith("key: c payload: 1")  # the active segment, not cleaned
     assert "tombstone" not in records[0] + records[2]
+    # What the cleaner removed, listed once per file: record by record with --deep...
+    assert text.count("Offsets with no record") == 1
+    assert "Offsets with no record: 0..1, 3 (3 offsets; cleaned away by compaction" in text
+    # ...and without it, what lies between batches (3 is inside the batch 2..3).
+    _, shallow = run([cleaned.segment])
+    assert "Offsets with no record between batches: 0..1 (2 offsets;" in shallow
 
 
 def test_verify_index_finds_no_problem_on_a_healthy_log(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ Cleaned (compacted) segments print as Kafka prints them, plus what compaction le
 each batch's ``deleteHorizonMs`` (KIP-534: set on a batch whose tombstones the cleaner has
 seen once; they go after that time), empty batches marked ``(empty: kept for producer N)``
 (the cleaner keeps an idempotent producer's last batch for its sequence numbers), and with
-``--deep`` each tombstone's ``payload: null (tombstone)``. Offsets a batch does not hold
-were cleaned away: gaps are not corruption.
+``--deep`` each tombstone's ``payload: null (tombstone)``. A last line lists the offsets
+that hold no record (between batches; with ``--deep`` inside them too): the cleaner removed
+those records but never moves an offset, so gaps are not corruption.
 
 A path may also be a remote segment object's URL (``file://``, ``s3://``..., as ``tierlog
 remote ls`` lists them: ``<base offset:020d>-<segment id>.log``): the object is read through
@@ -83,6 +84,36 @@ def _payload(value: bytes | None) -> str:
     return "null (tombstone)" if value is None else _preview(value)
 
 
+class OffsetGaps:
+    """The offsets of one segment, from its base offset, that hold no record."""
+
+    SHOWN = 8  # ranges listed; a long-cleaned segment can have thousands
+
+    def __init__(self, base_offset: int) -> None:
+        self.next = base_offset
+        self.ranges: list[tuple[int, int]] = []
+        self.count = 0
+
+    def held(self, first: int, last: int) -> None:
+        """Offsets ``first..last`` hold records (or a batch, when records are not read)."""
+        if first > self.next:
+            self.ranges.append((self.next, first - 1))
+            self.count += first - self.next
+        self.next = max(self.next, last + 1)
+
+    def describe(self, inside_batches: bool) -> str | None:
+        if not self.ranges:
+            return None
+        shown = ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in self.ranges[: self.SHOWN])
+        if len(self.ranges) > self.SHOWN:
+            shown += f", ... ({len(self.ranges)} ranges)"
+        where = "" if inside_batches else " between batches"
+        return (
+            f"Offsets with no record{where}: {shown} ({self.count} offsets; cleaned away by "
+            "compaction, not corruption)"
+        )
+
+
 def base_offset_of(path: Path) -> int:
     """The base offset a segment file (or remote segment object) is named by."""
     match = _STEM.fullmatch(path.name.split(".", 1)[0])
@@ -124,6 +155,7 @@ def dump_log_file(path: Path, out: TextIO, deep: bool, name: str | None = None) 
     if size == 0:
         return 0
     invalid = 0
+    gaps = OffsetGaps(base_offset_of(path))
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
         buf = memoryview(m)
         try:
@@ -156,10 +188,15 @@ def dump_log_file(path: Path, out: TextIO, deep: bool, name: str | None = None) 
                 )
                 if problem and problem.startswith("truncated"):
                     return invalid
+                if header.record_count and not (deep and problem is None):
+                    gaps.held(header.base_offset, header.last_offset)
                 if deep and problem is None:
+                    if header.is_control:  # a marker's record holds its offset
+                        gaps.held(header.base_offset, header.last_offset)
                     batch = bytes(buf[position : position + header.size])
                     try:
                         for record in iter_records(batch, verify_crc=False):
+                            gaps.held(record.offset, record.offset)
                             keys = [k for k, _ in record.headers]
                             print(
                                 f"| offset: {record.offset} {ts_name}: {record.timestamp} "
@@ -175,6 +212,9 @@ def dump_log_file(path: Path, out: TextIO, deep: bool, name: str | None = None) 
                         print(f"| records undecodable: {exc}", file=out)
         finally:
             buf.release()
+    line = gaps.describe(inside_batches=deep)
+    if line:
+        print(line, file=out)
     return invalid
 
 
