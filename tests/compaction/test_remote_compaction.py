@@ -110,7 +110,7 @@ def test_a_compacted_topic_is_cleaned_in_object_storage(tmp_path: Path) -> None:
         {
             "remote.log.manager.task.interval.ms": "200",
             "log.retention.check.interval.ms": "200",
-            "log.segment.delete.delay.ms": "500",
+            "log.segment.delete.delay.ms": "1000",
             "log.cleaner.backoff.ms": "100",
         },
     ).start()
@@ -125,6 +125,13 @@ def test_a_compacted_topic_is_cleaned_in_object_storage(tmp_path: Path) -> None:
         while "remote segments cleaned" not in broker.log_text() or local_start() == 0:
             assert time.monotonic() < deadline, broker.log_text()[-3000:]
             time.sleep(0.3)
+        # Until the passes stop (nothing new to upload or clean): reads below are then not
+        # racing a replacement whose old objects go after the delay.
+        passes = -1
+        while passes != broker.log_text().count("remote segments cleaned"):
+            assert time.monotonic() < deadline, broker.log_text()[-3000:]
+            passes = broker.log_text().count("remote segments cleaned")
+            time.sleep(2)
         _check(_replay_kafka_python(broker.bootstrap), last)
         _check(_replay_librdkafka(broker.bootstrap), last)
         # The replaced segments' objects go once the delay has passed; every object left

@@ -90,7 +90,8 @@ def locate(batches: list[tuple[BytesLike, BatchHeader]]) -> ChunkRecords | None:
         pieces.append(piece)
         blocks.append((at, at + (end - start), header.record_count))
         at += end - start
-    joined = b"".join(pieces)
+    # Eight zero bytes after the last block: key_hash reads keys a word at a time.
+    joined = b"".join([*pieces, bytes(8)])
     found = record_starts(joined, blocks)
     if found is None:
         return None

@@ -246,7 +246,7 @@ class LogCleaner:
             segment_bytes=config.segment_bytes,
             index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes,
-            map_memory_bytes=map_memory(self.config.dedupe_buffer_size // share, part.dirty_bytes),
+            map_memory_bytes=self.config.dedupe_buffer_size // share,
             map_load_factor=self.config.load_factor,
             io_bytes_per_second=self.config.io_max_bytes_per_second / share,
             producer_last_offsets={
@@ -468,19 +468,6 @@ class LogCleaner:
             self._pool = None
         with contextlib.suppress(OSError):
             self.checkpoint()
-
-
-# A record takes at least 7 bytes in a batch and a key 20 / 0.9 bytes in the map: a map of
-# 4 bytes per dirty byte holds every key the dirty part can have.
-_MAP_BYTES_PER_DIRTY_BYTE = 4
-_MIN_MAP_BYTES = 1 << 20
-
-
-def map_memory(budget: int, dirty_bytes: int) -> int:
-    """The offset map's size for a pass: the worker's share of the dedupe buffer, or less
-    when the dirty part cannot have that many keys (a small log need not allocate and
-    clear 128 MiB every few seconds)."""
-    return min(budget, max(_MIN_MAP_BYTES, dirty_bytes * _MAP_BYTES_PER_DIRTY_BYTE))
 
 
 def _settle(

@@ -46,12 +46,15 @@ def digests_at(data: bytes, starts: np.ndarray, ends: np.ndarray, seed: tuple[in
     out = np.empty((n, 2), dtype=np.uint64)
     if n == 0:
         return out
-    padded = data + bytes(8)
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    # A key's last word starts before its end and reads 8 bytes: callers that pad their
+    # buffer with 8 bytes (``chunk_records`` does) spare this copy.
+    padded = data if len(data) >= int(ends.max()) + 8 else data + bytes(8)
     # Every 8-byte window of the data as one little-endian word (an overlapping,
     # unaligned view): word j of a key is one gather at start + 8 j.
     windows = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-    starts = np.asarray(starts, dtype=np.int64)
-    lengths = np.asarray(ends, dtype=np.int64) - starts
+    lengths = ends - starts
     size = lengths.astype(np.uint64)
     with np.errstate(over="ignore"):
         h1 = _fmix(np.uint64(seed[0]) ^ (size * _K1))

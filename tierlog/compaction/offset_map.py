@@ -68,16 +68,21 @@ class OffsetMap:
         self.slots = _largest_prime_at_most(max(3, memory_bytes // SLOT_BYTES))
         self.capacity = max(1, int(self.slots * load_factor))
         # One packed 20-byte record a slot: a probe touches one cache line, not three.
-        table = np.zeros(self.slots, dtype=_SLOT)
+        table = np.empty(self.slots, dtype=_SLOT)
         self._hi = table["hi"]
         self._lo = table["lo"]
         self._offsets = table["offset"]
-        self._offsets.fill(EMPTY)
         self._table = table
+        self._clear()
         self.base_offset = 0
         self.size = 0
         # The highest offset put into the map, -1 when none (Kafka's latestOffset).
         self.latest_offset = -1
+
+    @staticmethod
+    def bytes_for(keys: int, load_factor: float = DEFAULT_LOAD_FACTOR) -> int:
+        """The table size that holds ``keys`` keys at ``load_factor``."""
+        return (int(keys / load_factor) + 3) * SLOT_BYTES
 
     @property
     def memory_bytes(self) -> int:
@@ -92,9 +97,14 @@ class OffsetMap:
     def free(self) -> int:
         return self.capacity - self.size
 
+    def _clear(self) -> None:
+        # EMPTY is all ones, and a free slot's digest is never read: one memset of the
+        # whole table (filling the strided offset field alone is ~10x slower).
+        self._table.view(np.uint8).fill(0xFF)
+
     def reset(self, base_offset: int) -> None:
         """Empty the map for a pass whose offsets start at ``base_offset``."""
-        self._offsets.fill(EMPTY)
+        self._clear()
         self.base_offset = base_offset
         self.size = 0
         self.latest_offset = -1

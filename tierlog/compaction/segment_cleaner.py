@@ -353,7 +353,14 @@ def clean(job: CleanJob) -> CleanResult:
     """
     stats = CleanStats()
     throttle = Throttle(job.io_bytes_per_second)
-    offset_map = OffsetMap(job.map_memory_bytes, job.map_load_factor)
+    # The dirty part has at most one record per offset: a map for that many keys is all a
+    # pass can fill, and a smaller table is cleared and probed faster than the whole buffer.
+    dirty_offsets = (
+        max((s.next_offset for s in job.segments), default=job.first_dirty_offset)
+        - job.first_dirty_offset
+    )
+    memory = min(job.map_memory_bytes, OffsetMap.bytes_for(max(dirty_offsets, 1024)))
+    offset_map = OffsetMap(memory, job.map_load_factor)
     started = time.monotonic()
     map_end = build_offset_map(job, offset_map, throttle, stats)
     stats.map_seconds = time.monotonic() - started
