@@ -4,10 +4,11 @@ plain confluent-kafka consumer loop doing the same, side by side in one run.
 
 A tierlog broker runs on 127.0.0.1 (its own process) with the remote tier on file://
 under its log dir, 1 MiB segments and 2 MiB of local retention per partition, so most
-of the topic is only in object storage. The topic (4 partitions, ``cleanup.policy``
-compact,delete with unlimited retention: every record kept, as compact alone, while local
-retention trims the hot tier) gets ``--keys`` distinct keys with 100-byte values, then a
-tenth of them deleted by tombstones and another tenth updated (lz4, confluent-kafka).
+of the topic is only in object storage. The topic (4 partitions, ``cleanup.policy=compact``)
+gets ``--keys`` distinct keys with 100-byte values, then a tenth of them deleted by
+tombstones and another tenth updated (lz4, confluent-kafka). The broker's log cleaner is
+off (``log.cleaner.enable=false``) so every way reads the same records: a cleaner pass
+between two ways would leave the later ones less to read.
 
 Each way reads the whole topic from offset 0 into a fresh target, ``--rounds`` times
 (best round counts: noise only slows a round down):
@@ -89,6 +90,7 @@ def start_broker(run_dir: Path) -> tuple[Any, str, Path]:
                 "log.segment.delete.delay.ms=0",
                 "log.retention.check.interval.ms=100",
                 "remote.log.manager.task.interval.ms=100",
+                "log.cleaner.enable=false",
                 "",
             ]
         )
@@ -104,9 +106,7 @@ def produce(bootstrap: str, keys: int, seed: int) -> dict[bytes, bytes]:
     """Every key once, then a tenth deleted and a tenth updated; returns the model."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {
-        "cleanup.policy": "compact,delete",
-        "retention.ms": "-1",
-        "retention.bytes": "-1",
+        "cleanup.policy": "compact",
         "remote.storage.enable": "true",
         "local.retention.bytes": str(LOCAL_RETENTION_BYTES),
     }
