@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient, ConfigEntry, TopicDescription
 
 
+# Seconds to wait for one broker's cleaner state (connect, then the answer).
+STATE_TIMEOUT = 5.0
+
+
 def _missing(name: str) -> str:
     return f"Topic '{name}' does not exist"
 
@@ -121,7 +125,8 @@ def _cleaner_states(settings: ClientSettings, admin: AdminClient) -> cleaner_rep
         return {}
     brokers = settings.metadata(admin, "list brokers").brokers
     addresses = {int(i): (str(b.host), int(b.port)) for i, b in brokers.items()}
-    return cleaner_report.broker_states(addresses, settings.timeout)
+    # A broker out of reach costs describe at most this long: the state is extra.
+    return cleaner_report.broker_states(addresses, min(settings.timeout, STATE_TIMEOUT))
 
 
 def _ids(nodes: list[Any]) -> str:
