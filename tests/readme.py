@@ -26,7 +26,7 @@ RUN = {"sh", "python"}
 INERT = {"text", "toml", "properties", "json", "ini", "diff"}
 
 _DIRECTIVE = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*-->", re.DOTALL)
-_FENCE = re.compile(r"^```(\S*)\s*$")
+_FENCE = re.compile(r"^\s*```(\S*)\s*$")  # indented too (in a list): never missed
 _BACKGROUND = re.compile(r'background\s+ready="([^"]+)"')
 _SKIP = re.compile(r"skip:\s*(\S.*)", re.DOTALL)
 

@@ -160,3 +160,8 @@ def test_skipped_blocks_are_counted_not_run(tmp_path: Path) -> None:
     )
     assert [(step.kind, step.reason) for step in steps] == [("skip", "needs a cloud account")]
     follow(steps, tmp_path, tmp_path / "logs")  # `false` is not run
+
+
+def test_a_block_indented_in_a_list_is_run_too() -> None:
+    steps = readme.parse("- a list item:\n\n  ```sh\n  false\n  ```\n")
+    assert [(step.kind, step.commands()) for step in steps] == [("run", ["false"])]
