@@ -61,6 +61,13 @@ Configuration:
     Logger:
       - name: kafka.server.KafkaRaftServer
         level: INFO
+      # The cleaner's per-pass report (bench/compaction.py reads it). In 4.4 the cleaner is
+      # a Java class whose report comes from its nested thread class's logger; in the
+      # Scala versions it was kafka.log.LogCleaner. A few lines per pass, at most.
+      - name: org.apache.kafka.storage.internals.log.LogCleaner$CleanerThread
+        level: INFO
+      - name: kafka.log.LogCleaner
+        level: INFO
 """
 
 
@@ -224,7 +231,9 @@ def fetch_kafka(work: Path, version: str = "auto", max_tries: int = 3) -> KafkaD
     )
 
 
-def _server_properties(data: Path, port: int, controller_port: int) -> str:
+def _server_properties(
+    data: Path, port: int, controller_port: int, extra: dict[str, str] | None = None
+) -> str:
     return "\n".join(
         [
             "process.roles=broker,controller",
@@ -245,13 +254,17 @@ def _server_properties(data: Path, port: int, controller_port: int) -> str:
             "share.coordinator.state.topic.min.isr=1",
             "group.initial.rebalance.delay.ms=0",
             "log.segment.delete.delay.ms=1000",  # free deleted topics' disk space quickly
+            *(f"{key}={value}" for key, value in (extra or {}).items()),
             "",
         ]
     )
 
 
-def start_kafka(dist: KafkaDist, run_dir: Path) -> tuple[ManagedProcess, str]:
+def start_kafka(
+    dist: KafkaDist, run_dir: Path, extra: dict[str, str] | None = None
+) -> tuple[ManagedProcess, str]:
     """Format a fresh log dir and start the broker; returns the process and its bootstrap.
+    ``extra`` adds (or overrides) server.properties keys.
 
     The caller waits for readiness (``procs.wait_ready``) and stops it.
 
@@ -263,7 +276,7 @@ def start_kafka(dist: KafkaDist, run_dir: Path) -> tuple[ManagedProcess, str]:
         controller_port = free_port()
     run_dir.mkdir(parents=True, exist_ok=True)
     props = run_dir / "server.properties"
-    props.write_text(_server_properties(run_dir / "data", port, controller_port))
+    props.write_text(_server_properties(run_dir / "data", port, controller_port, extra))
     log4j = run_dir / "log4j2.yaml"
     log4j.write_text(LOG4J2_YAML)
     classpath = f"{dist.libs}/*"
