@@ -6,6 +6,7 @@ model computed from the produce acknowledgements."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import sqlite3
@@ -27,6 +28,7 @@ from tierlog.compaction.changelog import (
     ChangelogReader,
     DictSink,
     SqliteSink,
+    main,
     rebuild_dict,
     rebuild_sqlite,
 )
@@ -216,6 +218,18 @@ def test_sqlite_twice_gives_the_same_table_and_applies_nothing_new(
     assert 0 < first.changes < CHANGES
     assert second.changes == 0
     assert second.positions == first.positions
+
+
+def test_the_command_line_rebuilds_into_sqlite_and_prints_its_stats(
+    changelog: Changelog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "users.db"
+    argv = ["users", "--sqlite", str(path), "--bootstrap-server", changelog.bootstrap]
+    assert main([*argv, "--remote-url", changelog.remote_url]) == 0
+    stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert stats["changes"] == stats["from_store"] + stats["from_broker"] > 0
+    with SqliteSink(path) as sink:
+        assert sink.to_dict() == model(changelog.produced)
 
 
 RESUMABLE_CHILD = """
