@@ -90,6 +90,10 @@ class BrokerTier:
             self.topic, partition, position, max_bytes=self.fetch_bytes, max_wait_ms=max_wait_ms
         )
         size, next_offset = whole_batches_next_offset(result.records, position)
+        if not result.records and position < result.high_watermark:
+            # No batch at all in [position, high watermark): the cleaner removed the last
+            # records of the log (tombstones past their delete horizon). A gap, not loss.
+            next_offset = result.high_watermark
         data = memoryview(result.records)[:size]
         return Chunk(partition, data, position, next_offset, BROKER)
 
