@@ -123,3 +123,20 @@ def test_sqlite_sink_rolls_back_a_failed_apply(tmp_path: Path) -> None:
 def test_sqlite_sink_refuses_odd_table_names(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         SqliteSink(tmp_path / "x.db", table='x"; DROP TABLE y; --')
+
+
+def test_sqlite_sink_on_a_connection_keeps_out_of_the_callers_transaction(
+    tmp_path: Path,
+) -> None:
+    db = sqlite3.connect(tmp_path / "app.db")
+    db.execute("CREATE TABLE app (x INTEGER)")
+    sink = SqliteSink(db)
+    sink.start("t", TOPIC_ID)
+    db.execute("INSERT INTO app VALUES (1)")  # the caller's transaction, left open
+    with pytest.raises(RuntimeError, match="open transaction"):
+        sink.apply(FIRST)
+    db.rollback()
+    sink.apply(FIRST)
+    assert sink.to_dict() == {b"b": b"1", b"c": b"1"}
+    assert db.execute("SELECT count(*) FROM app").fetchone() == (0,)
+    db.close()

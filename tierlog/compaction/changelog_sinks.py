@@ -236,6 +236,12 @@ class SqliteSink:
                 upserts.append((stored_key, value if vd is None else vd(value), offset, partition))
         next_offset = max(changes.next_offset, self.positions.get(partition, 0))
         connection = self.connection
+        if connection.in_transaction:
+            # Our commit would also commit the caller's half-done work.
+            raise RuntimeError(
+                "SqliteSink.apply: the connection has an open transaction; commit or roll "
+                "it back first"
+            )
         connection.execute("BEGIN")
         try:
             if upserts:
