@@ -320,3 +320,39 @@ def test_a_topic_created_again_is_cleaned_from_its_start(
     again.roll()
     assert cleaner.clean_once()
     assert len([r for r in read_all(again) if r.key.startswith(b"k")]) == 3
+
+
+def test_stopping_the_cleaner_ends_a_pass_waited_for_by_another_thread(
+    manager: LogManager, clock: ManualClock
+) -> None:
+    import asyncio
+    import dataclasses
+    import threading
+    import time
+
+    from tierlog.compaction.cleaner import CleanerStoppedError
+
+    cleaner = LogCleaner(manager, CleanerConfig(dedupe_buffer_size=1 << 20), clock=clock, workers=1)
+    log = manager.get_or_create_log("t", 0, compacted())
+    for i in range(300):
+        append(log, [(b"k%d" % (i % 5), b"v" * 50)], clock)
+    chosen = cleaner.choose()
+    assert chosen is not None
+    job = dataclasses.replace(cleaner.job_for(*chosen), io_bytes_per_second=2000.0)  # slow
+    outcome: list[BaseException | object] = []
+
+    def wait_for_pass() -> None:
+        try:
+            outcome.append(cleaner.run_blocking(job))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait_for_pass)
+    waiter.start()
+    time.sleep(1)
+    started = time.monotonic()
+    asyncio.run(cleaner.stop())
+    waiter.join(timeout=10)
+    assert not waiter.is_alive(), "the waiting thread was left blocked"
+    assert isinstance(outcome[0], CleanerStoppedError)
+    assert time.monotonic() - started < 10

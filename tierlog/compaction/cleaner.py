@@ -61,6 +61,10 @@ CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 TopicPartition = tuple[str, int]
 
 
+class CleanerStoppedError(Exception):
+    """A pass waited for was cut short by the cleaner's stop."""
+
+
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
     """The broker's ``log.cleaner.*`` settings (Kafka's names and defaults)."""
@@ -149,6 +153,7 @@ class LogCleaner:
         self.stats = CleanerStats()
         self._pool: Any = None
         self._pool_lock = threading.Lock()
+        self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._load_checkpoints()
 
@@ -431,11 +436,24 @@ class LogCleaner:
 
     def run_blocking(self, job: CleanJob) -> CleanResult:
         """Run a pass in a worker process and wait for it (from a thread that may block:
-        the remote log manager's worker, for remote passes)."""
+        the remote log manager's worker, for remote passes).
+
+        Raises:
+            CleanerStoppedError: the cleaner stopped meanwhile (its workers are gone, and
+                the pass with them).
+        """
         if self.workers == 0:
             return clean(job)
-        result: CleanResult = self._ensure_pool().apply(clean, (job,))
-        return result
+        pending = self._ensure_pool().apply_async(clean, (job,))
+        while True:
+            try:
+                result: CleanResult = pending.get(timeout=0.2)
+                return result
+            except multiprocessing.TimeoutError:
+                # A terminated pool never answers: without this, stopping the broker
+                # waited for the remote log manager's worker thread for ever.
+                if self._stopping:
+                    raise CleanerStoppedError("the log cleaner stopped during the pass") from None
 
     async def _run_job(self, job: CleanJob) -> CleanResult:
         if self.workers == 0:
@@ -456,6 +474,7 @@ class LogCleaner:
     async def stop(self) -> None:
         """Stop the tasks and the worker processes at once: a pass cut short leaves only
         ``*.cleaned`` files, which the next start removes."""
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
