@@ -53,7 +53,8 @@ class Cleanable:
         """Worth a pass now: dirty enough, or forced by a time rule."""
         if self.dirty_bytes == 0 and not self.must_clean:
             return False
-        return self.must_clean or self.dirty_ratio >= self.log.config.min_cleanable_dirty_ratio
+        # Strictly above, as Kafka compares (a log at exactly the ratio waits).
+        return self.must_clean or self.dirty_ratio > self.log.config.min_cleanable_dirty_ratio
 
 
 def first_timestamp(segment: LogSegment) -> int:

@@ -136,7 +136,7 @@ class RemoteCompactor:
         return (
             bool(total)
             and dirty > 0
-            and dirty / total >= topic_log.config.min_cleanable_dirty_ratio
+            and dirty / total > topic_log.config.min_cleanable_dirty_ratio
         )
 
     def clean(
