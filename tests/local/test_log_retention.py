@@ -216,3 +216,41 @@ def test_retention_bytes_never_breaks_density(make_log: LogFactory, retention_by
         lg.delete_old_segments()
         assert_dense(lg)
         assert lg.log_start_offset == lg.segments[0].base_offset
+
+
+def test_a_large_deleted_segment_is_unlinked_off_the_callers_thread(
+    make_log: LogFactory,
+    scheduler: ManualScheduler,
+    log_dir: Path,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+    import time
+
+    from tierlog.local import segment as segment_module
+
+    monkeypatch.setattr(segment_module, "_BACKGROUND_UNLINK_BYTES", 1000)
+    lg = make_log(
+        scheduler=scheduler, segment_bytes=1500, retention_ms=HOUR, file_delete_delay_ms=10
+    )
+    for i in range(30):
+        lg.append(make_batch(4, value_size=100, base_timestamp=T0 + i))
+    scheduler.advance(0)
+    unlinked_on: list[str] = []
+    real_unlink = Path.unlink
+
+    def recording_unlink(path: Path, missing_ok: bool = False) -> None:
+        if path.name.endswith(".log.deleted"):
+            unlinked_on.append(threading.current_thread().name)
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", recording_unlink)
+    clock.advance(2 * HOUR)
+    assert lg.delete_old_segments() > 0
+    scheduler.advance(10)
+    deadline = time.monotonic() + 10
+    while any(p.name.endswith(".log.deleted") for p in log_dir.iterdir()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert unlinked_on and all(name.startswith("segment-unlink") for name in unlinked_on)
