@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from tierlog.compaction.batch_filter import empty_batch, rebuild_batch, walk_records
+from tierlog.compaction.batch_filter import (
+    empty_batch,
+    rebuild_batch,
+    rebuild_parts,
+    walk_records,
+)
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.header import Attr, Compression, validate_batch
 from tierlog.records.reader import decode_batch
@@ -91,3 +96,16 @@ def test_an_empty_batch_keeps_the_producers_last_sequence() -> None:
     assert empty.last_offset == header.last_offset
     assert empty.last_sequence == header.last_sequence
     assert empty.compression == Compression.NONE
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.LZ4])
+def test_the_pieces_of_a_rebuilt_batch_are_the_rebuilt_batch(codec: Compression) -> None:
+    original = _batch(codec)
+    header = validate_batch(original)
+    records = walk_records(original, header)
+    for keep in ([1], [0, 9], [2, 3, 4, 8], list(range(10))):
+        parts, size, max_timestamp = rebuild_parts(header, records, keep)
+        joined = b"".join(parts)
+        assert joined == rebuild_batch(header, records, keep)
+        assert size == len(joined)
+        assert max_timestamp == validate_batch(joined).max_timestamp

@@ -15,7 +15,7 @@ from tierlog.compaction.chunk_records import locate
 from tierlog.compaction.offset_map import OffsetMap
 from tierlog.compaction.pass_filter import CleanStats, PassFilter, is_data, keyed_offsets
 from tierlog.records.builder import ControlType, Record, build_batch, build_control_batch
-from tierlog.records.header import Compression, parse_header
+from tierlog.records.header import Compression, parse_header, validate_batch
 
 SEED = (99, 101)
 NOW = 1_700_000_000_000
@@ -27,6 +27,15 @@ class _Sink:
 
     def append(self, batch: object, last_offset: int, max_timestamp: int) -> None:
         self.batches.append(bytes(batch))  # type: ignore[call-overload]
+
+    def append_parts(
+        self, parts: list[object], size: int, last_offset: int, max_timestamp: int
+    ) -> None:
+        joined = b"".join(parts)  # type: ignore[arg-type]
+        assert len(joined) == size
+        header = validate_batch(joined)  # CRC-32C over the pieces is right
+        assert header.max_timestamp == max_timestamp and header.last_offset == last_offset
+        self.batches.append(joined)
 
 
 def _chunk(rnd: random.Random) -> list[tuple[bytes, object]]:

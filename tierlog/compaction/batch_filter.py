@@ -24,9 +24,12 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from crc32c import crc32c
+
 from tierlog.records.codecs import compress
 from tierlog.records.errors import CorruptBatchError
 from tierlog.records.header import (
+    ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -215,6 +218,45 @@ def rebuild_batch(
     batch[HEADER_SIZE:] = block
     _CRC.pack_into(batch, CRC_OFFSET, compute_crc(batch))
     return bytes(batch)
+
+
+def rebuild_parts(
+    header: BatchHeader,
+    records: BatchRecords,
+    keep: Sequence[int],
+    delete_horizon_ms: int | None = None,
+) -> tuple[list[BytesLike], int, int]:
+    """``rebuild_batch`` as ``(buffers, size, max_timestamp)`` whose concatenation is the
+    batch. An uncompressed batch whose records keep their deltas (no new delete horizon)
+    is its new 61-byte header followed by views of the kept records in ``records.data``:
+    nothing is copied, and the CRC-32C is computed over the pieces. Others are one buffer
+    from ``rebuild_batch``."""
+    if delete_horizon_ms is not None or header.attributes & Attr.COMPRESSION_MASK:
+        batch = rebuild_batch(header, records, keep, delete_horizon_ms)
+        return [batch], len(batch), _HEADER.unpack_from(batch)[8]
+    data = memoryview(records.data)
+    starts, ends, deltas = records.starts, records.ends, records.timestamp_deltas
+    parts: list[BytesLike] = [b""]
+    body = 0
+    max_delta = None
+    for i in keep:
+        start, end = starts[i], ends[i]
+        parts.append(data[start:end])
+        body += end - start
+        if max_delta is None or deltas[i] > max_delta:
+            max_delta = deltas[i]
+    if header.attributes & Attr.TIMESTAMP_TYPE:
+        max_ts = header.max_timestamp
+    else:
+        max_ts = header.base_timestamp + (max_delta or 0)
+    head = _header_bytes(header, body, header.attributes, header.base_timestamp, max_ts, len(keep))
+    del head[HEADER_SIZE:]  # _header_bytes sized it for the body, which stays in the views
+    crc = crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])
+    for part in parts[1:]:
+        crc = crc32c(part, crc)
+    _CRC.pack_into(head, CRC_OFFSET, crc)
+    parts[0] = bytes(head)
+    return parts, HEADER_SIZE + body, max_ts
 
 
 def empty_batch(header: BatchHeader) -> bytes:

@@ -23,11 +23,11 @@ from typing import Protocol
 
 import numpy as np
 
-from tierlog.compaction.batch_filter import BatchRecords, empty_batch, rebuild_batch, walk_records
+from tierlog.compaction.batch_filter import BatchRecords, empty_batch, rebuild_parts, walk_records
 from tierlog.compaction.chunk_records import ChunkRecords, locate
 from tierlog.compaction.key_hash import Digests, digests_at, digests_of
 from tierlog.compaction.offset_map import OffsetMap
-from tierlog.records.header import Attr, BatchHeader, parse_header
+from tierlog.records.header import Attr, BatchHeader
 from tierlog.records.varint import BytesLike
 
 Chunk = Sequence[tuple[BytesLike, BatchHeader]]
@@ -35,6 +35,12 @@ Chunk = Sequence[tuple[BytesLike, BatchHeader]]
 
 class BatchSink(Protocol):
     def append(self, batch: BytesLike, last_offset: int, max_timestamp: int) -> None: ...
+
+    def append_parts(
+        self, parts: Sequence[BytesLike], size: int, last_offset: int, max_timestamp: int
+    ) -> None:
+        """One batch given as buffers whose concatenation it is."""
+        ...
 
 
 @dataclass(slots=True)
@@ -233,8 +239,10 @@ class PassFilter:
             return False
         if kept:
             records, keep = kept_records()
-            rebuilt = rebuild_batch(header, records, keep, self.new_horizon if stamp else None)
-            out.append(rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp)
+            parts, size, max_timestamp = rebuild_parts(
+                header, records, keep, self.new_horizon if stamp else None
+            )
+            out.append_parts(parts, size, header.last_offset, max_timestamp)
         elif (
             header.producer_id >= 0
             and self.producer_last_offsets.get(header.producer_id) == header.last_offset

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +51,8 @@ from tierlog.records.header import (
 )
 from tierlog.records.varint import BytesLike
 
+# Linux IOV_MAX: one writev call takes at most this many buffers.
+_IOV_MAX = 1024
 # Batches are filtered a chunk at a time: one vectorised map lookup per chunk, and memory
 # bounded whatever the segment size.
 _CHUNK_BYTES = 4 << 20
@@ -271,25 +273,39 @@ class _CleanedWriter:
         self.pending_bytes = 0
 
     def append(self, batch: BytesLike, last_offset: int, max_timestamp: int) -> None:
+        self.append_parts((batch,), len(batch), last_offset, max_timestamp)
+
+    def append_parts(
+        self, parts: Sequence[BytesLike], size: int, last_offset: int, max_timestamp: int
+    ) -> None:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max = max_timestamp, last_offset
         if self.since_index > self.interval and not self.offset_index.is_full:
             self.offset_index.append(last_offset, self.position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max)
             self.since_index = 0
-        self.since_index += len(batch)
-        self.position += len(batch)
-        self.pending.append(batch)
-        self.pending_bytes += len(batch)
+        self.since_index += size
+        self.position += size
+        self.pending.extend(parts)
+        self.pending_bytes += size
         if self.pending_bytes >= _CHUNK_BYTES:
             self._write()
 
     def _write(self) -> None:
-        data = b"".join(self.pending)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
-        self.pending.clear()
+        """Write the pending buffers with writev (views of what was read and the kept
+        records' bytes, written without joining them first)."""
+        pending = self.pending
+        at = 0
+        while at < len(pending):
+            group = pending[at : at + _IOV_MAX]
+            written = os.writev(self.fd, group)
+            expected = sum(len(b) for b in group)
+            if written < expected:  # a short write (rare on a file): finish it plainly
+                rest = memoryview(b"".join(group))[written:]
+                while rest:
+                    rest = rest[os.write(self.fd, rest) :]
+            at += len(group)
+        pending.clear()
         self.pending_bytes = 0
 
     def finish(self) -> int:
