@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tierlog.compaction.batch_filter import rebuild_batch, walk_records
-from tierlog.compaction.chunk_records import locate
+from tierlog.compaction.chunk_records import _in_place, locate
 from tierlog.compaction.offset_map import OffsetMap
 from tierlog.compaction.pass_filter import CleanStats, PassFilter, is_data, keyed_offsets
 from tierlog.records.builder import ControlType, Record, build_batch, build_control_batch
@@ -38,7 +38,7 @@ class _Sink:
         self.batches.append(joined)
 
 
-def _chunk(rnd: random.Random) -> list[tuple[bytes, object]]:
+def _chunk(rnd: random.Random, codecs: list[Compression]) -> list[tuple[bytes, object]]:
     out = []
     offset = 0
     for _ in range(rnd.randrange(1, 30)):
@@ -63,7 +63,7 @@ def _chunk(rnd: random.Random) -> list[tuple[bytes, object]]:
             batch = build_batch(
                 records,
                 base_offset=offset,
-                compression=rnd.choice(list(Compression)),
+                compression=rnd.choice(codecs),
                 producer_id=rnd.choice([-1, 7]),
                 producer_epoch=0,
                 base_sequence=offset,
@@ -83,13 +83,22 @@ def _chunk(rnd: random.Random) -> list[tuple[bytes, object]]:
 @pytest.mark.parametrize("seed", range(25))
 def test_vectorised_and_reference_paths_agree(seed: int) -> None:
     rnd = random.Random(seed)
-    chunk = _chunk(rnd)
+    # A third of the chunks uncompressed: the in-place walk takes only those.
+    chunk = _chunk(rnd, [Compression.NONE] if seed % 3 == 0 else list(Compression))
     data = [(b, h) for b, h in chunk if is_data(h)]  # type: ignore[arg-type]
     end = chunk[-1][1].next_offset  # type: ignore[attr-defined]
     map_end = rnd.choice([end, end // 2 + 1])
     producer_last_offsets = {7: int(rnd.random() * end)}
+    # The cleaner hands over views into the chunk it read: walked where they are when
+    # uncompressed (chunk_records._in_place), copied into one buffer otherwise.
+    buffer = b"".join(batch for batch, _ in chunk)  # type: ignore[misc]
+    views, at = [], 0
+    for batch, header in chunk:
+        views.append((memoryview(buffer)[at : at + len(batch)], header))  # type: ignore[arg-type]
+        at += len(batch)  # type: ignore[arg-type]
     results = []
-    for vectorised in (True, False):
+    for vectorised, batches in ((True, chunk), (True, views), (False, chunk)):
+        data = [(b, h) for b, h in batches if is_data(h)]  # type: ignore[arg-type]
         digests, offsets = keyed_offsets(data, 0, SEED, vectorised=vectorised)
         keep = offsets < map_end
         offset_map = OffsetMap(1 << 16)
@@ -107,9 +116,12 @@ def test_vectorised_and_reference_paths_agree(seed: int) -> None:
             vectorised=vectorised,
         )
         sink = _Sink()
-        changed = rules.chunk(chunk, sink)  # type: ignore[arg-type]
+        changed = rules.chunk(batches, sink)  # type: ignore[arg-type]
         results.append((sink.batches, changed, stats, rules.next_horizon, np.asarray(digests)))
-    fast, reference = results
+    fast, in_place, reference = results
     assert locate(data) is not None  # the fast path took the chunk: it is what is compared
-    assert (fast[4] == reference[4]).all()
-    assert fast[:4] == reference[:4]
+    if seed % 3 == 0:
+        assert _in_place([(b, h) for b, h in views if is_data(h)]) is not None  # type: ignore[arg-type]
+    for vectorised in (fast, in_place):
+        assert (vectorised[4] == reference[4]).all()
+        assert vectorised[:4] == reference[:4]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierlog.compaction.batch_filter import BatchRecords
-from tierlog.records.header import BatchHeader
+from tierlog.records.header import HEADER_SIZE, Attr, BatchHeader
 from tierlog.records.reader import record_starts, records_block
 from tierlog.records.varint import BytesLike
 from tierlog.records.varint_np import VarintTooLong, decode_varints
@@ -78,20 +78,47 @@ class ChunkRecords:
         )
 
 
+def _in_place(
+    batches: list[tuple[BytesLike, BatchHeader]],
+) -> tuple[bytes, list[tuple[int, int, int]]] | None:
+    """When every batch is uncompressed and a view into one bytes object (a chunk the
+    cleaner read), that object and each records block's place in it: the records are
+    walked where they are, without joining them into a new buffer."""
+    first = batches[0][0]
+    if not isinstance(first, memoryview) or not isinstance(first.obj, bytes):
+        return None
+    source = first.obj
+    base = np.frombuffer(source, np.uint8).ctypes.data
+    blocks = []
+    for batch, header in batches:
+        if (
+            not isinstance(batch, memoryview)
+            or batch.obj is not source
+            or header.attributes & Attr.COMPRESSION_MASK
+        ):
+            return None
+        position = np.frombuffer(batch, np.uint8).ctypes.data - base
+        blocks.append((position + HEADER_SIZE, position + header.size, header.record_count))
+    return source, blocks
+
+
 def locate(batches: list[tuple[BytesLike, BatchHeader]]) -> ChunkRecords | None:
     """The records of ``batches`` (data batches with at least one record each), or None
     when the fast path does not take them."""
-    pieces: list[BytesLike] = []
-    blocks: list[tuple[int, int, int]] = []
-    at = 0
-    for batch, header in batches:
-        data, start, end = records_block(batch, 0, header)
-        piece = data[start:end]
-        pieces.append(piece)
-        blocks.append((at, at + (end - start), header.record_count))
-        at += end - start
-    # Eight zero bytes after the last block: key_hash reads keys a word at a time.
-    joined = b"".join([*pieces, bytes(8)])
+    shared = _in_place(batches)
+    if shared is not None:
+        joined, blocks = shared
+    else:
+        pieces: list[BytesLike] = []
+        blocks = []
+        at = 0
+        for batch, header in batches:
+            data, start, end = records_block(batch, 0, header)
+            pieces.append(data[start:end])
+            blocks.append((at, at + (end - start), header.record_count))
+            at += end - start
+        # Eight zero bytes after the last block: key_hash reads keys a word at a time.
+        joined = b"".join([*pieces, bytes(8)])
     found = record_starts(joined, blocks)
     if found is None:
         return None
