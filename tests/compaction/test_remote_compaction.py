@@ -10,12 +10,17 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KTopicPartition
 
 from tests.broker.harness import BrokerProcess
+from tests.compacted_topics import (
+    Last,
+    Record,
+    assert_compacted,
+    produce_changes,
+    read_with_kafka_python,
+    read_with_librdkafka,
+)
 
 KEYS = 60
 MESSAGES = 4000
@@ -27,7 +32,7 @@ def _manifest(data: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {"segments": []}
 
 
-def _produce(bootstrap: str) -> dict[bytes, tuple[int, bytes | None]]:
+def _produce(bootstrap: str) -> Last:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {
         "cleanup.policy": "compact",
@@ -37,69 +42,19 @@ def _produce(bootstrap: str) -> dict[bytes, tuple[int, bytes | None]]:
         "min.cleanable.dirty.ratio": "0.01",
     }
     admin.create_topics([NewTopic(TOPIC, 1, 1, config=config)])[TOPIC].result(timeout=10)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 2,
-            "batch.size": 4096,
-            "enable.idempotence": True,
-        }
+    return produce_changes(
+        bootstrap,
+        TOPIC,
+        MESSAGES,
+        lambda i: (
+            b"user-%d" % (i % KEYS),
+            None if i % 97 == 0 else b"email-%d@example.com" % i,
+        ),
     )
-    last: dict[bytes, tuple[int, bytes | None]] = {}
-
-    def delivered(err: object, msg: object) -> None:
-        assert err is None, err
-        last[msg.key()] = (msg.offset(), msg.value())  # type: ignore[attr-defined]
-
-    for i in range(MESSAGES):
-        value = None if i % 97 == 0 else b"email-%d@example.com" % i
-        producer.produce(TOPIC, key=b"user-%d" % (i % KEYS), value=value, on_delivery=delivered)
-        producer.poll(0)
-    assert producer.flush(30) == 0
-    return last
 
 
-def _replay_kafka_python(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=4000)
-    tp = KTopicPartition(TOPIC, 0)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-    end = consumer.end_offsets([tp])[tp]
-    out = []
-    for message in consumer:
-        out.append((message.offset, message.key, message.value))
-        if message.offset >= end - 1:
-            break
-    consumer.close()
-    return out
-
-
-def _replay_librdkafka(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "replay", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    _, end = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
-    out = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        message = consumer.poll(1.0)
-        if message is None:
-            continue
-        assert message.error() is None, message.error()
-        out.append((message.offset(), message.key(), message.value()))
-        if message.offset() >= end - 1:
-            break
-    consumer.close()
-    return out
-
-
-def _check(records: list[tuple[int, bytes, bytes | None]], last: dict) -> None:
-    offsets = [offset for offset, _, _ in records]
-    assert offsets == sorted(set(offsets))
-    latest = {key: (offset, value) for offset, key, value in records}
-    assert latest == last
-    assert len(records) < MESSAGES / 2, "the remote part was cleaned"
+def _check(records: list[Record], last: Last) -> None:
+    assert_compacted(records, last, at_most=MESSAGES / 2)
 
 
 @pytest.mark.timeout(180)
@@ -132,8 +87,8 @@ def test_a_compacted_topic_is_cleaned_in_object_storage(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, broker.log_text()[-3000:]
             passes = broker.log_text().count("remote segments cleaned")
             time.sleep(2)
-        _check(_replay_kafka_python(broker.bootstrap), last)
-        _check(_replay_librdkafka(broker.bootstrap), last)
+        _check(read_with_kafka_python(broker.bootstrap, TOPIC), last)
+        _check(read_with_librdkafka(broker.bootstrap, TOPIC), last)
         # The replaced segments' objects go once the delay has passed; every object left
         # belongs to a committed segment.
         deadline = time.monotonic() + 30
@@ -148,6 +103,6 @@ def test_a_compacted_topic_is_cleaned_in_object_storage(tmp_path: Path) -> None:
         assert strays == []
         assert broker.stop() == 0
         broker.start()
-        _check(_replay_librdkafka(broker.bootstrap), last)
+        _check(read_with_librdkafka(broker.bootstrap, TOPIC), last)
     finally:
         broker.stop()
