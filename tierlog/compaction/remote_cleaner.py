@@ -134,9 +134,7 @@ class RemoteCompactor:
         if 0 <= horizon <= self.clock.milliseconds():
             return True
         return (
-            bool(total)
-            and dirty > 0
-            and dirty / total > topic_log.config.min_cleanable_dirty_ratio
+            bool(total) and dirty > 0 and dirty / total > topic_log.config.min_cleanable_dirty_ratio
         )
 
     def clean(

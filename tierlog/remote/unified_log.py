@@ -108,15 +108,16 @@ class UnifiedLog:
         self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool
     ) -> LogReadResult:
         """Batches from ``offset`` below ``max_offset`` (the high watermark), from whichever
-        tier holds it: offsets below the local log start come from the remote tier (off the
-        event loop), the rest from local segment files as sendfile slices.
+        tier holds it: offsets below the local log start (and, for a compacted topic, below
+        the remote end: ``_cleaned_remotely``) come from the remote tier (off the event
+        loop), the rest from local segment files as sendfile slices.
 
         Raises:
             OffsetOutOfRangeError: below the earliest offset or past the log end.
             RemoteStorageError, TimeoutError: the remote tier cannot answer (retriable).
         """
         local = self.local
-        if offset < local.log_start_offset:
+        if offset < local.log_start_offset or self._cleaned_remotely(offset):
             self._require_remote_known()
             tiered = self.tiered()
             lost = tiered.lost() if tiered is not None else None
@@ -131,10 +132,19 @@ class UnifiedLog:
                 if remote is not None:
                     return LogReadResult(remote, earliest)
                 # No remote segment from ``offset`` on has a batch left (compaction removed
-                # the rest of the range): the next batch is local.
-                offset = local.log_start_offset
+                # the rest of the range): the next batch is local, past the remote part.
+                offset = max(offset, local.log_start_offset, tiered.remote_end())
         chunk = local.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
         return LogReadResult(chunk, self.earliest_offset())
+
+    def _cleaned_remotely(self, offset: int) -> bool:
+        """A compacted tiered log's offsets below the remote end are read from the remote
+        tier even while the local copy still holds them: that copy is not cleaned (the
+        remote one is), and two reads of one range must not differ."""
+        if not self.local.config.compact:
+            return False
+        tiered = self.tiered()
+        return tiered is not None and offset < tiered.remote_end()
 
     # -- offset lookups ------------------------------------------------------------------
 
