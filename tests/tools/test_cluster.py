@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.tools.cli import Cli
@@ -106,3 +107,25 @@ def test_embedded_cluster_replicates_and_survives_a_clean_broker_stop(tmp_path: 
         partition = admin.list_topics("embedded", timeout=10).topics["embedded"].partitions[0]
         assert partition.leader not in (-1, leader)
         assert leader not in partition.isrs
+
+
+def test_zookeeper_that_is_missing_or_does_not_start_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from tierlog.tools import cluster, zookeeper
+    from tierlog.tools.client_config import ToolError
+
+    monkeypatch.setattr(zookeeper, "ZK_SERVER_SH", tmp_path / "no-zkServer.sh")
+    with pytest.raises(ToolError, match="make zookeeper"):
+        cluster.start_cluster(1, io.StringIO(), data_dir=tmp_path / "a")
+    monkeypatch.undo()
+
+    def fails(self: object) -> None:
+        raise RuntimeError("ZooKeeper did not start; log:\n...")
+
+    monkeypatch.setattr(zookeeper.ZooKeeperServer, "start", fails)
+    with pytest.raises(ToolError, match="did not start on port") as raised:
+        cluster.start_cluster(1, io.StringIO(), data_dir=tmp_path / "b")
+    assert "\n" not in str(raised.value)

@@ -94,14 +94,26 @@ def start_cluster(
     Args:
         racks: give the brokers ``broker.rack`` rack-0..rack-(racks-1) round robin (0: none).
     """
-    from tierlog.tools.zookeeper import ZooKeeperServer
+    from tierlog.tools.zookeeper import ZK_SERVER_SH, ZooKeeperServer
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = None
     started_at = time.monotonic()
     if zookeeper is None:
+        if not ZK_SERVER_SH.exists():
+            raise ToolError(
+                f"ZooKeeper is not installed ({ZK_SERVER_SH} is missing): run `make zookeeper` "
+                "(Debian's zookeeper package), or give a running one with --zookeeper HOST:PORT"
+            )
         server = ZooKeeperServer(data_dir / "zookeeper", tick_time_ms=500)
-        server.start()
+        try:
+            server.start()
+        except RuntimeError:
+            raise ToolError(
+                f"ZooKeeper did not start on port {server.port} (its log: {server.log_path}); "
+                "is another ZooKeeper on that port? Stop it, or give it with --zookeeper "
+                "HOST:PORT"
+            ) from None
         zookeeper = server.connect
         print(f"zookeeper on {zookeeper} (data in {server.dir})", file=out, flush=True)
     running: list[_Broker] = []
