@@ -106,17 +106,23 @@ def _demo_serve(args: argparse.Namespace) -> int:
 
 def _notebook_run(args: argparse.Namespace) -> int:
     from tierlog.jobs import runner
+    from tierlog.tools.demo import Phases
 
     parameters = {key: runner.parse_parameter(value) for key, value in args.parameter}
     parameters.update(dict(args.raw_parameter))
+    # Progress goes to stderr: stdout stays the executed notebook's path, for scripts.
+    phases = None if args.quiet else Phases(sys.stderr)
     run = runner.run_notebook(
         args.name,
         parameters,
         notebooks_dir=runner.notebooks_dir(args.notebooks_dir),
         runs_dir=runner.runs_dir(args.runs_dir),
         timeout_s=args.timeout_s,
+        progress=phases.done if phases else None,
     )
     output = runner.display_path(run.output)
+    if phases and run.ok:
+        phases.done(f"notebook {run.name} finished in {run.duration_s:.1f} s")
     print(output)
     if not run.ok:
         html = f"HTML copy {runner.display_path(run.html)}, " if run.html else ""
@@ -517,6 +523,13 @@ def _add_notebooks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         type=_positive_seconds,
         metavar="SECONDS",
         help="interrupt and fail the run when one cell runs longer (default: no limit)",
+    )
+    run.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (by default a line, with the time elapsed, as each "
+        "code cell starts)",
     )
     run.set_defaults(func=_notebook_run)
 

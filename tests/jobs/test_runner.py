@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from tests.jobs.conftest import DATA, report, stream_text, tierlog
@@ -118,6 +120,64 @@ def test_a_run_injects_parameters_runs_on_this_python_in_cwd_and_keeps_old_outpu
     executed = json.loads(run.output.read_text())
     assert executed["metadata"]["papermill"]["parameters"]["greeting"] == "hi"
     assert executed["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_progress_names_each_code_cell_as_it_starts(tmp_path: Path) -> None:
+    lines: list[str] = []
+    run = runner.run_notebook(
+        "report",
+        {"greeting": "hi"},
+        notebooks_dir=DATA,
+        runs_dir=tmp_path / "runs",
+        cwd=tmp_path,
+        progress=lines.append,
+    )
+    assert run.ok, run.error
+    # papermill's injected cell counts: it runs. Its comment line is passed over.
+    assert lines == [
+        'cell 1 of 3: greeting = "hello"',
+        'cell 2 of 3: greeting = "hi"',
+        "cell 3 of 3: import json",
+    ]
+
+
+def test_progress_lines_name_the_section_and_a_line_that_says_something() -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# A notebook\n\nIntro."),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_markdown_cell("## Ingest\nReads the topic."),
+        nbformat.v4.new_code_cell("# a comment\n(\n    spark.read.format('tierlog')\n)"),
+        nbformat.v4.new_code_cell("   "),  # empty: nbclient skips it, so it is not counted
+        nbformat.v4.new_code_cell("y = " + "1 + " * 30 + "1"),
+    ]
+    lines: list[str] = []
+    progress = runner.CellProgress(lines.append)
+    progress.notebook_start(notebook=nb)
+    for index in (1, 3, 5):
+        progress.cell_execute(cell=nb.cells[index], cell_index=index)
+    assert lines[:2] == [
+        "cell 1 of 3 (A notebook): x = 1",
+        "cell 2 of 3 (Ingest): spark.read.format('tierlog')",
+    ]
+    long_line = lines[2].removeprefix("cell 3 of 3 (Ingest): ")
+    assert long_line.startswith("y = 1 + 1") and long_line.endswith("...")
+    assert len(long_line) == 60
+
+
+def test_cli_prints_progress_on_stderr_and_only_the_path_on_stdout(tmp_path: Path) -> None:
+    env = {"TIERLOG_NOTEBOOKS_DIR": str(DATA)}
+    result = tierlog("notebook", "run", "report", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().startswith("runs/report-")
+    assert len(result.stdout.splitlines()) == 1
+    stderr = result.stderr.splitlines()
+    assert re.fullmatch(r"\[ *\d+\.\d s\] cell 1 of 2: greeting = \"hello\"", stderr[0]), stderr
+    assert re.fullmatch(r"\[ *\d+\.\d s\] cell 2 of 2: import json", stderr[1]), stderr
+    assert re.fullmatch(r"\[ *\d+\.\d s\] notebook report finished in \d+\.\d s", stderr[-1])
+
+    quiet = tierlog("notebook", "run", "report", "--quiet", cwd=tmp_path, env=env)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
 
 def test_a_cell_over_the_timeout_fails_the_run_and_keeps_the_output(tmp_path: Path) -> None:

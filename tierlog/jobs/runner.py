@@ -5,6 +5,8 @@ after its ``parameters`` cell, written to ``<runs dir>/LABEL-YYYYmmddTHHMMSSZ.ip
 LABEL is the notebook name unless the scheduler names the job). The output is written as
 cells finish, so a failing or timed-out run keeps everything up to the failure. When the
 run ends, ok or not, an HTML copy is written beside it (``report``), to read in a browser.
+A caller that wants progress gets a line as each code cell starts (``CellProgress``): a
+notebook that runs for minutes is not minutes of silence.
 
 The kernel is ipykernel on the interpreter running tierlog, whatever ``python3`` kernel
 spec Jupyter would otherwise find (a user-level one may point at another Python without
@@ -235,6 +237,57 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class CellProgress:
+    """nbclient hooks that report each code cell as it starts, as one line:
+    ``cell 3 of 9 (Ingest): started = time.monotonic()`` (the section is the last markdown
+    heading above the cell). The caller's ``report`` adds the time (``Phases.done``).
+
+    A line as a cell starts, not as it ends: the long cell (Spark's start-up, a job) is
+    then named while it runs. papermill's own progress bar (tqdm) counts cells but rewrites
+    one line with carriage returns, which a log file or a pipe keeps as one long line.
+    """
+
+    def __init__(self, report: Callable[[str], None]) -> None:
+        self.report = report
+        self._labels: dict[int, str] = {}
+
+    def notebook_start(self, notebook: Any, **_: Any) -> None:
+        """nbclient's ``on_notebook_start``: number the code cells (parameters included)."""
+        code = [
+            i
+            for i, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code" and cell.source.strip()
+        ]
+        section = ""
+        for i, cell in enumerate(notebook.cells):
+            if cell.cell_type == "markdown":
+                headings = [ln for ln in cell.source.splitlines() if ln.startswith("#")]
+                if headings:
+                    section = headings[-1].lstrip("#").strip()
+            elif i in code:
+                where = f" ({section})" if section else ""
+                self._labels[i] = (
+                    f"cell {code.index(i) + 1} of {len(code)}{where}: {_first_line(cell.source)}"
+                )
+
+    def cell_execute(self, cell: Any, cell_index: int, **_: Any) -> None:
+        """nbclient's ``on_cell_execute``: called just before a code cell runs."""
+        self.report(self._labels.get(cell_index) or f"cell {cell_index + 1}")
+
+    def hooks(self) -> dict[str, Callable[..., None]]:
+        """The keyword arguments that install these hooks through papermill into nbclient."""
+        return {"on_notebook_start": self.notebook_start, "on_cell_execute": self.cell_execute}
+
+
+def _first_line(source: str, width: int = 60) -> str:
+    """The cell's first line that says something (not a comment, not a lone bracket)."""
+    for line in source.splitlines():
+        text = line.strip()
+        if text and not text.startswith("#") and any(c.isalnum() for c in text):
+            return text if len(text) <= width else text[: width - 3] + "..."
+    return source.strip().splitlines()[0][:width]
+
+
 def run_notebook(
     name: str,
     parameters: Mapping[str, Any] | None = None,
@@ -245,6 +298,7 @@ def run_notebook(
     label: str | None = None,
     timeout_s: float | None = None,
     clock: Callable[[], datetime] = _utc_now,
+    progress: Callable[[str], None] | None = None,
 ) -> NotebookRun:
     """Execute a notebook and keep the executed copy.
 
@@ -256,6 +310,8 @@ def run_notebook(
         timeout_s: longest a single cell may run (papermill's ``execution_timeout``);
             None: no limit.
         clock: the UTC time in the output's name.
+        progress: called with a line as each code cell starts (``CellProgress``); None:
+            silent.
 
     Returns:
         The run; ``ok`` is False, with ``error`` saying which cell raised what, when a cell
@@ -280,6 +336,7 @@ def run_notebook(
     manager_class = type(
         "LoggedKernelManager", (SameInterpreterKernelManager,), {"kernel_log": kernel_log}
     )
+    hooks = CellProgress(progress).hooks() if progress is not None else {}
     error: str | None = None
     begin = time.monotonic()
     try:
@@ -296,6 +353,7 @@ def run_notebook(
             progress_bar=False,
             start_timeout=KERNEL_START_TIMEOUT_S,
             execution_timeout=timeout_s,
+            **hooks,
         )
     except papermill.PapermillExecutionError as exc:
         error = f"In [{exc.exec_count}] raised {exc.ename}: {exc.evalue}"

@@ -85,6 +85,9 @@ def run_platform_demo(
             },
             notebooks_dir=notebooks_dir,
             runs_dir=runs_dir,
+            # A line as each cell starts: Spark's start-up and the ingest job are named
+            # while they run, instead of minutes of silence.
+            progress=lambda line: phases.done(f"  {line}"),
         )
         notebook_s = time.perf_counter() - started
         phases.done(f"notebook {'finished' if run.ok else 'FAILED'} in {notebook_s:.0f} s")
