@@ -157,7 +157,7 @@ def test_progress_lines_name_the_section_and_a_line_that_says_something() -> Non
     for index in (1, 3, 5):
         progress.cell_execute(cell=nb.cells[index], cell_index=index)
     assert lines[:2] == [
-        "cell 1 of 3 (A notebook): x = 1",
+        "cell 1 of 3: x = 1",  # the notebook's title is no section
         "cell 2 of 3 (Ingest): spark.read.format('tierlog')",
     ]
     long_line = lines[2].removeprefix("cell 3 of 3 (Ingest): ")

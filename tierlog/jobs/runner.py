@@ -239,8 +239,9 @@ def _utc_now() -> datetime:
 
 class CellProgress:
     """nbclient hooks that report each code cell as it starts, as one line:
-    ``cell 3 of 9 (Ingest): started = time.monotonic()`` (the section is the last markdown
-    heading above the cell). The caller's ``report`` adds the time (``Phases.done``).
+    ``cell 3 of 9 (Ingest): started = time.monotonic()`` (the section is the last ``##``
+    or deeper markdown heading above the cell; a ``#`` heading is the notebook's title).
+    The caller's ``report`` adds the time (``Phases.done``).
 
     A line as a cell starts, not as it ends: the long cell (Spark's start-up, a job) is
     then named while it runs. papermill's own progress bar (tqdm) counts cells but rewrites
@@ -261,7 +262,7 @@ class CellProgress:
         section = ""
         for i, cell in enumerate(notebook.cells):
             if cell.cell_type == "markdown":
-                headings = [ln for ln in cell.source.splitlines() if ln.startswith("#")]
+                headings = [ln for ln in cell.source.splitlines() if ln.startswith("##")]
                 if headings:
                     section = headings[-1].lstrip("#").strip()
             elif i in code:
