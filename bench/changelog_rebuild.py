@@ -104,7 +104,8 @@ def start_broker(run_dir: Path) -> tuple[Any, str, Path]:
 
 def produce(bootstrap: str, keys: int, seed: int) -> dict[bytes, bytes]:
     """Every key once, then a tenth deleted and a tenth updated; returns the model."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # log_level 4 (warnings and up): no librdkafka info lines (BGQUEUE ... Purging at close).
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     config = {
         "cleanup.policy": "compact",
         "remote.storage.enable": "true",
@@ -118,6 +119,7 @@ def produce(bootstrap: str, keys: int, seed: int) -> dict[bytes, bytes]:
             "batch.size": 1 << 20,
             "compression.type": "lz4",
             "queue.buffering.max.messages": 1_000_000,
+            "log_level": 4,
         }
     )
     rng = random.Random(seed)
@@ -162,7 +164,9 @@ def wait_offloaded(bootstrap: str, data: Path, timeout: float = 180) -> dict[str
             for p, files in locals_.items()
         )  # fmt: skip
         if settled:
-            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends"})
+            consumer = Consumer(
+                {"bootstrap.servers": bootstrap, "group.id": "ends", "log_level": 4}
+            )
             ends = {
                 p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
                 for p in range(PARTITIONS)
@@ -207,6 +211,7 @@ def confluent_consumer(bootstrap: str) -> tuple[Consumer, dict[int, int]]:
         {
             "bootstrap.servers": bootstrap,
             "group.id": "changelog-bench",
+            "log_level": 4,
             "enable.auto.commit": False,
             "fetch.max.bytes": 16 << 20,
             "max.partition.fetch.bytes": 16 << 20,

@@ -27,7 +27,8 @@ def _fill(bootstrap: str, records: int, segment_bytes: int, local_bytes: int) ->
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # log_level 4 (warnings and up): no librdkafka info lines (BGQUEUE ... Purging at close).
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     config = {
         "remote.storage.enable": "true",
         "segment.bytes": str(segment_bytes),
@@ -37,7 +38,7 @@ def _fill(bootstrap: str, records: int, segment_bytes: int, local_bytes: int) ->
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config=config)])[TOPIC].result(10)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-         "compression.type": "lz4", "queue.buffering.max.kbytes": 1 << 20}
+         "compression.type": "lz4", "queue.buffering.max.kbytes": 1 << 20, "log_level": 4}
     )  # fmt: skip
     started = int(time.time() * 1000) - records
     for n in range(records):

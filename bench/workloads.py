@@ -68,6 +68,9 @@ def _base_conf(target: Target) -> dict[str, Any]:
         "bootstrap.servers": target.bootstrap,
         "broker.address.family": "v4",
         "client.id": "tierlog-bench",
+        # 4 = warnings and errors: librdkafka's info lines (BGQUEUE ... Purging as a
+        # client closes) would be printed between the benchmark's results.
+        "log_level": 4,
     }
 
 

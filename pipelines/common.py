@@ -343,7 +343,8 @@ def broker_remote_url(bootstrap_servers: str, timeout_s: float = 10.0) -> str | 
     """
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    # log_level 4 (warnings and up): librdkafka's info lines at close are noise in a run's log.
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 4})
     brokers = admin.list_topics(timeout=timeout_s).brokers
     resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
     entries = admin.describe_configs([resource])[resource].result(timeout_s)

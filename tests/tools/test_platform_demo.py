@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,20 @@ def test_demo_lands_every_message_in_delta_from_both_tiers(
     executed = Path(summary["notebook"])
     assert executed.parent == tmp_path / "runs" and executed.suffix == ".ipynb"
     assert executed.with_suffix(".log").exists()  # the kernel's chatter, not our stdout
+    # Progress while the notebook runs: a line as each cell starts, with the time elapsed.
+    assert re.search(r"^\[ *\d+\.\d s\]   cell 1 of \d+: ", text, re.M), text
+    assert re.search(r"^\[ *\d+\.\d s\]   cell \d+ of \d+ \(Ingest\): ", text, re.M), text
+    # Spark's and Delta's noise is not in the kernel's log (tierlog/spark/log4j2.properties).
+    log = executed.with_suffix(".log").read_text()
+    for noise in (
+        "NativeCodeLoader",
+        "Using Spark's default log4j profile",
+        "Truncated the string representation",
+        "NullPointerException",
+        "Failed to delete",
+        "BGQUEUE",
+    ):
+        assert noise not in log, log
     cells = json.loads(executed.read_text())["cells"]
     assert any("parameters" in c["metadata"].get("tags", []) for c in cells)
     assert (tmp_path / "demo" / "delta" / "activity_bronze" / "_delta_log").is_dir()

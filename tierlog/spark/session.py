@@ -9,6 +9,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+# Spark's log4j2 configuration without the warnings and traces a normal run prints that
+# nobody can act on (the file says which and why).
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
 
 def session(
     app_name: str = "tierlog",
@@ -29,7 +34,8 @@ def session(
         kafka_source: add Spark's own Kafka source (``format("kafka")``) too.
         extra_jars: more jar paths for ``spark.jars``.
         conf: more Spark settings; they win over the defaults here.
-        log_level: the JVM's log level (Spark's default INFO floods notebooks).
+        log_level: the JVM's log level (Spark's default INFO floods notebooks); the
+            JVM logs through ``log4j2.properties`` beside this module (``quiet_logging``).
 
     Raises:
         ImportError: pyspark is not installed (the message says how to install it).
@@ -76,6 +82,7 @@ def session(
             "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
     settings.update(conf or {})
+    quiet_logging(settings)
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -83,3 +90,23 @@ def session(
     spark.sparkContext.setLogLevel(log_level)
     spark.dataSource.register(TierlogDataSource)
     return spark
+
+
+def quiet_logging(settings: dict[str, Any]) -> None:
+    """Point the driver JVM at ``LOG4J2_PROPERTIES``: ``-Dlog4j2.configurationFile``
+    added to ``settings``' ``spark.driver.extraJavaOptions`` (as a URI: a path with spaces
+    stays one option), unless those options name a configuration already.
+
+    pyspark passes the session's settings to the JVM it launches, so this takes effect
+    only when ``session()`` starts the JVM; in local mode the executors are that JVM.
+    Nothing changes when ``$SPARK_CONF_DIR`` holds a ``log4j2.properties``: the user's
+    configuration comes first.
+    """
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if conf_dir and (Path(conf_dir) / "log4j2.properties").is_file():
+        return
+    option = f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}"
+    given = str(settings.get(DRIVER_JAVA_OPTIONS, "")).strip()
+    if "-Dlog4j2.configurationFile=" in given:
+        return
+    settings[DRIVER_JAVA_OPTIONS] = f"{option} {given}".strip()

@@ -150,6 +150,7 @@ def produce_events(bootstrap: str, events: int, *, rate: int = 500) -> tuple[int
             "compression.type": "lz4",
             "linger.ms": 5,
             "batch.size": 1 << 20,
+            "log_level": 4,  # as the admin client above: no info lines at close
         }
     )
     payload = 0

@@ -1,0 +1,66 @@
+"""tierlog.spark.session's logging set-up: the JVM gets tierlog's log4j2.properties (no Spark
+started here; tests/tools/test_platform_demo.py checks a real run's log)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+# The module (tierlog.spark's ``session`` attribute is the function).
+spark_session = importlib.import_module("tierlog.spark.session")
+
+OPTIONS = spark_session.DRIVER_JAVA_OPTIONS
+
+
+@pytest.fixture(autouse=True)
+def no_spark_conf_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+
+
+def test_the_driver_gets_the_packaged_configuration_after_other_options() -> None:
+    settings: dict[str, object] = {OPTIONS: "-Xss4m"}
+    spark_session.quiet_logging(settings)
+    uri = spark_session.LOG4J2_PROPERTIES.as_uri()
+    assert settings[OPTIONS] == f"-Dlog4j2.configurationFile={uri} -Xss4m"
+    empty: dict[str, object] = {}
+    spark_session.quiet_logging(empty)
+    assert empty == {OPTIONS: f"-Dlog4j2.configurationFile={uri}"}
+
+
+def test_a_configuration_the_user_chose_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = {OPTIONS: "-Dlog4j2.configurationFile=/etc/mine.properties"}
+    spark_session.quiet_logging(own)
+    assert own == {OPTIONS: "-Dlog4j2.configurationFile=/etc/mine.properties"}
+    (tmp_path / "log4j2.properties").write_text("rootLogger.level = info\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    settings: dict[str, object] = {}
+    spark_session.quiet_logging(settings)
+    assert settings == {}
+
+
+def test_the_configuration_silences_what_a_normal_run_prints_and_nothing_else() -> None:
+    text = spark_session.LOG4J2_PROPERTIES.read_text()
+    entries = dict(
+        line.split(" = ", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+    assert entries["rootLogger.level"] == "warn"
+    levels = {
+        entries[key]: entries[key.replace(".name", ".level")]
+        for key in entries
+        if key.startswith("logger.") and key.endswith(".name")
+        and key.replace(".name", ".level") in entries
+    }  # fmt: skip
+    assert levels["org.apache.hadoop.util.NativeCodeLoader"] == "error"
+    assert levels["org.apache.spark.util.SparkStringUtils"] == "error"
+    assert levels["org.apache.spark.util.ShutdownHookManager"] == "off"
+    # The heartbeat race is dropped by its message; the logger keeps its level (root's).
+    assert entries["logger.heartbeat.name"] == "org.apache.spark.util.Utils"
+    assert "logger.heartbeat.level" not in entries
+    assert entries["logger.heartbeat.filter.race.onMatch"] == "DENY"
+    assert entries["logger.javautils.name"] == "org.apache.spark.network.util.JavaUtils"
+    assert "logger.javautils.level" not in entries
+    assert entries["logger.javautils.filter.rmrf.onMatch"] == "DENY"
