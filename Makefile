@@ -1,9 +1,13 @@
 # Two entry points that do all set-up on a fresh machine: `make demo` and `make test`.
-# The venv is rebuilt only when pyproject.toml changes (the stamp file records that).
+# The venv is rebuilt only when pyproject.toml changes (the stamp files record that).
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# What the demo, `make serve`/`make lab` and the README's steps need: tierlog with the
+# 'spark' extra (pyspark, delta-spark, papermill, JupyterLab) and 'cluster' (kazoo, small).
+DEMO_STAMP := $(VENV)/.installed-demo
+# Everything, with the 'dev' tools (pytest, moto, mypy, ruff...): tests, lint, benchmarks.
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
@@ -11,31 +15,40 @@ JARS   := $(VENV)/.jars
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# No --quiet: pip prints its own progress. The first install downloads several hundred MB
+# (pyspark alone installs to ~490 MB) and takes minutes, which --quiet made silent.
+$(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark,cluster]'
+	@echo "Installing tierlog, pyspark, delta-spark, papermill, JupyterLab into $(VENV): minutes the first time"
+	$(BIN)/python -m pip install -e '.[spark,cluster]'
+	touch $(DEMO_STAMP)
+
+# After `make demo` this adds only the dev tools; on a fresh clone it runs after the above.
+$(STAMP): $(DEMO_STAMP) pyproject.toml
+	@echo "Installing the dev tools (pytest, moto, s3fs, mypy, ruff...) into $(VENV)"
+	$(BIN)/python -m pip install -e '.[dev,spark,cluster]'
 	touch $(STAMP)
 
 # The Delta jars (and Spark's Kafka source for the benchmark) from Maven Central with mvn,
 # once, into the local Maven repository; tierlog.spark.session() finds them there.
 # Spark 4.2 needs Java 17+ (Debian 12's default JRE); both come from apt when missing.
-$(JARS): $(STAMP) tierlog/spark/jars.py
+$(JARS): $(DEMO_STAMP) tierlog/spark/jars.py
 	command -v java > /dev/null || (apt-get update -q && apt-get install -y -q default-jre-headless)
 	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)
 	$(BIN)/python -m tierlog.spark.jars --kafka-source > /dev/null
 	touch $(JARS)
 
-demo: $(STAMP) $(JARS)
+demo: $(DEMO_STAMP) $(JARS)
 	$(BIN)/tierlog demo --data-dir ./data/demo
 
 # What `make demo` left in ./data/demo, served again on 127.0.0.1:9092 (Ctrl-C stops it).
-serve: $(STAMP)
+serve: $(DEMO_STAMP)
 	$(BIN)/tierlog demo serve --data-dir ./data/demo
 
 # JupyterLab on 127.0.0.1:8888 over notebooks/, with the venv's kernel registered as
 # "tierlog"; prints the URL with its token. Ctrl-C stops it.
-lab: $(STAMP) $(JARS)
+lab: $(DEMO_STAMP) $(JARS)
 	$(BIN)/tierlog lab
 
 lint: $(STAMP)
