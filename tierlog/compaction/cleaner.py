@@ -20,10 +20,12 @@ Kafka's ``LogCleaner`` + ``LogCleanerManager`` (seeds 003/004), in two halves:
 offset") keeps every log's first dirty offset across restarts; a log without an entry is
 dirty from its start.
 
-Logs of topics with ``remote.storage.enable=true`` are not cleaned locally yet: their
-closed segments are the remote log manager's to upload, and a swap under an upload would
-race it. A log whose first dirty segment does not fit the offset map is reported once and
-skipped (``uncleanable``) until the broker restarts, while the others go on.
+Logs of topics with ``remote.storage.enable=true`` are not cleaned locally: their closed
+segments are the remote log manager's to upload, and a swap under an upload would race it.
+Their remote segments are cleaned instead (``remote_cleaner.py``), with passes this
+cleaner's workers run (``run_blocking``). A log whose first dirty segment does not fit the
+offset map is reported once and skipped (``uncleanable``) until the broker restarts, while
+the others go on.
 """
 
 from __future__ import annotations
