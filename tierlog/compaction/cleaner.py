@@ -104,7 +104,6 @@ class CleanerStats:
     last_pass_end_ms: int = 0
     last_bytes_read: int = 0
     last_bytes_written: int = 0
-    max_dirty_ratio: float = 0.0
 
 
 @dataclass(slots=True)
@@ -227,7 +226,6 @@ class LogCleaner:
         """The dirtiest log that is due (Kafka's grabFilthiestCompactedLog), marked in
         progress; None when no log is due."""
         candidates = self.candidates()
-        self.stats.max_dirty_ratio = max((c.dirty_ratio for _, c in candidates), default=0.0)
         due = [(tp, c) for tp, c in candidates if c.due]
         if not due:
             return None

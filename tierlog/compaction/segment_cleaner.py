@@ -40,7 +40,7 @@ from tierlog.compaction.pass_filter import CleanStats, PassFilter, is_data, keye
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
-from tierlog.local.segment_swap import CLEANED_SUFFIX, RANGE_SUFFIX, write_range
+from tierlog.local.segment_swap import CLEANED_SUFFIX, discard_cleaned, write_range
 from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
 from tierlog.records.header import (
     HEADER_SIZE,
@@ -405,7 +405,7 @@ def clean(job: CleanJob) -> CleanResult:
 
 
 def remove_cleaned(log_path: str) -> None:
-    """Delete a ``.log.cleaned`` file and its two indexes."""
-    stem = log_path.removesuffix(LOG_SUFFIX + CLEANED_SUFFIX)
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, RANGE_SUFFIX):
-        Path(stem + suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+    """Delete a ``.log.cleaned`` file, its indexes and its range file (the swap module
+    owns those names)."""
+    path = Path(log_path)
+    discard_cleaned(path.parent, int(path.name.split(".")[0]))
