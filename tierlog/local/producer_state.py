@@ -1,17 +1,32 @@
-"""Idempotent-producer state of one partition and its ``.snapshot`` files.
+"""Idempotent and transactional producer state of one partition and its ``.snapshot`` files.
 
-Kafka's ``ProducerStateManager``/``ProducerAppendInfo`` (KIP-98, KIP-360) for producers that
-are idempotent but not transactional. This module owns:
+Kafka's ``ProducerStateManager``/``ProducerAppendInfo`` (KIP-98, KIP-360, KIP-890 part 1).
+This module owns:
 
 * the in-memory map producer id -> ``ProducerStateEntry``: the producer's epoch, the
   sequence and offset ranges of its last ``max_batches_per_producer`` batches (5, the most
-  a client keeps in flight with ``enable.idempotence``) and its last batch timestamp;
-* the rules that accept, deduplicate or reject a client batch (``check``);
+  a client keeps in flight with ``enable.idempotence``), its last batch timestamp, the
+  epoch of the transaction coordinator that last wrote a marker for it and the first
+  offset of its open transaction;
+* the partition's ongoing transactions, ordered by first offset; the first of them is the
+  first unstable offset, below which everything is decided (committed or aborted);
+* the rules that accept, deduplicate or reject a client batch (``check``) and a
+  transaction marker (``check_marker``);
 * the partition directory's ``<20-digit offset>.snapshot`` files (Kafka's names), each
   holding the state built from every batch below that offset.
 
-It reads only batch headers and never the log itself: the owning ``Log`` calls ``check``
-before an append, ``update`` after it, ``take_snapshot`` when it rolls or closes, and
+Transaction rules (Kafka's ``ProducerAppendInfo``): a transactional data batch from a
+producer with no open transaction opens one at its first offset; a non-transactional data
+batch from a producer with one open is INVALID_TXN_STATE (48); a marker (COMMIT or ABORT
+control batch) with an epoch below the producer's is INVALID_PRODUCER_EPOCH (47) and one
+from a coordinator epoch below the last one seen is TRANSACTION_COORDINATOR_FENCED (52);
+a marker closes the open transaction and ``update`` returns it as a ``CompletedTxn``
+(nothing for a marker of an empty transaction). Replicated and replayed batches are not
+checked (the leader did).
+
+It reads batch headers (and the marker's control record, which the caller decodes with
+``end_txn_marker``) and never the log itself: the owning ``Log`` calls ``check`` before an
+append, ``update`` after it, ``take_snapshot`` when it rolls or closes, and
 ``load``/``truncate_and_reload`` + ``rebuild_from`` to rebuild state from the log.
 
 Snapshot file format (Kafka's ``ProducerSnapshot`` message, version 1, big-endian; the
@@ -27,8 +42,10 @@ version is written first, as ``MessageUtil.toVersionPrefixedByteBuffer`` does)::
         +14  last_offset              int64   -1 likewise
         +22  offset_delta             int32   last_offset - first offset of the last batch
         +26  timestamp                int64   max timestamp of the last batch
-        +34  coordinator_epoch        int32   -1 (no transaction coordinator here)
+        +34  coordinator_epoch        int32   -1 until a marker was written for it
         +38  current_txn_first_offset int64   -1 when no transaction is open
+
+Loading a snapshot restores the ongoing transactions from ``current_txn_first_offset``.
 
 Only the last batch of each producer is stored (as in Kafka): after a restart the last
 batch is deduplicable from the snapshot, plus every batch replayed from the log above it.
@@ -51,7 +68,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, NamedTuple
@@ -60,8 +77,10 @@ from crc32c import crc32c
 
 from tierlog.local.checkpoint import atomic_write
 from tierlog.local.errors import LogError
-from tierlog.records.errors import InvalidRecordError
-from tierlog.records.header import NO_TIMESTAMP, BatchHeader
+from tierlog.records.builder import ControlType
+from tierlog.records.errors import InvalidRecordError, RecordsError
+from tierlog.records.header import HEADER_SIZE, NO_TIMESTAMP, BatchHeader
+from tierlog.records.varint import decode_varint, decode_varlong
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -113,6 +132,18 @@ class UnknownProducerIdError(ProducerStateError):
     code = 59  # UNKNOWN_PRODUCER_ID
 
 
+class InvalidTxnStateError(ProducerStateError):
+    """A non-transactional batch from a producer with a transaction open."""
+
+    code = 48  # INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A marker from a coordinator epoch older than the last one seen for the producer."""
+
+    code = 52  # TRANSACTION_COORDINATOR_FENCED
+
+
 class CorruptSnapshotError(LogError):
     """A snapshot file has a wrong version, length or CRC; the message names the file."""
 
@@ -126,6 +157,23 @@ class DuplicateBatch(NamedTuple):
     first_offset: int
     last_offset: int
     timestamp: int
+
+
+class EndTxnMarker(NamedTuple):
+    """What a transaction marker's control record says (Kafka's ``EndTransactionMarker``)."""
+
+    commit: bool
+    coordinator_epoch: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended (Kafka's ``CompletedTxn``): its first offset in the
+    partition and the offset of the marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +199,8 @@ class ProducerStateEntry:
     producer_epoch: int
     batches: deque[BatchMetadata]
     last_timestamp: int = NO_TIMESTAMP
-    # Kept only so that snapshots written by Kafka survive a round trip unchanged.
+    # The coordinator epoch of the last marker written for this producer: an older
+    # coordinator's marker is fenced.
     coordinator_epoch: int = -1
     current_txn_first_offset: int = NO_OFFSET
 
@@ -178,6 +227,34 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 def decrement_sequence(sequence: int, decrement: int) -> int:
     """``sequence - decrement`` modulo 2**31 (Kafka's ``DefaultRecordBatch.decrementSequence``)."""
     return (sequence - decrement) & INT32_MAX
+
+
+def end_txn_marker(batch: bytes | bytearray | memoryview) -> EndTxnMarker | None:
+    """The marker a control batch holds: its first record's key (version int16, type int16)
+    and value (version int16, coordinator epoch int32). None when it is not a COMMIT or
+    ABORT marker (another control type, or records this does not understand).
+
+    Control batches are never compressed (Kafka writes them uncompressed), so the record
+    is read in place: length, attributes, timestamp and offset deltas, then the key.
+    """
+    view = memoryview(batch)
+    try:
+        _, pos = decode_varint(view, HEADER_SIZE)  # record length
+        pos += 1  # attributes
+        _, pos = decode_varlong(view, pos)  # timestamp delta
+        _, pos = decode_varint(view, pos)  # offset delta
+        key_len, pos = decode_varint(view, pos)
+        if key_len < 4:
+            return None
+        _, kind = struct.unpack_from(">hh", view, pos)
+        pos += key_len
+        value_len, pos = decode_varint(view, pos)
+        coordinator_epoch = struct.unpack_from(">i", view, pos + 2)[0] if value_len >= 6 else -1
+    except (RecordsError, IndexError, struct.error):
+        return None
+    if kind not in (ControlType.ABORT, ControlType.COMMIT):
+        return None
+    return EndTxnMarker(kind == ControlType.COMMIT, coordinator_epoch)
 
 
 # -- snapshot codec (sans-I/O) -----------------------------------------------------------
@@ -264,6 +341,9 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.map_end_offset = 0
         self._producers: dict[int, ProducerStateEntry] = {}
+        # Producer id -> first offset of its open transaction, in first-offset order
+        # (transactions open in offset order, so insertion order is that order).
+        self._ongoing: dict[int, int] = {}
 
     # -- queries ---------------------------------------------------------------------
 
@@ -278,10 +358,37 @@ class ProducerStateManager:
     def is_empty(self) -> bool:
         return not self._producers
 
+    @property
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """Producer id -> first offset of each open transaction, earliest first."""
+        return self._ongoing
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest open transaction; None when none is open.
+        Everything below it is decided (Kafka's ``firstUnstableOffset``)."""
+        return next(iter(self._ongoing.values()), None)
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` has ended: the first offset of the earliest other
+        open transaction, or the offset after its marker (Kafka's
+        ``ProducerStateManager.lastStableOffset(completedTxn)``). It is stored with an
+        aborted transaction in the ``.txnindex``: a fetch reaching it needs no later entry.
+        """
+        for pid, first_offset in self._ongoing.items():
+            if pid != completed.producer_id:
+                return first_offset
+        return completed.last_offset + 1
+
     # -- validation and updates ------------------------------------------------------
 
-    def check(self, header: BatchHeader) -> DuplicateBatch | None:
-        """Validate a client batch before it is appended.
+    def check(self, header: BatchHeader, *, coordinator: bool = False) -> DuplicateBatch | None:
+        """Validate a client's data batch before it is appended.
+
+        ``coordinator``: the batch comes from this broker's group coordinator (Kafka's
+        ``AppendOrigin.COORDINATOR``: transactional offset commits, written with base
+        sequence -1), so sequences are neither checked nor deduplicated; epochs and
+        transaction state are.
 
         Returns:
             None when the batch may be appended (or has no producer id); the original
@@ -291,12 +398,14 @@ class ProducerStateManager:
             InvalidRecordError: producer id set but base sequence negative (code 87).
             InvalidProducerEpochError: epoch older than the producer's (47).
             OutOfOrderSequenceError: not the next sequence, or a new epoch not at 0 (45).
+            InvalidTxnStateError: not transactional while the producer's transaction is
+                open (48).
         """
         pid = header.producer_id
         if pid < 0:
             return None
         first_seq = header.base_sequence
-        if first_seq < 0:
+        if first_seq < 0 and not coordinator:
             raise InvalidRecordError(
                 f"invalid sequence number {first_seq} in batch of producer {pid}"
             )
@@ -307,6 +416,10 @@ class ProducerStateManager:
             # removed with its segments by retention) is accepted at any sequence, so a
             # long-lived idempotent producer is not failed by retention.
             return None
+        if coordinator:
+            self._check_epoch(pid, epoch, entry)
+            self._check_txn_state(header, entry)
+            return None
         if epoch == entry.producer_epoch:
             # Duplicates first, as Kafka's UnifiedLog.analyzeAndValidateProducerState does:
             # a retry of a cached batch is answered, not rejected as out of order.
@@ -315,12 +428,7 @@ class ProducerStateManager:
                 return DuplicateBatch(
                     duplicate.first_offset, duplicate.last_offset, duplicate.timestamp
                 )
-        if epoch < entry.producer_epoch:
-            raise InvalidProducerEpochError(
-                f"producer {pid} epoch {epoch} is older than the current epoch "
-                f"{entry.producer_epoch}",
-                pid,
-            )
+        self._check_epoch(pid, epoch, entry)
         if epoch > entry.producer_epoch:
             if first_seq != 0:
                 raise OutOfOrderSequenceError(
@@ -328,25 +436,78 @@ class ProducerStateManager:
                     f"starts at sequence {first_seq}, not 0",
                     pid,
                 )
-            return None
         # Same epoch. With no data batch cached (epoch set by a marker) the next is 0.
-        if not in_sequence(entry.last_seq, first_seq):
+        elif not in_sequence(entry.last_seq, first_seq):
             raise OutOfOrderSequenceError(
                 f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow "
                 f"{entry.last_seq}",
                 pid,
             )
+        self._check_txn_state(header, entry)
         return None
 
+    @staticmethod
+    def _check_epoch(pid: int, epoch: int, entry: ProducerStateEntry) -> None:
+        if epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"producer {pid} epoch {epoch} is older than the current epoch "
+                f"{entry.producer_epoch}",
+                pid,
+            )
+
+    @staticmethod
+    def _check_txn_state(header: BatchHeader, entry: ProducerStateEntry) -> None:
+        # Kafka's ProducerAppendInfo.appendDataBatch: once a transaction is open, every
+        # data batch of the producer belongs to it until its marker.
+        if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"producer {entry.producer_id} has a transaction open at "
+                f"{entry.current_txn_first_offset}: a non-transactional batch is not allowed",
+                entry.producer_id,
+            )
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Validate a transaction marker the coordinator asks this leader to write
+        (WriteTxnMarkers; Kafka's ``ProducerAppendInfo.appendEndTxnMarker``).
+
+        Raises:
+            InvalidProducerEpochError: ``producer_epoch`` below the producer's (47);
+                markers may carry the current epoch or a newer one.
+            TransactionCoordinatorFencedError: ``coordinator_epoch`` below the one of the
+                last marker written for the producer (52).
+        """
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        self._check_epoch(producer_id, producer_epoch, entry)
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {producer_id} from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}",
+                producer_id,
+            )
+
     def update(
-        self, header: BatchHeader, first_offset: int, last_offset: int, timestamp_ms: int
-    ) -> None:
+        self,
+        header: BatchHeader,
+        first_offset: int,
+        last_offset: int,
+        timestamp_ms: int,
+        marker: EndTxnMarker | None = None,
+    ) -> CompletedTxn | None:
         """Record an appended batch with producer id >= 0, without validating it.
 
         Used after a successful client append (with the offsets the log assigned) and when
         rebuilding from the log or replicating (``first_offset = header.base_offset``).
         ``timestamp_ms`` is the batch's max timestamp (the append time for LogAppendTime
         topics), as in Kafka; it drives expiration and is returned for duplicates.
+        ``marker`` is what a control batch's record says (``end_txn_marker``); a control
+        batch without it is taken as a COMMIT whose coordinator epoch is unknown.
+
+        Returns:
+            For a marker ending an open transaction, that transaction (already removed
+            from the ongoing ones, so ``last_stable_offset(completed)`` is its LSO); None
+            otherwise.
         """
         pid = header.producer_id
         if pid < 0:
@@ -361,9 +522,17 @@ class ProducerStateManager:
             # A new epoch restarts sequences at 0: older batches can no longer be retried.
             entry.batches.clear()
             entry.producer_epoch = header.producer_epoch
+        completed = None
         if header.is_control:
-            # A transaction marker ends any transaction; it carries no data sequence.
+            # A transaction marker ends any transaction; it carries no data sequence. A
+            # marker of an empty transaction completes nothing (Kafka emits no CompletedTxn).
+            if entry.current_txn_first_offset >= 0:
+                aborted = marker is not None and not marker.commit
+                completed = CompletedTxn(pid, entry.current_txn_first_offset, first_offset, aborted)
+                self._ongoing.pop(pid, None)
             entry.current_txn_first_offset = NO_OFFSET
+            if marker is not None:
+                entry.coordinator_epoch = marker.coordinator_epoch
         else:
             entry.batches.append(
                 BatchMetadata(
@@ -374,17 +543,27 @@ class ProducerStateManager:
                     timestamp_ms,
                 )
             )
+            if header.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = first_offset
+                self._ongoing[pid] = first_offset
         entry.last_timestamp = timestamp_ms
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+        return completed
 
     def update_map_end_offset(self, offset: int) -> None:
         """Note that every batch below ``offset`` has been applied (Kafka calls this for
         every append, with or without a producer id)."""
         self.map_end_offset = max(self.map_end_offset, offset)
 
-    def rebuild_from(self, headers: Iterable[BatchHeader]) -> int:
+    def rebuild_from(
+        self,
+        headers: Iterable[BatchHeader],
+        marker_of: Callable[[BatchHeader], EndTxnMarker | None] | None = None,
+    ) -> int:
         """Replay batch headers read from the log (any kind; real offsets in
-        ``base_offset``), skipping batches wholly below ``map_end_offset``.
+        ``base_offset``), skipping batches wholly below ``map_end_offset``. ``marker_of``
+        reads a control batch's marker (without it markers count as COMMITs); a caller
+        that needs the completed transactions calls ``replay`` for each batch instead.
 
         Returns the number of producer batches applied.
         """
@@ -392,11 +571,30 @@ class ProducerStateManager:
         for header in headers:
             if header.last_offset < self.map_end_offset:
                 continue
-            if header.producer_id >= 0:
-                self.update(header, header.base_offset, header.last_offset, header.max_timestamp)
-                applied += 1
-            self.update_map_end_offset(header.next_offset)
+            marker = None
+            if header.is_control and header.producer_id >= 0 and marker_of is not None:
+                marker = marker_of(header)
+            self.replay(header, marker)
+            applied += header.producer_id >= 0
         return applied
+
+    def replay(
+        self, header: BatchHeader, marker: EndTxnMarker | None = None
+    ) -> CompletedTxn | None:
+        """Apply one batch read from the log or replicated (offsets in the header), as
+        ``rebuild_from`` does; a batch wholly below ``map_end_offset`` is skipped.
+
+        Returns what ``update`` returns (the transaction a marker completed, if any).
+        """
+        if header.last_offset < self.map_end_offset:
+            return None
+        completed = None
+        if header.producer_id >= 0:
+            completed = self.update(
+                header, header.base_offset, header.last_offset, header.max_timestamp, marker
+            )
+        self.update_map_end_offset(header.next_offset)
+        return completed
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle for ``producer_id_expiration_ms`` (measured from their
@@ -508,6 +706,7 @@ class ProducerStateManager:
             ``rebuild_from`` (or ``update`` for each batch with a producer id).
         """
         self._producers.clear()
+        self._ongoing.clear()
         now = self.clock.milliseconds()
         for offset in reversed(self._drop_out_of_range(log_start_offset, log_end_offset)):
             path = snapshot_path(self.directory, offset)
@@ -525,6 +724,16 @@ class ProducerStateManager:
                 entry = self._load_entry(row)
                 if not self._expired(entry, now):
                     self._producers[entry.producer_id] = entry
+            self._ongoing = dict(
+                sorted(
+                    (
+                        (e.producer_id, e.current_txn_first_offset)
+                        for e in self._producers.values()
+                        if e.current_txn_first_offset >= 0
+                    ),
+                    key=lambda item: item[1],
+                )
+            )
             self.map_end_offset = offset
             return offset
         self.map_end_offset = log_start_offset
@@ -555,6 +764,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The log was emptied and restarts at ``offset``: forget everything."""
         self._producers.clear()
+        self._ongoing.clear()
         for snap in self.snapshot_offsets():
             self._delete_snapshot(snap, f"log restarted at {offset}")
         self.map_end_offset = offset
