@@ -116,6 +116,32 @@ def test_aux_state_objects_are_listed_apart_so_older_readers_still_decode() -> N
         mf.decode(json.dumps(doc).encode(), WHERE)
 
 
+def test_txn_index_object_is_its_own_field_and_follows_the_naming_rule() -> None:
+    with_txn = dataclasses.replace(seg(100, 199, segment_id="s1"), has_txn_index=True)
+    m = manifest(seg(0, 99), with_txn)
+    doc = json.loads(mf.encode(m))
+    assert "txn_index" not in doc["segments"][0]
+    assert mf.txn_index_object_name(seg(0, 99)) is None
+    assert doc["segments"][1]["txn_index"] == "00000000000000000100-s1.txnindex"
+    # ``objects`` and ``aux_objects`` are unchanged, so older readers still decode it.
+    assert doc["segments"][1]["objects"] == mf.object_names(with_txn)
+    assert "aux_objects" not in doc["segments"][1]
+    assert mf.decode(mf.encode(m), WHERE) == m
+    assert mf.parse_object_name("00000000000000000100-s1.txnindex") == (100, "s1", "txn_index")
+    # A manifest written before txn indexes existed decodes as segments without one.
+    del doc["segments"][1]["txn_index"]
+    assert not mf.decode(json.dumps(doc).encode(), WHERE).segments[1].has_txn_index
+    doc["segments"][1]["txn_index"] = "00000000000000000100-s2.txnindex"
+    with pytest.raises(CorruptManifestError, match="txn_index"):
+        mf.decode(json.dumps(doc).encode(), WHERE)
+
+
+def test_txn_index_of_a_known_segment_is_not_an_orphan() -> None:
+    known = dataclasses.replace(seg(100, 199, segment_id="s1"), has_txn_index=True)
+    names = ["00000000000000000100-s1.txnindex", "00000000000000000100-gone.txnindex"]
+    assert mf.orphaned_objects(manifest(known), names) == ["00000000000000000100-gone.txnindex"]
+
+
 def test_empty_manifest_round_trips() -> None:
     empty = mf.empty("orders", 3)
     assert empty.version == 0 and empty.topic_id == mf.ZERO_UUID
@@ -152,6 +178,7 @@ def manifests(draw: st.DrawFn) -> mf.Manifest:
                 state=draw(st.sampled_from(list(SegmentState))),
                 created_ms=draw(st.integers(0, 2**45)),
                 has_aux_state=draw(st.booleans()),
+                has_txn_index=draw(st.booleans()),
             )
         )
         if draw(st.booleans()):

@@ -65,12 +65,17 @@ class IndexKind(Enum):
     state and the leader-epoch history as they stood at the segment's end, from which a
     replica that starts at the leader's local log start rebuilds both without reading the
     remote log. Only segments with ``has_aux_state`` have them.
+
+    ``TRANSACTION`` is the segment's aborted-transaction index (KIP-98's ``.txnindex``,
+    byte format in ``tierlog.local.txn_index_codec``): only segments with
+    ``has_txn_index`` have one (a segment no aborted transaction ended in has none).
     """
 
     OFFSET = "index"
     TIME = "timeindex"
     PRODUCER_SNAPSHOT = "producer_snapshot"
     LEADER_EPOCH = "leader_epoch_checkpoint"
+    TRANSACTION = "txn_index"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,9 @@ class RemoteSegment:
         has_aux_state: the producer snapshot and leader-epoch checkpoint were uploaded
             beside the segment (``IndexKind.PRODUCER_SNAPSHOT``/``LEADER_EPOCH``); False
             for segments uploaded before tierlog did so.
+        has_txn_index: the segment's aborted-transaction index was uploaded beside it
+            (``IndexKind.TRANSACTION``); False when the local segment had none (no aborted
+            transaction's marker in it) and for segments uploaded before tierlog did so.
     """
 
     topic: str
@@ -110,6 +118,7 @@ class RemoteSegment:
     state: SegmentState
     created_ms: int
     has_aux_state: bool = False
+    has_txn_index: bool = False
 
     @property
     def next_offset(self) -> int:
@@ -199,8 +208,9 @@ class RemoteStorage(Protocol):
         aux_state: Mapping[IndexKind, bytes] | None = None,
     ) -> None:
         """Upload the ``.log`` (streamed), then the ``.index`` and ``.timeindex``, then
-        ``aux_state`` (the producer snapshot and leader-epoch checkpoint, when the segment
-        ``has_aux_state``).
+        ``aux_state``: the producer snapshot and leader-epoch checkpoint when the segment
+        ``has_aux_state``, its aborted-transaction index (``IndexKind.TRANSACTION``) when
+        it ``has_txn_index``; each under its kind's object name.
 
         Idempotent: a retry with the same ``segment`` overwrites the same object names. The
         caller commits ``segment`` to the manifest only after this returns.
@@ -217,12 +227,14 @@ class RemoteStorage(Protocol):
         ...
 
     def fetch_index(self, segment: RemoteSegment, kind: IndexKind) -> bytes:
-        """The whole offset or time index, producer snapshot or leader-epoch checkpoint of
-        the segment (Kafka's byte formats)."""
+        """The whole offset or time index, producer snapshot, leader-epoch checkpoint or
+        aborted-transaction index of the segment (Kafka's byte formats)."""
         ...
 
     def delete_segment(self, segment: RemoteSegment) -> None:
-        """Delete the segment's objects; objects already gone are fine."""
+        """Delete the segment's objects; objects already gone are fine. (The remote log
+        manager deletes a ``has_txn_index`` segment's ``.txnindex`` object itself, by name
+        with ``delete_object``, before calling this.)"""
         ...
 
     def list_objects(self, topic: str, partition: int) -> list[str]:

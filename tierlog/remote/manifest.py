@@ -13,6 +13,8 @@ Object layout under a remote root (any fsspec URL)::
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.timeindex  byte formats)
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.snapshot   producer state
     <root>/<topic>-<partition>/<...>.leader-epoch-checkpoint    and epochs at its end
+    <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.txnindex   aborted txns
+                                                       (KIP-98; only when it has any)
 
 JSON format, version 1: one UTF-8 JSON object with sorted keys, written compactly on one
 line (pretty-printed and annotated here; ``jq . manifest.json`` shows it so)::
@@ -42,7 +44,11 @@ line (pretty-printed and annotated here; ``jq . manifest.json`` shows it so)::
           },
           "segment_id": "0c7a...-4f1e",  a UUID per upload attempt
           "size_bytes": 10240,         size of the .log object
-          "state": "COPY_FINISHED"     COPY_STARTED | COPY_FINISHED | DELETE_STARTED
+          "state": "COPY_FINISHED",    COPY_STARTED | COPY_FINISHED | DELETE_STARTED
+          "txn_index": "00000000000000000000-0c7a...-4f1e.txnindex"
+                                       the aborted-transaction index (Kafka's .txnindex);
+                                       absent when the segment has none (no aborted
+                                       transaction's marker in it, or uploaded before)
         }
       ],
       "topic": "orders",
@@ -81,14 +87,20 @@ AUX_SUFFIXES = {
     "producer_snapshot": ".snapshot",
     "leader_epoch_checkpoint": ".leader-epoch-checkpoint",
 }
-_KIND_OF_SUFFIX = {suffix[1:]: kind for kind, suffix in (SUFFIXES | AUX_SUFFIXES).items()}
+# KIP-98's aborted-transaction index, beside segments that have one (``has_txn_index``).
+TXN_INDEX_KIND = "txn_index"
+TXN_INDEX_SUFFIXES = {TXN_INDEX_KIND: ".txnindex"}
+_KIND_OF_SUFFIX = {
+    suffix[1:]: kind for kind, suffix in (SUFFIXES | AUX_SUFFIXES | TXN_INDEX_SUFFIXES).items()
+}
 
 # Kafka's legal topic names (Topic.validate); they become directory names, so this also
 # keeps a manifest from pointing outside its root. Segment ids become object names.
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _SEGMENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _OBJECT = re.compile(
-    r"(\d{20})-([A-Za-z0-9_-]{1,64})\.(log|index|timeindex|snapshot|leader-epoch-checkpoint)"
+    r"(\d{20})-([A-Za-z0-9_-]{1,64})\."
+    r"(log|index|timeindex|snapshot|leader-epoch-checkpoint|txnindex)"
 )
 
 
@@ -134,10 +146,11 @@ def partition_dir(topic: str, partition: int) -> str:
 
 def object_name(base_offset: int, segment_id: str, kind: str) -> str:
     """``<base_offset:020d>-<segment_id><suffix>`` for kind log, index, timeindex,
-    producer_snapshot (``.snapshot``) or leader_epoch_checkpoint."""
+    producer_snapshot (``.snapshot``), leader_epoch_checkpoint or txn_index
+    (``.txnindex``)."""
     if not _SEGMENT_ID.fullmatch(segment_id):
         raise ValueError(f"illegal segment id {segment_id!r}")
-    suffix = SUFFIXES.get(kind) or AUX_SUFFIXES[kind]
+    suffix = SUFFIXES.get(kind) or AUX_SUFFIXES.get(kind) or TXN_INDEX_SUFFIXES[kind]
     return f"{base_offset:020d}-{segment_id}{suffix}"
 
 
@@ -155,6 +168,15 @@ def aux_object_names(segment: RemoteSegment) -> dict[str, str]:
     return {
         kind: object_name(segment.base_offset, segment.segment_id, kind) for kind in AUX_SUFFIXES
     }
+
+
+def txn_index_object_name(segment: RemoteSegment) -> str | None:
+    """The aborted-transaction index's object name, None when the segment has none. A
+    field of its own in the JSON (``txn_index``), so readers that predate it (checking
+    ``objects`` and ``aux_objects`` exactly) still read the manifest."""
+    if not segment.has_txn_index:
+        return None
+    return object_name(segment.base_offset, segment.segment_id, TXN_INDEX_KIND)
 
 
 def parse_object_name(name: str) -> tuple[int, str, str] | None:
@@ -386,6 +408,7 @@ def encode(manifest: Manifest) -> bytes:
                 "objects": object_names(s),
                 # Only for segments that have it: readers ignore unknown keys.
                 **({"aux_objects": aux_object_names(s)} if s.has_aux_state else {}),
+                **({"txn_index": txn_index_object_name(s)} if s.has_txn_index else {}),
             }
             for s in manifest.segments
         ],
@@ -465,11 +488,14 @@ def _segment(doc: object, n: int, top: Manifest) -> RemoteSegment:
         state=state,
         created_ms=_int(doc, "created_ms", 0, ctx),
         has_aux_state="aux_objects" in doc,
+        has_txn_index="txn_index" in doc,
     )
     if doc.get("objects") != object_names(segment):
         raise _Bad(f"{ctx}objects {doc.get('objects')!r} do not follow the naming rule")
     if segment.has_aux_state and doc["aux_objects"] != aux_object_names(segment):
         raise _Bad(f"{ctx}aux_objects {doc['aux_objects']!r} do not follow the naming rule")
+    if segment.has_txn_index and doc["txn_index"] != txn_index_object_name(segment):
+        raise _Bad(f"{ctx}txn_index {doc['txn_index']!r} does not follow the naming rule")
     return segment
 
 
