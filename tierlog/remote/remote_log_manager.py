@@ -9,8 +9,11 @@ event loop only reads immutable ``Manifest`` snapshots, published by assigning
 (``Log.remote_end_offset``), which is what lets local retention delete a segment.
 
 Rules (DESIGN.md "Remote tier"):
-- a segment is offloaded when it is closed and wholly below the high watermark; its data
-  and indexes are uploaded first, then it is committed to the manifest (COPY_FINISHED);
+- a segment is offloaded when it is closed and wholly below the high watermark and the
+  last stable offset (KIP-98: Kafka's RLM copies only segments below the LSO, so every
+  transaction with records in a remote segment has its COMMIT or ABORT marker written);
+  its data and indexes (with its ``.txnindex`` when it has aborted transactions) are
+  uploaded first, then it is committed to the manifest (COPY_FINISHED);
   an upload interrupted by a crash leaves objects no manifest entry names, which the orphan
   cleanup removes; the segment is simply uploaded again;
 - a segment whose batches fail their CRC-32C check is never offloaded: the partition's
@@ -20,6 +23,9 @@ Rules (DESIGN.md "Remote tier"):
 - retention.ms / retention.bytes bound the whole log: remote-only segments past them are
   marked DELETE_STARTED, their objects deleted, then dropped from the manifest, and the
   remote log start offset advances;
+- a read_committed fetch of remote offsets is told the aborted transactions from the
+  remote ``.txnindex`` objects (``aborted_transactions``, Kafka's
+  ``RemoteLogManager.collectAbortedTransactions``), kept decoded in a small LRU;
 - the manifest is written only by the partition leader, fenced by its leader epoch; a
   manifest stored by a newer epoch stops this broker's uploads, deletes and orphan cleanup;
 - every cycle starts by reading the stored manifest (one small GET per partition), so a
@@ -56,6 +62,13 @@ from tierlog.local.log import Log
 from tierlog.local.producer_state import snapshot_path
 from tierlog.local.scrubber import verify_segment_crc
 from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from tierlog.local.txn_index_codec import (
+    TXN_INDEX_SUFFIX,
+    AbortedTxn,
+    CorruptTxnIndexError,
+    decode_entries,
+)
+from tierlog.records.aborted_filter import search_index
 from tierlog.remote import manifest as mf
 from tierlog.remote import remote_checkpoint as rc
 from tierlog.remote.api import (
@@ -78,6 +91,9 @@ T = TypeVar("T")
 READER_CACHE_SIZE = 64
 # Orphans are looked for when a partition is first tracked and every this many cycles.
 ORPHAN_SCAN_EVERY = 20
+# Decoded remote .txnindex objects kept in memory (an LRU by object name). They are small
+# (34 bytes an aborted transaction) and read_committed fetches of a range re-read them.
+TXN_INDEX_CACHE_SIZE = 256
 
 
 class Throttle:
@@ -207,6 +223,8 @@ class RemoteLogManager:
         self.fetch_errors = 0
         self.lost_ranges = 0  # times the remote tier was found to have lost committed data
         self.compaction_errors = 0
+        # Decoded .txnindex objects by object name; touched on the event loop only.
+        self._txn_indexes: OrderedDict[str, list[AbortedTxn]] = OrderedDict()
         # Cleans compacted topics' remote segments after each cycle (tierlog.compaction
         # sets it; the remote tier does not import the cleaner).
         self.compactor: RemoteCompaction | None = None
@@ -438,12 +456,21 @@ class RemoteLogManager:
             )
 
     def _eligible(self, state: TieredPartition) -> list[LogSegment]:
-        """Closed segments wholly below the high watermark and not yet remote, in order."""
-        log_, end, high_watermark = state.log, state.remote_end(), state.high_watermark()
+        """Closed segments wholly below the last stable offset and not yet remote, in
+        order. The LSO is the high watermark capped by the first offset of the earliest
+        open transaction (KIP-98); Kafka's RLM copies only segments below it, so a remote
+        segment never holds records of a transaction still open, and its uploaded
+        ``.txnindex`` is final."""
+        log_, end = state.log, state.remote_end()
+        stable = state.high_watermark()
+        # getattr: logs without transactions support (and test doubles) have no such field.
+        first_unstable = getattr(log_, "first_unstable_offset", None)
+        if first_unstable is not None:
+            stable = min(stable, first_unstable)
         return [
             s
             for s in log_.segments[:-1]
-            if s.base_offset >= end and s.next_offset <= high_watermark and s.size
+            if s.base_offset >= end and s.next_offset <= stable and s.size
         ]
 
     # -- worker-thread jobs --------------------------------------------------------------
@@ -465,6 +492,10 @@ class RemoteLogManager:
                 first.position,
             )
         aux_state = files.aux_state()
+        txn_index = files.txn_index()
+        objects = dict(aux_state or {})
+        if txn_index is not None:
+            objects[IndexKind.TRANSACTION] = txn_index
         segment = RemoteSegment(
             topic=state.topic,
             partition=state.partition,
@@ -479,9 +510,10 @@ class RemoteLogManager:
             state=SegmentState.COPY_FINISHED,
             created_ms=self.clock.milliseconds(),
             has_aux_state=aux_state is not None,
+            has_txn_index=txn_index is not None,
         )
         self.store.copy_segment(
-            segment, files.log_path, files.index_path, files.time_index_path, aux_state
+            segment, files.log_path, files.index_path, files.time_index_path, objects or None
         )
         # Committed only after data and indexes are all uploaded.
         updated = dataclasses.replace(mf.with_segment(manifest, segment), leader_epoch=epoch)
@@ -510,8 +542,7 @@ class RemoteLogManager:
             )
             manifest = self.store.commit(state.topic, state.partition, marked, manifest.version)
             state.manifest = manifest
-            self.store.delete_segment(segment)
-            self.cache.remove_segment(segment.segment_id)
+            self._delete_segment_objects(segment)
             state.readers.pop(segment.segment_id, None)
             dropped = mf.with_log_start_offset(
                 mf.without(manifest, segment.segment_id), segment.end_offset + 1
@@ -526,6 +557,18 @@ class RemoteLogManager:
                 segment.end_offset,
             )
         return manifest
+
+    def _delete_segment_objects(self, segment: RemoteSegment) -> None:
+        """Every object of one remote segment and what is cached of it. The ``.txnindex``
+        goes first, by name (``RemoteStorage.delete_segment`` knows the data, index and
+        auxiliary objects only), the ``.log`` last, so a retry after a crash half-way
+        still finds the segment's objects to delete. The decoded index stays in the LRU
+        until evicted: a segment id is never reused, so nothing reads it again."""
+        name = mf.txn_index_object_name(segment)
+        if name is not None:
+            self.store.delete_object(segment.topic, segment.partition, name)
+        self.store.delete_segment(segment)
+        self.cache.remove_segment(segment.segment_id)
 
     async def _delete_deleted_topics(self) -> None:
         loop = asyncio.get_running_loop()
@@ -546,8 +589,7 @@ class RemoteLogManager:
         if manifest.topic_id not in (mf.ZERO_UUID, topic_id):
             return
         for segment in manifest.segments:
-            self.store.delete_segment(segment)
-            self.cache.remove_segment(segment.segment_id)
+            self._delete_segment_objects(segment)
         for name in self.store.list_objects(topic, partition):
             if name != mf.MANIFEST_NAME:
                 self.store.delete_object(topic, partition, name)
@@ -583,8 +625,7 @@ class RemoteLogManager:
         # remote log start never advanced over it.
         for segment in manifest.segments:
             if segment.state is SegmentState.DELETE_STARTED:
-                self.store.delete_segment(segment)
-                self.cache.remove_segment(segment.segment_id)
+                self._delete_segment_objects(segment)
                 dropped = dataclasses.replace(
                     mf.with_log_start_offset(
                         mf.without(manifest, segment.segment_id), segment.end_offset + 1
@@ -715,6 +756,63 @@ class RemoteLogManager:
                 return found
         return None
 
+    async def aborted_transactions(
+        self, topic: str, partition: int, fetch_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of remote offsets
+        ``[fetch_offset, upper_bound_offset)`` must be told about, from the ``.txnindex``
+        objects of the committed segments from the one holding ``fetch_offset`` on
+        (Kafka's ``RemoteLogManager.collectAbortedTransactions``): each index's entries
+        overlapping the range, in segment order, until an entry's last stable offset
+        reaches ``upper_bound_offset`` or the remote segments run out (the local tier's
+        indexes are the caller's to add then). Segments without an index are skipped.
+        Each index is fetched once off the event loop and kept decoded (an LRU).
+
+        Raises:
+            RemoteStorageError: an index cannot be fetched or decoded.
+            TimeoutError: the store did not answer within remote.fetch.max.wait.ms.
+        """
+        state = self.partitions.get((topic, partition))
+        manifest = state.manifest if state is not None else None
+        if manifest is None or upper_bound_offset <= fetch_offset:
+            return []
+        out: list[AbortedTxn] = []
+        segment = mf.segment_for_offset(manifest, fetch_offset)
+        while segment is not None:
+            if segment.has_txn_index:
+                found, complete = search_index(
+                    await self._txn_index(segment), fetch_offset, upper_bound_offset
+                )
+                out += found
+                if complete:
+                    break
+            segment = mf.segment_for_offset(manifest, segment.end_offset + 1)
+        return out
+
+    async def _txn_index(self, segment: RemoteSegment) -> list[AbortedTxn]:
+        """One segment's decoded ``.txnindex``, from the LRU or fetched off the loop."""
+        name = mf.txn_index_object_name(segment)
+        assert name is not None
+        entries = self._txn_indexes.get(name)
+        if entries is not None:
+            self._txn_indexes.move_to_end(name)
+            return entries
+        try:
+            data = await self._off_loop(
+                functools.partial(self.store.fetch_index, segment, IndexKind.TRANSACTION)
+            )
+            entries = decode_entries(data, name)
+        except CorruptTxnIndexError as exc:
+            self.fetch_errors += 1
+            raise RemoteStorageError(f"corrupt remote transaction index: {exc}") from None
+        except (RemoteStorageError, OSError, TimeoutError):
+            self.fetch_errors += 1
+            raise
+        self._txn_indexes[name] = entries
+        while len(self._txn_indexes) > TXN_INDEX_CACHE_SIZE:
+            self._txn_indexes.popitem(last=False)
+        return entries
+
     # -- replicas starting at the leader's local log start (KIP-405) --------------------
 
     async def aux_state_before(
@@ -831,6 +929,9 @@ class _SegmentFiles:
     # when it rolled past the segment, and the leader-epoch history up to the segment's end.
     producer_snapshot_path: Path
     leader_epoch_checkpoint: bytes
+    # KIP-98's aborted-transaction index; the local log writes it only for segments an
+    # aborted transaction's marker went into.
+    txn_index_path: Path
 
     def aux_state(self) -> dict[IndexKind, bytes] | None:
         """Both auxiliary objects, or None when the producer snapshot is gone (a restart
@@ -844,6 +945,20 @@ class _SegmentFiles:
             IndexKind.PRODUCER_SNAPSHOT: snapshot,
             IndexKind.LEADER_EPOCH: self.leader_epoch_checkpoint,
         }
+
+    def txn_index(self) -> bytes | None:
+        """The segment's ``.txnindex`` bytes, None when it has none or it is empty.
+
+        Raises:
+            CorruptTxnIndexError: not a whole number of entries (a ValueError: reported
+                and retried like any failed upload, never uploaded).
+        """
+        try:
+            data = self.txn_index_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        decode_entries(data, str(self.txn_index_path))  # checks it: readers trust it
+        return data or None
 
     @classmethod
     def of(cls, segment: LogSegment, log_: Log) -> _SegmentFiles:
@@ -865,4 +980,5 @@ class _SegmentFiles:
             encode_checkpoint(
                 e for e in log_.leader_epoch_cache.entries if e.start_offset < segment.next_offset
             ),
+            stem.with_suffix(TXN_INDEX_SUFFIX),
         )
