@@ -29,6 +29,7 @@ from tierlog.local.segment import (
     LogSegment,
 )
 from tierlog.local.segment_swap import finish_interrupted_swaps
+from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX
 from tierlog.records.errors import RecordsError
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def _clean_directory(log: Log) -> list[int]:
         stem, dot, suffix = entry.name.partition(".")
         if (
             dot
-            and "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            and "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
             and stem.isdigit()
             and (int(stem) not in bases)
         ):

@@ -1,4 +1,5 @@
-"""One log segment: a ``.log`` file of v2 record batches with its ``.index`` and ``.timeindex``.
+"""One log segment: a ``.log`` file of v2 record batches with its ``.index`` and ``.timeindex``,
+and a ``.txnindex`` of the transactions aborted in it (only when there is one, as in Kafka).
 
 Files are named by the segment's base offset, 20 digits (``00000000000000000042.log``), in
 Kafka's layout, so Kafka's own tools can read them. The ``.log`` holds batches exactly as
@@ -65,6 +66,8 @@ from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.index import CorruptIndexError
 from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
+from tierlog.local.txn_index import TransactionIndex
+from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import HEADER_SIZE, BatchHeader, parse_header, validate_batch
 
@@ -299,6 +302,9 @@ class LogSegment:
         self.time_index = self._open_index(
             TimeIndex, stem.with_suffix(TIME_INDEX_SUFFIX), max_index_size
         )
+        # Aborted transactions whose marker is in this segment; the file appears with the
+        # first entry. Rebuilt by the log when the segment is recovered.
+        self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX))
         self._bytes_since_index_entry = 0
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -380,13 +386,16 @@ class LogSegment:
 
     def recover(self) -> int:
         """Scan every batch, checking length, magic and CRC-32C; rebuild both indexes;
-        truncate the file after the last valid batch.
+        truncate the file after the last valid batch. The ``.txnindex`` is emptied: the
+        owning log rebuilds it as it replays the producer state over the segment (the
+        entries need the partition's ongoing transactions, which a segment does not know).
 
         Returns:
             The number of bytes truncated (0 when the segment was whole).
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self._bytes_since_index_entry = 0
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
@@ -729,6 +738,7 @@ class LogSegment:
         self.damaged = kept_damage
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(found[1].base_offset)
         os.ftruncate(self.fd, position)  # a no-op after a copy
         self.size = position
         # Re-derive running state from what is left.
@@ -777,6 +787,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close_for_append(self) -> None:
         """Become CLOSED at roll: record the final max timestamp and trim the indexes."""
@@ -804,6 +815,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self._file.retire()
         self.fd = -1
 
@@ -813,14 +825,15 @@ class LogSegment:
         new_log = self.path.with_name(self.path.name + DELETED_SUFFIX)
         os.rename(self.path, new_log)
         self.path = new_log
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
 
     def delete(self) -> None:
-        """Close and unlink all three files. Leased bytes stay readable: the ``.log`` fd
+        """Close and unlink all its files. Leased bytes stay readable: the ``.log`` fd
         (and with it the unlinked inode) is closed when the last lease is released."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         size = self.size
         if self.fd >= 0:
             self._file.retire()

@@ -7,6 +7,7 @@ live log, on its own thread) and ``finish_interrupted_swaps`` (the loader, at st
 Files of one replacement, named by the base offset of the first replaced segment::
 
     <base>.log.cleaned  <base>.index.cleaned  <base>.timeindex.cleaned
+    <base>.txnindex.cleaned       the aborted transactions kept (only when there are any)
     <base>.swaprange.cleaned      one line: the end offset (exclusive) of the replaced run
 
 A swap, in this order:
@@ -46,6 +47,7 @@ from tierlog.local.segment import (
     SegmentState,
     segment_name,
 )
+from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import parse_header
 
@@ -58,7 +60,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 RANGE_SUFFIX = ".swaprange"
 # Renamed in this order; the .log last, as its .swap is the commit point.
-_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, RANGE_SUFFIX, LOG_SUFFIX)
+_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, RANGE_SUFFIX, LOG_SUFFIX)
 
 
 class StaleSwapError(Exception):
@@ -187,6 +189,7 @@ def finish_interrupted_swaps(directory: Path) -> None:
                     LOG_SUFFIX,
                     INDEX_SUFFIX,
                     TIME_INDEX_SUFFIX,
+                    TXN_INDEX_SUFFIX,
                 )
             ):
                 os.unlink(directory / name)
