@@ -1,6 +1,11 @@
 """The internal topic ``__consumer_offsets``: created on first use (FindCoordinator, as in
 Kafka), replayed into the group coordinator when this broker leads its partitions, and the
 append path the coordinator writes offset commits and group metadata through.
+
+The coordinator's transactional offset commits go through ``append`` too (the batch
+carries the producer id and epoch; the log takes it as the coordinator's own write), and
+the transaction markers the WriteTxnMarkers handler appends to these partitions are read
+back when a partition is loaded (``read_batches``).
 """
 
 from __future__ import annotations
@@ -12,12 +17,13 @@ from collections.abc import Iterator
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.group import AppendError, GroupConfig, GroupCoordinator, partition_for
+from tierlog.broker.group.manager import LogBatch
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition
 from tierlog.broker.replica_manager import TOPIC_ALREADY_EXISTS, ReplicaManager, TopicError
 from tierlog.local.log import Log
 from tierlog.protocol.errors import ErrorCode
-from tierlog.records.reader import DecodedRecord, iter_records
+from tierlog.records.reader import decode_batch
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -25,14 +31,14 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-def read_records(topic_log: Log, end_offset: int) -> Iterator[DecodedRecord]:
-    """Every data record of a log below ``end_offset`` (control batches skipped)."""
+def read_batches(topic_log: Log, end_offset: int) -> Iterator[LogBatch]:
+    """Every batch of a log below ``end_offset`` as ``(header, records)``, control batches
+    included: the loader needs the transaction markers to settle transactional offset
+    commits (KIP-98), and the headers to know which producer wrote what."""
     for segment, position, header in topic_log.batches(topic_log.log_start_offset):
         if header.base_offset >= end_offset:
             return
-        if header.is_control:
-            continue
-        yield from iter_records(os.pread(segment.fd, header.size, position))
+        yield decode_batch(os.pread(segment.fd, header.size, position))
 
 
 class OffsetsTopic:
@@ -93,7 +99,7 @@ class OffsetsTopic:
             # a new leader learns the high watermark from its followers only later, and
             # what it has is now the partition's history.
             loaded = self.groups.load_partition(
-                partition.index, read_records(partition.local, partition.local.log_end_offset)
+                partition.index, read_batches(partition.local, partition.local.log_end_offset)
             )
             log.info("loaded %d consumer groups from %s", loaded, partition)
         else:

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from tierlog.broker.group import GroupConfig, GroupCoordinator, JoinGroupResult
-from tierlog.broker.group.manager import AppendError
+from tierlog.broker.group.manager import AppendError, LogBatch
 from tierlog.broker.group.offsets_codec import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -17,7 +17,9 @@ from tierlog.broker.group.offsets_codec import (
     decode_key,
     decode_offset_commit_value,
 )
-from tierlog.records.reader import DecodedRecord, iter_records
+from tierlog.records.builder import ControlType, build_control_batch
+from tierlog.records.header import parse_header, rewrite_prefix
+from tierlog.records.reader import DecodedRecord, decode_batch, iter_records
 from tierlog.util.clock import ManualClock
 
 T = TypeVar("T")
@@ -56,6 +58,26 @@ class FakeLog:
         if self.fail_with is not None:
             raise self.fail_with
         self.batches[partition].append(batch)
+
+    def marker(self, partition: int, producer_id: int, commit: bool, epoch: int = 0) -> None:
+        """Append a transaction marker (COMMIT or ABORT) of ``producer_id``, as the
+        WriteTxnMarkers handler does before it calls ``complete_txn``."""
+        kind = ControlType.COMMIT if commit else ControlType.ABORT
+        self.batches[partition].append(
+            build_control_batch(kind, producer_id=producer_id, producer_epoch=epoch, timestamp=0)
+        )
+
+    def log_batches(self, partition: int) -> list[LogBatch]:
+        """The partition's batches with the offsets a log would give them, as the broker
+        reads them to load a partition (``offsets_topic.read_batches``)."""
+        out: list[LogBatch] = []
+        next_offset = 0
+        for batch in self.batches[partition]:
+            header = parse_header(batch)
+            placed = rewrite_prefix(batch, next_offset, header.partition_leader_epoch)
+            out.append(decode_batch(placed + batch[len(placed) :]))
+            next_offset = out[-1][0].next_offset
+        return out
 
     def records(self, partition: int) -> list[DecodedRecord]:
         """The partition's records with log offsets, as the broker would read them."""

@@ -15,7 +15,7 @@ from tierlog.broker.group.offsets_codec import (
 from tierlog.protocol.errors import ErrorCode as E
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.header import parse_header
-from tierlog.records.reader import DecodedRecord
+from tierlog.records.reader import decode_batch
 from tierlog.util.clock import ManualClock
 
 T1 = ("t", 1)
@@ -25,7 +25,7 @@ def reload(log: FakeLog) -> GroupCoordinator:
     """A fresh coordinator that loads every partition from ``log``."""
     c = make_coordinator(FakeLog(), partitions=[])
     for p in range(4):
-        c.load_partition(p, log.records(p))
+        c.load_partition(p, log.log_batches(p))
     return c
 
 
@@ -166,12 +166,13 @@ def test_load_skips_foreign_and_broken_records() -> None:
             "0003 000000000000000b ffffffff 0000 00000000000003e8".replace(" ", "")
         )
         records = [
-            DecodedRecord(0, 0, bytes.fromhex("0003 0001 67"), b"kip-848 stuff", ()),
-            DecodedRecord(1, 0, good_key, b"\x00\x09garbage", ()),
-            DecodedRecord(2, 0, None, b"no key", ()),
-            DecodedRecord(3, 0, good_key, good_value, ()),
+            Record(bytes.fromhex("0003 0001 67"), b"kip-848 stuff"),
+            Record(good_key, b"\x00\x09garbage"),
+            Record(None, b"no key"),
+            Record(good_key, good_value),
         ]
-        assert c.load_partition(c.partition_for("g"), records) == 1
+        batches = [decode_batch(build_batch(records))]
+        assert c.load_partition(c.partition_for("g"), batches) == 1
         assert c.fetch_offsets("g", [T1]).partitions[T1].offset == 11
         await c.close()
 

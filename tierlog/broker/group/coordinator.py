@@ -12,9 +12,9 @@ whose ``error`` is a Kafka error code; nothing here knows kio or sockets. All me
 must be called on the broker's event loop (timers use ``loop.call_later``).
 ``join_group`` and ``sync_group`` are coroutines that resolve when the rebalance lets
 them (Kafka's delayed operations become futures); ``heartbeat``, ``leave_group``,
-``fetch_offsets``, ``list_groups`` and ``describe_groups`` answer at once;
-``commit_offsets``, ``delete_groups`` and ``cleanup_expired_offsets`` are coroutines that
-return once their records are durable.
+``fetch_offsets``, ``list_groups``, ``describe_groups`` and ``complete_txn`` answer at
+once; ``commit_offsets``, ``txn_offset_commit``, ``delete_groups`` and
+``cleanup_expired_offsets`` are coroutines that return once their records are durable.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tierlog.broker.group.group import GroupMetadata, GroupState, MemberMetadata
+from tierlog.broker.group.manager import LogBatch
 from tierlog.broker.group.offsets import OffsetsApi
 from tierlog.broker.group.results import (
     HeartbeatResult,
@@ -35,7 +36,6 @@ from tierlog.broker.group.results import (
     SyncGroupResult,
 )
 from tierlog.protocol.errors import ErrorCode
-from tierlog.records.reader import DecodedRecord
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -61,23 +61,29 @@ class GroupCoordinator(OffsetsApi):
         COORDINATOR_LOAD_IN_PROGRESS until ``load_partition`` finishes."""
         self._manager.begin_loading(partition)
 
-    def load_partition(self, partition: int, records: Iterable[DecodedRecord]) -> int:
-        """Become coordinator of ``partition``, replaying its records in log order.
+    def load_partition(self, partition: int, batches: Iterable[LogBatch]) -> int:
+        """Become coordinator of ``partition``, replaying its batches in log order.
+
+        Args:
+            batches: every batch of the partition's log, control batches included, as
+                ``(header, records)`` (``tierlog.broker.offsets_topic.read_batches``).
 
         Restores committed offsets and group metadata (last value per key wins,
-        tombstones delete). A group whose last record has members comes back Stable
-        with them, and each must heartbeat within its session timeout (Kafka's
-        ``onGroupLoaded``); a group without members comes back Empty with its
-        generation. Skip control batches and aborted transactional data when reading.
-        Groups this coordinator already had on the partition are dropped first (their
-        waiters answer NOT_COORDINATOR).
+        tombstones delete). Transactional offset commits count once their producer's
+        COMMIT marker follows them, and are dropped at its ABORT marker; those of
+        transactions still open at the log end stay pending until ``complete_txn``.
+        A group whose last record has members comes back Stable with them, and each
+        must heartbeat within its session timeout (Kafka's ``onGroupLoaded``); a group
+        without members comes back Empty with its generation. Groups this coordinator
+        already had on the partition are dropped first (their waiters answer
+        NOT_COORDINATOR).
 
         Returns:
             The number of groups loaded.
         """
         if partition in self._manager.partitions:
             self._drop_groups(self._manager.unload_partition(partition))
-        groups = self._manager.load_partition(partition, records)
+        groups = self._manager.load_partition(partition, batches)
         for group in groups:
             for member in group.members.values():
                 self._arm_heartbeat(group, member)

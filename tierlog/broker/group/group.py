@@ -4,7 +4,9 @@ This module owns the bookkeeping of a single group, mirroring Kafka's ``GroupMet
 / ``ClassicGroup`` and ``MemberMetadata``: who the members are and what protocols they
 support, the leader, the generation, static members (KIP-345), members that still have
 to rejoin with their assigned id (KIP-394), the pending JoinGroup/SyncGroup answers
-(asyncio futures, resolved by ``GroupCoordinator``), and the group's committed offsets.
+(asyncio futures, resolved by ``GroupCoordinator``), the group's committed offsets, and
+the offsets transactional producers committed that wait for their transaction's marker
+(KIP-98 TxnOffsetCommit, held per producer id until COMMIT applies or ABORT drops them).
 It never waits, schedules timers or writes anything: ``tierlog.broker.group.coordinator``
 drives it and owns the timers, ``tierlog.broker.group.manager`` persists it. Not
 thread-safe: everything runs on the broker's event loop.
@@ -60,6 +62,18 @@ from tierlog.protocol.errors import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 Protocols = Sequence[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """An offset commit and its place in the partition's log (Kafka's
+    ``CommitRecordMetadataAndOffset``): ``order`` is the batch's base offset for records
+    loaded from the log, and for commits written since, an append counter taken when the
+    append is made (appends keep call order per partition, so the counter follows log
+    order; loading moves it past the loaded offsets)."""
+
+    value: OffsetCommitValue
+    order: int
 
 
 class GroupState(Enum):
@@ -189,8 +203,11 @@ class GroupMetadata:
         self.subscribed_topics: set[str] | None = None
         self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.pending_offset_commits: Counter[TopicPartition] = Counter()
-        # Sequence number of the commit each offset came from (see manager.store_offsets).
+        # Log order of the commit each offset came from (``CommitRecord.order``).
         self.offset_commit_seq: dict[TopicPartition, int] = {}
+        # KIP-98: producer id -> offsets of its open transaction, not visible until the
+        # COMMIT marker (Kafka's pendingTransactionalOffsetCommits).
+        self.pending_txn_offsets: dict[int, dict[TopicPartition, CommitRecord]] = {}
 
     def __repr__(self) -> str:
         return (
@@ -444,7 +461,57 @@ class GroupMetadata:
     # ---------------------------------------------------------------- offsets
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or any(n > 0 for n in self.pending_offset_commits.values())
+        """Committed offsets, commits in flight or an open transaction's offsets: while
+        any exist an Empty group is kept (Kafka's ``hasOffsets``)."""
+        return (
+            bool(self.offsets)
+            or any(n > 0 for n in self.pending_offset_commits.values())
+            or bool(self.pending_txn_offsets)
+        )
+
+    def apply_offset(self, tp: TopicPartition, value: OffsetCommitValue, order: int) -> bool:
+        """Make ``value`` the committed offset of ``tp`` unless the current one was
+        written later (Kafka's ``CommitRecordMetadataAndOffset.olderThan``); returns
+        whether it was applied."""
+        if tp in self.offsets and self.offset_commit_seq.get(tp, -1) >= order:
+            return False
+        self.offsets[tp] = value
+        self.offset_commit_seq[tp] = order
+        return True
+
+    def has_pending_txn_offset(self, tp: TopicPartition) -> bool:
+        """An open transaction has an offset for ``tp`` (OffsetFetch require_stable)."""
+        return any(tp in pending for pending in self.pending_txn_offsets.values())
+
+    def prepare_txn_offsets(
+        self, producer_id: int, offsets: dict[TopicPartition, CommitRecord]
+    ) -> None:
+        """Hold ``offsets`` for ``producer_id``'s transaction; a later commit of the same
+        partition in the same transaction replaces the earlier one."""
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def fail_txn_offsets(
+        self, producer_id: int, offsets: dict[TopicPartition, CommitRecord]
+    ) -> None:
+        """Forget these pending offsets (their append failed), unless a later commit of
+        the transaction replaced them meanwhile."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return
+        for tp, record in offsets.items():
+            if pending.get(tp) is record:
+                del pending[tp]
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
+    def complete_txn(self, producer_id: int, commit: bool) -> int:
+        """The producer's marker is in the log: on commit its pending offsets become the
+        committed ones (each only if written after the current one), on abort they are
+        dropped. Returns how many were applied."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if not pending or not commit:
+            return 0
+        return sum(self.apply_offset(tp, r.value, r.order) for tp, r in pending.items())
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         """Offsets past ``offsets.retention.minutes`` under Kafka's rules (KIP-211, KIP-496).

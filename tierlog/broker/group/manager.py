@@ -8,6 +8,11 @@ formats) handed to the injected ``append``; and rebuilding the cache from a part
 records when the broker becomes its leader. The membership protocol itself lives in
 ``tierlog.broker.group.coordinator``. Runs on the event loop; not thread-safe.
 
+Transactional offset commits (KIP-98 TxnOffsetCommit) are written as one transactional
+batch of the producer and held in ``GroupMetadata.pending_txn_offsets`` until the
+transaction's marker reaches the partition: ``complete_txn`` applies (COMMIT) or drops
+(ABORT) them; loading does the same with the control batches it meets in the log.
+
 ``append(partition, batch)`` is the broker's: append one complete record batch to
 ``__consumer_offsets-<partition>`` and return once it is durable (acks=all), preserving
 call order per partition. To fail with a specific Kafka error it raises ``AppendError``;
@@ -17,13 +22,14 @@ any other exception counts as COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 import logging
+import struct
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 
 from tierlog.broker.group.config import GroupConfig
-from tierlog.broker.group.group import GroupMetadata, GroupState, MemberMetadata
+from tierlog.broker.group.group import CommitRecord, GroupMetadata, GroupState, MemberMetadata
 from tierlog.broker.group.offsets_codec import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -41,7 +47,8 @@ from tierlog.broker.group.offsets_codec import (
 from tierlog.broker.group.placement import partition_for
 from tierlog.broker.group.results import TopicPartition
 from tierlog.protocol.errors import ErrorCode
-from tierlog.records.builder import Record, build_batch
+from tierlog.records.builder import ControlType, Record, build_batch
+from tierlog.records.header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 from tierlog.records.reader import DecodedRecord
 from tierlog.util.clock import Clock
 
@@ -94,40 +101,88 @@ class PartitionState(Enum):
     LOADED = "loaded"
 
 
+# One batch of a ``__consumer_offsets`` partition as the loader reads it: its header
+# (transactional? control? which producer?) and its records with their log offsets.
+LogBatch = tuple[BatchHeader, Sequence[DecodedRecord]]
+_CONTROL_KEY = struct.Struct(">hh")  # version, type (tierlog.records.builder)
+
+
 @dataclass(slots=True)
 class _Replayed:
-    """Last value per key of one partition's records (tombstones delete)."""
+    """One partition's records folded in log order: the last value per key (tombstones
+    delete), the offsets of transactions still open at the end per producer id, and the
+    offset after the last batch."""
 
-    groups: dict[str, GroupMetadataValue]
-    offsets: dict[str, dict[TopicPartition, OffsetCommitValue]]
+    groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    offsets: dict[str, dict[TopicPartition, CommitRecord]] = field(default_factory=dict)
+    pending: dict[int, dict[str, dict[TopicPartition, CommitRecord]]] = field(default_factory=dict)
+    end_offset: int = 0
 
 
-def replay(records: Iterable[DecodedRecord]) -> _Replayed:
-    """Fold records in log order; undecodable or foreign records are skipped (logged)."""
-    out = _Replayed({}, {})
-    for rec in records:
-        if rec.key is None:
-            log.warning("__consumer_offsets record at offset %d has no key", rec.offset)
-            continue
-        try:
-            key = decode_key(rec.key)
-            if isinstance(key, OffsetCommitKey):
-                tp = (key.topic, key.partition)
-                if rec.value is None:
-                    group_offsets = out.offsets.get(key.group)
-                    if group_offsets is not None:
-                        group_offsets.pop(tp, None)
-                else:
-                    value = decode_offset_commit_value(rec.value)
-                    out.offsets.setdefault(key.group, {})[tp] = value
-            elif isinstance(key, GroupMetadataKey):
-                if rec.value is None:
-                    out.groups.pop(key.group, None)
-                else:
-                    out.groups[key.group] = decode_group_metadata_value(rec.value)
-        except OffsetsCodecError as exc:
-            log.warning("skipping __consumer_offsets record at offset %d: %s", rec.offset, exc)
+def replay(batches: Iterable[LogBatch]) -> _Replayed:
+    """Fold batches in log order, as Kafka's ``loadGroupsAndOffsets`` does.
+
+    Offset commits in a transactional batch are held per producer id until that
+    producer's control batch: COMMIT applies each one unless the partition's current
+    offset was written later, ABORT drops them. Undecodable or foreign records are
+    skipped (logged).
+    """
+    out = _Replayed()
+    for header, records in batches:
+        out.end_offset = max(out.end_offset, header.next_offset)
+        if header.is_control:
+            if header.is_transactional:
+                _replay_marker(out, header, records)
+            continue  # other control records (e.g. KRaft's) carry no group state
+        for rec in records:
+            _replay_record(out, header, rec)
     return out
+
+
+def _replay_marker(out: _Replayed, header: BatchHeader, records: Sequence[DecodedRecord]) -> None:
+    if not records or records[0].key is None or len(records[0].key) < _CONTROL_KEY.size:
+        log.warning("__consumer_offsets control batch at %d has no marker", header.base_offset)
+        return
+    _, kind = _CONTROL_KEY.unpack_from(records[0].key)
+    pending = out.pending.pop(header.producer_id, {})
+    if kind != ControlType.COMMIT:
+        return
+    for group_id, offsets in pending.items():
+        loaded = out.offsets.setdefault(group_id, {})
+        for tp, record in offsets.items():
+            current = loaded.get(tp)
+            if current is None or current.order < record.order:
+                loaded[tp] = record
+
+
+def _replay_record(out: _Replayed, header: BatchHeader, rec: DecodedRecord) -> None:
+    if rec.key is None:
+        log.warning("__consumer_offsets record at offset %d has no key", rec.offset)
+        return
+    try:
+        key = decode_key(rec.key)
+        if isinstance(key, OffsetCommitKey):
+            tp = (key.topic, key.partition)
+            if header.is_transactional:
+                target = out.pending.setdefault(header.producer_id, {})
+            else:
+                target = out.offsets
+            if rec.value is None:
+                group_offsets = target.get(key.group)
+                if group_offsets is not None:
+                    group_offsets.pop(tp, None)
+            else:
+                value = decode_offset_commit_value(rec.value)
+                # Kafka orders commits by their batch's base offset.
+                record = CommitRecord(value, header.base_offset)
+                target.setdefault(key.group, {})[tp] = record
+        elif isinstance(key, GroupMetadataKey):
+            if rec.value is None:
+                out.groups.pop(key.group, None)
+            else:
+                out.groups[key.group] = decode_group_metadata_value(rec.value)
+    except OffsetsCodecError as exc:
+        log.warning("skipping __consumer_offsets record at offset %d: %s", rec.offset, exc)
 
 
 def group_from_value(group_id: str, value: GroupMetadataValue, now_ms: int) -> GroupMetadata:
@@ -200,6 +255,9 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.partitions: dict[int, PartitionState] = {}
         self._commit_seq = 0
+        # Producer id -> groups holding offsets of its open transaction (Kafka's
+        # openGroupsForProducer), so a marker finds them without scanning every group.
+        self._txn_groups: dict[int, set[str]] = {}
 
     # ---------------------------------------------------------------- ownership
 
@@ -222,19 +280,26 @@ class GroupMetadataManager:
     def begin_loading(self, partition: int) -> None:
         self.partitions[partition] = PartitionState.LOADING
 
-    def load_partition(
-        self, partition: int, records: Iterable[DecodedRecord]
-    ) -> list[GroupMetadata]:
-        """Rebuild the groups of ``partition`` from its records; returns them.
+    def load_partition(self, partition: int, batches: Iterable[LogBatch]) -> list[GroupMetadata]:
+        """Rebuild the groups of ``partition`` from its batches; returns them.
 
         Groups that have offsets but no metadata record come back as simple groups
-        (Empty, no protocol type). Groups already cached for the partition are replaced.
+        (Empty, no protocol type). Offsets of transactions without a marker yet stay
+        pending (``complete_txn`` settles them). Groups already cached for the partition
+        are replaced.
         """
         self.begin_loading(partition)
-        state = replay(records)
+        state = replay(batches)
+        # Commits written from now on must order after everything loaded.
+        self._commit_seq = max(self._commit_seq, state.end_offset)
+        pending_by_group: dict[str, dict[int, dict[TopicPartition, CommitRecord]]] = {}
+        for producer_id, by_group in state.pending.items():
+            for group_id, offsets in by_group.items():
+                if offsets:
+                    pending_by_group.setdefault(group_id, {})[producer_id] = offsets
         now = self.clock.milliseconds()
         loaded: list[GroupMetadata] = []
-        for group_id in state.groups.keys() | state.offsets.keys():
+        for group_id in state.groups.keys() | state.offsets.keys() | pending_by_group.keys():
             if self.partition_for(group_id) != partition:
                 log.warning(
                     "group %r found in partition %d, expected %d",
@@ -248,9 +313,14 @@ class GroupMetadataManager:
                 if value is not None
                 else GroupMetadata(group_id, now)
             )
-            group.offsets = state.offsets.get(group_id, {})
-            if value is None and not group.offsets:
+            records = state.offsets.get(group_id, {})
+            group.offsets = {tp: r.value for tp, r in records.items()}
+            group.offset_commit_seq = {tp: r.order for tp, r in records.items()}
+            group.pending_txn_offsets = pending_by_group.get(group_id, {})
+            if value is None and not group.has_offsets():
                 continue
+            for producer_id in group.pending_txn_offsets:
+                self._txn_groups.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
             loaded.append(group)
         self.partitions[partition] = PartitionState.LOADED
@@ -264,7 +334,16 @@ class GroupMetadataManager:
         for group in removed:
             del self.groups[group.group_id]
             group.transition_to(GroupState.DEAD, now)
+            for producer_id in group.pending_txn_offsets:
+                self._forget_txn_group(producer_id, group.group_id)
         return removed
+
+    def _forget_txn_group(self, producer_id: int, group_id: str) -> None:
+        group_ids = self._txn_groups.get(producer_id)
+        if group_ids is not None:
+            group_ids.discard(group_id)
+            if not group_ids:
+                del self._txn_groups[producer_id]
 
     # ---------------------------------------------------------------- cache
 
@@ -281,9 +360,26 @@ class GroupMetadataManager:
 
     # ---------------------------------------------------------------- writes
 
-    async def _write(self, partition: int, records: list[Record]) -> int:
-        """Append ``records`` as one batch; returns 0 or the raw Kafka error code."""
-        batch = build_batch(records, base_timestamp=self.clock.milliseconds())
+    async def _write(
+        self,
+        partition: int,
+        records: list[Record],
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> int:
+        """Append ``records`` as one batch; returns 0 or the raw Kafka error code.
+
+        With a producer id the batch is that producer's transactional batch, with no
+        sequence number (the coordinator's own write, Kafka's AppendOrigin.COORDINATOR).
+        """
+        batch = build_batch(
+            records,
+            base_timestamp=self.clock.milliseconds(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=NO_SEQUENCE,
+            transactional=producer_id != NO_PRODUCER_ID,
+        )
         try:
             await self._append(partition, batch)
         except AppendError as exc:
@@ -312,7 +408,7 @@ class GroupMetadataManager:
 
         While the append is in flight the partitions count as pending (never expired);
         a commit that completes after a later one for the same partition does not
-        overwrite it in memory (Kafka compares log offsets; a sequence number does here).
+        overwrite it in memory (Kafka compares log offsets; ``CommitRecord.order`` here).
         """
         if not offsets:
             return E.none
@@ -332,10 +428,58 @@ class GroupMetadataManager:
             return _STORE_OFFSETS_ERRORS.get(error, error)
         if not group.is_(GroupState.DEAD):
             for tp, value in offsets.items():
-                if group.offset_commit_seq.get(tp, 0) < seq:
-                    group.offsets[tp] = value
-                    group.offset_commit_seq[tp] = seq
+                group.apply_offset(tp, value, seq)
         return E.none
+
+    async def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[TopicPartition, OffsetCommitValue],
+    ) -> int:
+        """Persist a transaction's offset commits as one transactional batch of the
+        producer and hold them pending until its marker (``complete_txn``); returns an
+        TxnOffsetCommit error code (0 on success). A failed append drops them again.
+
+        They are pending from before the append, so OffsetFetch with require_stable
+        answers UNSTABLE_OFFSET_COMMIT for them from the start (Kafka's
+        ``prepareTxnOffsetCommit``).
+        """
+        if not offsets:
+            return E.none
+        self._commit_seq += 1
+        seq = self._commit_seq
+        records = [
+            Record(encode_key(OffsetCommitKey(group.group_id, t, p)), encode_offset_commit_value(v))
+            for (t, p), v in offsets.items()
+        ]
+        prepared = {tp: CommitRecord(v, seq) for tp, v in offsets.items()}
+        group.prepare_txn_offsets(producer_id, prepared)
+        self._txn_groups.setdefault(producer_id, set()).add(group.group_id)
+        error = await self._write(
+            self.partition_for(group.group_id), records, producer_id, producer_epoch
+        )
+        if error:
+            group.fail_txn_offsets(producer_id, prepared)
+            if producer_id not in group.pending_txn_offsets:
+                self._forget_txn_group(producer_id, group.group_id)
+            return _STORE_OFFSETS_ERRORS.get(error, error)
+        return E.none
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> int:
+        """Settle ``producer_id``'s pending offsets in the groups of ``partition`` (its
+        marker is in that partition's log); returns how many offsets were applied."""
+        group_ids = self._txn_groups.get(producer_id)
+        if not group_ids:
+            return 0
+        applied = 0
+        for group_id in [g for g in group_ids if self.partition_for(g) == partition]:
+            self._forget_txn_group(producer_id, group_id)
+            group = self.groups.get(group_id)
+            if group is not None and not group.is_(GroupState.DEAD):
+                applied += group.complete_txn(producer_id, commit)
+        return applied
 
     async def write_tombstones(
         self,

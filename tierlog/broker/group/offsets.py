@@ -1,5 +1,5 @@
-"""Offsets and group administration: OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
-DeleteGroups and offset expiration.
+"""Offsets and group administration: OffsetCommit, TxnOffsetCommit, OffsetFetch, ListGroups,
+DescribeGroups, DeleteGroups and offset expiration.
 
 This module owns ``OffsetsApi``, the part of ``GroupCoordinator`` that is about stored
 state rather than membership (Kafka's ``handleCommitOffsets``/``handleFetchOffsets``,
@@ -7,6 +7,13 @@ state rather than membership (Kafka's ``handleCommitOffsets``/``handleFetchOffse
 retention task). Commits are answered only after their records are durable; a commit
 with generation -1 and no member id is a "simple" commit (``assign()``-based consumers,
 admin tools) and is accepted only while the group has no members, as in Kafka.
+
+Transactional commits (KIP-98 TxnOffsetCommit, member checks from v3 by KIP-447) are
+written as the producer's transactional batch and stay pending, invisible to OffsetFetch,
+until the transaction's marker is written to the group's partition and ``complete_txn``
+is called: COMMIT makes them the committed offsets, ABORT drops them. OffsetFetch with
+``require_stable`` (v7+) answers UNSTABLE_OFFSET_COMMIT for a partition with a pending
+one. A group with pending transactional offsets is neither expired nor deleted.
 """
 
 from __future__ import annotations
@@ -94,8 +101,7 @@ class OffsetsApi(GroupCoordinatorBase):
         to_store: dict[TopicPartition, OffsetCommitValue] = {}
         for tp, (offset, leader_epoch, metadata) in offsets.items():
             text = metadata or ""
-            # Kafka compares String.length(): UTF-16 code units.
-            if len(text.encode("utf-16-le")) // 2 > self.config.offset_metadata_max_bytes:
+            if not self._metadata_fits(text):
                 partitions[tp] = E.offset_metadata_too_large
             else:
                 to_store[tp] = OffsetCommitValue(offset, leader_epoch, text, now, expire)
@@ -107,8 +113,18 @@ class OffsetsApi(GroupCoordinatorBase):
             partitions[tp] = error
         return OffsetCommitResult(error, partitions)
 
+    def _metadata_fits(self, metadata: str) -> bool:
+        # Kafka compares String.length(): UTF-16 code units.
+        return len(metadata.encode("utf-16-le")) // 2 <= self.config.offset_metadata_max_bytes
+
     def _validate_offset_commit(
-        self, group: GroupMetadata, generation_id: int, member_id: str, iid: str | None
+        self,
+        group: GroupMetadata,
+        generation_id: int,
+        member_id: str,
+        iid: str | None,
+        *,
+        transactional: bool = False,
     ) -> int:
         if group.is_(S.DEAD):
             return E.coordinator_not_available
@@ -120,10 +136,103 @@ class OffsetsApi(GroupCoordinatorBase):
             if generation_id != group.generation_id:
                 return E.illegal_generation
             return E.none
-        if not group.is_(S.EMPTY):
-            # Only members may commit for a group that has them.
+        if not transactional and not group.is_(S.EMPTY):
+            # Only members may commit for a group that has them. Not for transactional
+            # commits: TxnOffsetCommit before v3 carries no member id or generation.
             return E.unknown_member_id
         return E.none
+
+    # ================================================================ TxnOffsetCommit
+
+    async def txn_offset_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: Mapping[TopicPartition, CommitEntry],
+    ) -> OffsetCommitResult:
+        """TxnOffsetCommit (v0-v4): write ``offsets`` as the producer's transactional
+        batch and answer once it is durable; they stay pending until ``complete_txn``.
+
+        Args:
+            producer_id, producer_epoch: the transactional producer's; the log fences an
+                old epoch (the append error is the partitions' answer).
+            member_id, generation_id, group_instance_id: the consumer's group metadata
+                (v3+, KIP-447); v0-v2 send "", -1 and None, which skip the member checks.
+                With them, a stale member gets ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or
+                FENCED_INSTANCE_ID, as for OffsetCommit.
+            offsets: per partition (offset, leader_epoch, metadata); leader_epoch -1
+                before v2.
+
+        Returns:
+            An error code per partition: NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
+            as OffsetCommit, OFFSET_METADATA_TOO_LARGE for single partitions, or the
+            append's error (e.g. INVALID_PRODUCER_EPOCH, PRODUCER_FENCED).
+        """
+
+        def fail(error: int) -> OffsetCommitResult:
+            return OffsetCommitResult(error, {tp: error for tp in offsets})
+
+        error = self._validate(group_id, require_id=True)
+        if error:
+            return fail(error)
+        has_member = generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID
+        group = self._manager.get_group(group_id)
+        if group is None:
+            if has_member or group_instance_id is not None:
+                # Kafka creates the group, then finds no such member in it.
+                return fail(E.unknown_member_id)
+            # A transaction may commit for a group nobody has joined (Kafka's addGroup).
+            group = self._manager.add_group(GroupMetadata(group_id, self._now()))
+        error = self._validate_offset_commit(
+            group, generation_id, member_id, group_instance_id, transactional=True
+        )
+        if error:
+            return fail(error)
+        now = self._now()
+        partitions: dict[TopicPartition, int] = {}
+        to_store: dict[TopicPartition, OffsetCommitValue] = {}
+        for tp, (offset, leader_epoch, metadata) in offsets.items():
+            text = metadata or ""
+            if not self._metadata_fits(text):
+                partitions[tp] = E.offset_metadata_too_large
+            else:
+                to_store[tp] = OffsetCommitValue(offset, leader_epoch, text, now)
+        if not to_store:
+            return OffsetCommitResult(E.none, partitions)
+        # Shielded: once appended, the pending offsets must be recorded even if the
+        # client is gone, or a later COMMIT marker would find nothing to apply.
+        error = await asyncio.shield(
+            self._spawn(
+                self._manager.store_txn_offsets(group, producer_id, producer_epoch, to_store)
+            )
+        )
+        for tp in to_store:
+            partitions[tp] = error
+        return OffsetCommitResult(error, partitions)
+
+    def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` was appended to
+        ``__consumer_offsets-<offsets_partition>``: settle the producer's pending offsets
+        in that partition's groups (Kafka's ``scheduleHandleTxnCompletion``).
+
+        On commit each pending offset becomes the committed one unless the partition's
+        current offset was written after it (an OffsetCommit appended later wins); on
+        abort they are dropped. No I/O: the marker in the log is the durable record. A
+        partition this broker does not coordinate is ignored (its next leader reads the
+        marker when it loads).
+        """
+        applied = self._manager.complete_txn(offsets_partition, producer_id, commit)
+        log.debug(
+            "transaction of producer %d %s in __consumer_offsets-%d: %d offsets applied",
+            producer_id,
+            "committed" if commit else "aborted",
+            offsets_partition,
+            applied,
+        )
 
     # ================================================================ OffsetFetch
 
@@ -137,10 +246,11 @@ class OffsetsApi(GroupCoordinatorBase):
         """OffsetFetch for one group: ``partitions`` None means every committed partition.
 
         Unknown partitions (and unknown groups) get offset -1, leader epoch -1,
-        metadata "". ``require_stable`` (v7+) only matters for transactional commits,
-        which this coordinator does not take, so it is accepted and ignored.
+        metadata "". With ``require_stable`` (v7+, KIP-447) a partition that has an
+        offset pending in an open transaction gets UNSTABLE_OFFSET_COMMIT instead (the
+        client retries until the transaction ends); without it, the last committed
+        offset is returned as if no transaction were open.
         """
-        del require_stable
         error = self._validate(group_id, require_id=False)
         if error:
             return OffsetFetchResult(error)
@@ -151,11 +261,12 @@ class OffsetsApi(GroupCoordinatorBase):
         out: dict[TopicPartition, FetchedOffset] = {}
         for tp in tps:
             value = group.offsets.get(tp)
-            out[tp] = (
-                FetchedOffset()
-                if value is None
-                else FetchedOffset(value.offset, value.leader_epoch, value.metadata)
-            )
+            if require_stable and group.has_pending_txn_offset(tp):
+                out[tp] = FetchedOffset(error=E.unstable_offset_commit)
+            elif value is None:
+                out[tp] = FetchedOffset()
+            else:
+                out[tp] = FetchedOffset(value.offset, value.leader_epoch, value.metadata)
         return OffsetFetchResult(E.none, out)
 
     # ================================================================ List / Describe
@@ -209,8 +320,9 @@ class OffsetsApi(GroupCoordinatorBase):
 
     async def delete_groups(self, group_ids: Iterable[str]) -> list[DeleteGroupResult]:
         """DeleteGroups: only groups without members (Empty) can go (NON_EMPTY_GROUP
-        otherwise); their offsets and metadata get tombstones. One result per distinct
-        id, in order."""
+        otherwise, also while an open transaction has offsets pending for the group: its
+        marker would bring them back); their offsets and metadata get tombstones. One
+        result per distinct id, in order."""
         results: dict[str, int] = {}
         deleting: dict[int, list[GroupMetadata]] = defaultdict(list)
         for group_id in group_ids:
@@ -222,7 +334,7 @@ class OffsetsApi(GroupCoordinatorBase):
                 results[group_id] = error
             elif group is None:
                 results[group_id] = E.group_id_not_found
-            elif not group.is_(S.EMPTY):
+            elif not group.is_(S.EMPTY) or group.pending_txn_offsets:
                 results[group_id] = E.non_empty_group
             else:
                 # Out of the cache at once, so nothing new attaches to it while the
