@@ -79,6 +79,22 @@ def test_fetch_returns_raw_batches_from_an_offset(broker: BrokerProcess) -> None
         assert caught.value.error == ErrorCode.offset_out_of_range
 
 
+def test_read_committed_fetch_sends_the_isolation_level_and_reads_the_lso(
+    broker: BrokerProcess,
+) -> None:
+    from tierlog.client.log_client import READ_COMMITTED, _fetch_request
+
+    assert _fetch_request("events", 1, 0, 100, 0).isolation_level == 0
+    assert _fetch_request("events", 1, 0, 100, 0, READ_COMMITTED).isolation_level == 1
+    with LogClient(broker.bootstrap) as client:
+        # No transaction in the log: everything is stable, nothing aborted.
+        result = client.fetch("events", 1, 100, isolation_level=READ_COMMITTED)
+        assert result.last_stable_offset == result.high_watermark == 250
+        assert result.aborted_transactions == ()
+        latest = client.list_offsets({("events", 1): LATEST}, isolation_level=READ_COMMITTED)
+        assert latest == {("events", 1): 250}
+
+
 def test_reconnects_after_the_connection_drops(broker: BrokerProcess) -> None:
     with LogClient(broker.bootstrap) as client:
         assert client.partitions("events") == [0, 1]

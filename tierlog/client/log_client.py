@@ -13,7 +13,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.fetch.v12.request import FetchRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsRequest
@@ -27,6 +27,11 @@ from tierlog.protocol.kio_build import build
 ZERO_UUID = uuid.UUID(int=0)
 EARLIEST = -2
 LATEST = -1
+# Fetch and ListOffsets isolation levels (KIP-98): read_uncommitted reads up to the high
+# watermark; read_committed up to the last stable offset, and a Fetch answer lists the
+# aborted transactions in what it returns (the reader drops their records).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 # Errors after which fresh metadata may help: the leader moved or is being elected, the
 # topic was just created, the leader's storage hiccuped. Kafka's clients retry these too.
@@ -69,13 +74,28 @@ class PartitionInfo:
     leader_epoch: int
 
 
+class AbortedTransaction(NamedTuple):
+    """An entry of a read_committed Fetch answer's ``aborted_transactions``: a producer's
+    transaction that began at ``first_offset`` and was aborted (Kafka's
+    ``FetchResponseData.AbortedTransaction``)."""
+
+    producer_id: int
+    first_offset: int
+
+
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    """One partition of a Fetch answer: raw batches (possibly ending in a partial one)."""
+    """One partition of a Fetch answer: raw batches (possibly ending in a partial one).
+
+    ``last_stable_offset`` is -1 when the broker does not say; ``aborted_transactions``
+    is empty for read_uncommitted fetches.
+    """
 
     records: bytes
     high_watermark: int
     log_start_offset: int
+    last_stable_offset: int = -1
+    aborted_transactions: tuple[AbortedTransaction, ...] = ()
 
 
 def parse_bootstrap(servers: str | Iterable[str]) -> list[BrokerAddress]:
@@ -233,9 +253,12 @@ class LogClient:
 
     # -- offsets -------------------------------------------------------------------------
 
-    def list_offsets(self, wanted: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    def list_offsets(
+        self, wanted: Mapping[tuple[str, int], int], *, isolation_level: int = READ_UNCOMMITTED
+    ) -> dict[tuple[str, int], int]:
         """ListOffsets for each ``(topic, partition) -> timestamp`` (EARLIEST, LATEST or
-        milliseconds). A timestamp later than every record answers -1, as in Kafka.
+        milliseconds). A timestamp later than every record answers -1, as in Kafka. LATEST
+        is the high watermark, or with ``READ_COMMITTED`` the last stable offset.
 
         Raises:
             ClientError: a partition's error persists through the retries.
@@ -254,7 +277,9 @@ class LogClient:
                 assert info.leader is not None
                 by_leader[info.leader].append(key)
             for address, keys in by_leader.items():
-                failures.update(self._list_offsets_on(address, keys, pending, result))
+                failures.update(
+                    self._list_offsets_on(address, keys, pending, result, isolation_level)
+                )
             retriable = {k: e for k, e in failures.items() if e in _RETRIABLE}
             fatal = {k: e for k, e in failures.items() if e not in _RETRIABLE}
             if fatal or (retriable and attempt == self.retries):
@@ -273,6 +298,7 @@ class LogClient:
         keys: list[tuple[str, int]],
         timestamps: Mapping[tuple[str, int], int],
         result: dict[tuple[str, int], int],
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> dict[tuple[str, int], ErrorCode]:
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, partition in keys:
@@ -281,7 +307,7 @@ class LogClient:
             ListOffsetsRequest,
             {
                 "replica_id": -1,
-                "isolation_level": 0,
+                "isolation_level": isolation_level,
                 "topics": [
                     {
                         "name": topic,
@@ -322,9 +348,12 @@ class LogClient:
         *,
         max_bytes: int = 32 << 20,
         max_wait_ms: int = 0,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> FetchResult:
         """Raw batches of ``topic-partition`` from ``offset`` (at least one whole batch when
-        one exists there, KIP-74), read_uncommitted like Spark's Kafka source.
+        one exists there, KIP-74); read_uncommitted like Spark's Kafka source by default.
+        With ``READ_COMMITTED`` the broker answers only below the last stable offset, with
+        the aborted transactions the reader must drop (``tierlog.records.aborted_filter``).
 
         Raises:
             ClientError: e.g. OFFSET_OUT_OF_RANGE (not retried), or a retriable error that
@@ -343,7 +372,9 @@ class LogClient:
                 last = exc.error
                 continue
             assert info.leader is not None
-            request = _fetch_request(topic, partition, offset, max_bytes, max_wait_ms)
+            request = _fetch_request(
+                topic, partition, offset, max_bytes, max_wait_ms, isolation_level
+            )
             try:
                 answer = self._connection(info.leader).call(request)
             except OSError:
@@ -353,7 +384,14 @@ class LogClient:
             error = ErrorCode(data.error_code)
             if error == ErrorCode.none:
                 return FetchResult(
-                    bytes(data.records or b""), int(data.high_watermark), int(data.log_start_offset)
+                    bytes(data.records or b""),
+                    int(data.high_watermark),
+                    int(data.log_start_offset),
+                    int(data.last_stable_offset),
+                    tuple(
+                        AbortedTransaction(int(t.producer_id), int(t.first_offset))
+                        for t in data.aborted_transactions or ()
+                    ),
                 )
             if error not in _RETRIABLE:
                 raise ClientError(error, f"Fetch {topic}-{partition} at offset {offset}")
@@ -362,7 +400,12 @@ class LogClient:
 
 
 def _fetch_request(
-    topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int
+    topic: str,
+    partition: int,
+    offset: int,
+    max_bytes: int,
+    max_wait_ms: int,
+    isolation_level: int = READ_UNCOMMITTED,
 ) -> Any:
     return build(
         FetchRequest,
@@ -371,7 +414,7 @@ def _fetch_request(
             "max_wait": max_wait_ms,
             "min_bytes": 1 if max_wait_ms else 0,
             "max_bytes": max_bytes,
-            "isolation_level": 0,
+            "isolation_level": isolation_level,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [
