@@ -1,5 +1,5 @@
 """Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, ListGroups, DescribeGroups and DeleteGroups.
+OffsetCommit, TxnOffsetCommit, OffsetFetch, ListGroups, DescribeGroups and DeleteGroups.
 
 The work is the ``GroupCoordinator``'s (``tierlog.broker.group``); these functions only
 translate every request version to its calls and its results back.
@@ -173,9 +173,10 @@ async def handle_leave_group(services: BrokerServices, request: Request) -> Any:
     )
 
 
-async def handle_offset_commit(services: BrokerServices, request: Request) -> Any:
-    body: Any = request.body
-    offsets = {
+def _commit_entries(body: Any) -> dict[tuple[str, int], tuple[int, int, str | None]]:
+    """(topic, partition) -> (offset, leader epoch, metadata) of an OffsetCommit or
+    TxnOffsetCommit request; the leader epoch is -1 in versions without it."""
+    return {
         (t.name, p.partition_index): (
             p.committed_offset,
             field(p, "committed_leader_epoch", -1),
@@ -184,6 +185,20 @@ async def handle_offset_commit(services: BrokerServices, request: Request) -> An
         for t in body.topics
         for p in t.partitions
     }
+
+
+def _commit_topics(
+    offsets: dict[tuple[str, int], Any], partitions: dict[tuple[str, int], int], error: int
+) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for t, p in offsets:
+        topics[t].append({"partition_index": p, "error_code": partitions.get((t, p), error)})
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+async def handle_offset_commit(services: BrokerServices, request: Request) -> Any:
+    body: Any = request.body
+    offsets = _commit_entries(body)
     retention = field(body, "retention_time")
     result = await services.groups.commit_offsets(
         body.group_id,
@@ -193,14 +208,26 @@ async def handle_offset_commit(services: BrokerServices, request: Request) -> An
         group_instance_id=field(body, "group_instance_id"),
         retention_time_ms=millis(retention) if retention is not None else -1,
     )
-    topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for t, p in offsets:
-        topics[t].append(
-            {"partition_index": p, "error_code": result.partitions.get((t, p), result.error)}
-        )
-    return _answer(
-        request, {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+    return _answer(request, {"topics": _commit_topics(offsets, result.partitions, result.error)})
+
+
+async def handle_txn_offset_commit(services: BrokerServices, request: Request) -> Any:
+    """TxnOffsetCommit v0-v4 (KIP-98): the offsets join the producer's transaction and
+    become visible when it commits. v3+ carry the consumer's member id, generation and
+    group.instance.id (KIP-447), which the coordinator checks like OffsetCommit's; older
+    versions send none (-1, "", null) and skip those checks."""
+    body: Any = request.body
+    offsets = _commit_entries(body)
+    result = await services.groups.txn_offset_commit(
+        body.group_id,
+        body.producer_id,
+        body.producer_epoch,
+        field(body, "member_id", ""),
+        field(body, "generation_id", -1),
+        field(body, "group_instance_id"),
+        offsets,
     )
+    return _answer(request, {"topics": _commit_topics(offsets, result.partitions, result.error)})
 
 
 def _fetched(result_partitions: dict[tuple[str, int], FetchedOffset]) -> list[dict[str, Any]]:
@@ -225,8 +252,11 @@ def _wanted(topics: Any) -> list[tuple[str, int]] | None:
 
 
 async def handle_offset_fetch(services: BrokerServices, request: Request) -> Any:
+    """OffsetFetch v1-v9. ``require_stable`` (v7+, KIP-447): a partition whose offset is
+    pending in an open transaction answers UNSTABLE_OFFSET_COMMIT (per partition; the
+    consumer retries) instead of the last committed offset."""
     body: Any = request.body
-    stable = field(body, "require_stable", False)
+    stable = bool(field(body, "require_stable", False))
     if request.api_version >= 8:
         groups = []
         for g in body.groups:

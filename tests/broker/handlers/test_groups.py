@@ -1,0 +1,140 @@
+"""Tests for the group API handlers' transaction parts: TxnOffsetCommit v0-v4 and
+OffsetFetch require_stable, called directly with kio requests on a real coordinator."""
+
+from __future__ import annotations
+
+import importlib
+from types import SimpleNamespace
+from typing import Any
+
+from tests.broker.group.helpers import FakeLog, make_coordinator, run, stable_group
+from tierlog.broker.handlers.groups import handle_offset_fetch, handle_txn_offset_commit
+from tierlog.protocol import Request
+from tierlog.protocol.errors import ErrorCode as E
+from tierlog.protocol.kio_build import build
+from tierlog.protocol.versions import ApiKey
+
+PID = 4000
+
+
+def _request(api: str, key: int, version: int, data: dict[str, Any]) -> Request:
+    module = importlib.import_module(f"kio.schema.{api}.v{version}.request")
+    name = "".join(part.title() for part in api.split("_")) + "Request"
+    body = build(getattr(module, name), data)
+    return Request(key, version, 1, "client", None, body, version, 0)  # type: ignore[arg-type]
+
+
+def txn_commit_request(version: int, offsets: dict[int, int], **fields: Any) -> Request:
+    data = {
+        "transactional_id": "tx",
+        "group_id": "g",
+        "producer_id": PID,
+        "producer_epoch": 0,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": o,
+                        "committed_leader_epoch": 5,
+                        "committed_metadata": "md",
+                    }
+                    for p, o in offsets.items()
+                ],
+            }
+        ],
+        **fields,
+    }
+    return _request("txn_offset_commit", ApiKey.TXN_OFFSET_COMMIT, version, data)
+
+
+def fetch_request(version: int, partitions: list[int], require_stable: bool) -> Request:
+    topics = [{"name": "t", "partition_indexes": partitions}]
+    if version >= 8:
+        data: dict[str, Any] = {"groups": [{"group_id": "g", "topics": topics}]}
+    else:
+        data = {"group_id": "g", "topics": topics}
+    if version >= 7:
+        data["require_stable"] = require_stable
+    return _request("offset_fetch", ApiKey.OFFSET_FETCH, version, data)
+
+
+def _errors(response: Any) -> dict[int, int]:
+    (topic,) = response.topics
+    assert topic.name == "t"
+    return {p.partition_index: p.error_code for p in topic.partitions}
+
+
+def _fetched(response: Any) -> dict[int, tuple[int, int, int]]:
+    topics = response.groups[0].topics if hasattr(response, "groups") else response.topics
+    return {
+        p.partition_index: (p.committed_offset, p.committed_leader_epoch, p.error_code)
+        for t in topics
+        for p in t.partitions
+    }
+
+
+def test_txn_offset_commit_every_version_then_require_stable() -> None:
+    async def go() -> None:
+        log = FakeLog()
+        c = make_coordinator(log)
+        services = SimpleNamespace(groups=c)
+        for version in range(5):
+            response = await handle_txn_offset_commit(
+                services,  # type: ignore[arg-type]
+                txn_commit_request(version, {0: 10 + version, 1: 20}),
+            )
+            assert _errors(response) == {0: E.none, 1: E.none}, version
+        # The leader epoch exists from v2: the v4 commit (the last one) kept it.
+        pending = c._manager.groups["g"].pending_txn_offsets[PID]
+        assert pending[("t", 0)].value.offset == 14
+        assert pending[("t", 0)].value.leader_epoch == 5
+
+        for version in (7, 8, 9):
+            response = await handle_offset_fetch(
+                services,  # type: ignore[arg-type]
+                fetch_request(version, [0, 5], require_stable=True),
+            )
+            assert _fetched(response) == {
+                0: (-1, -1, E.unstable_offset_commit),
+                5: (-1, -1, E.none),
+            }, version
+        for version in (6, 7, 8):
+            response = await handle_offset_fetch(
+                services,  # type: ignore[arg-type]
+                fetch_request(version, [0], require_stable=False),
+            )
+            assert _fetched(response) == {0: (-1, -1, E.none)}, version
+
+        partition = c.partition_for("g")
+        log.marker(partition, PID, commit=True)
+        c.complete_txn(partition, PID, True)
+        response = await handle_offset_fetch(
+            services,  # type: ignore[arg-type]
+            fetch_request(7, [0, 1], require_stable=True),
+        )
+        assert _fetched(response) == {0: (14, 5, E.none), 1: (20, 5, E.none)}
+        await c.close()
+
+    run(go())
+
+
+def test_txn_offset_commit_v3_member_fields_are_checked() -> None:
+    async def go() -> None:
+        c = make_coordinator()
+        services = SimpleNamespace(groups=c)
+        leader, _ = await stable_group(c, 2)
+        stale = txn_commit_request(
+            3, {0: 1}, member_id=leader.member_id, generation_id=leader.generation_id + 1
+        )
+        response = await handle_txn_offset_commit(services, stale)  # type: ignore[arg-type]
+        assert _errors(response) == {0: E.illegal_generation}
+        current = txn_commit_request(
+            3, {0: 1}, member_id=leader.member_id, generation_id=leader.generation_id
+        )
+        response = await handle_txn_offset_commit(services, current)  # type: ignore[arg-type]
+        assert _errors(response) == {0: E.none}
+        await c.close()
+
+    run(go())
