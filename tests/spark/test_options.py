@@ -90,6 +90,7 @@ def test_remote_only_needs_no_broker_but_a_store() -> None:
         ({**BASE, "maxoffsetspertrigger": "lots"}, "maxoffsetspertrigger"),
         ({**BASE, "includeheaders": "yes"}, "includeheaders"),
         ({**BASE, "tierlog.tiers": "cold"}, "tierlog.tiers"),
+        ({**BASE, "kafka.isolation.level": "read_most"}, "kafka.isolation.level"),
         ({**BASE, "subscribepattern": "("}, "subscribe"),
         ({**BASE, "no.such.option": "1"}, "no.such.option"),
         ({"kafka.bootstrap.servers": "h:1", "assign": '{"a": ["0"]}'}, "assign"),
@@ -104,3 +105,15 @@ def test_bad_options_name_the_option(options: dict[str, str], named: str) -> Non
 def test_ending_options_are_refused_in_streaming() -> None:
     with pytest.raises(ConfigError, match="endingoffsets"):
         parse({**BASE, "endingoffsets": "latest"}, streaming=True)
+
+
+def test_isolation_level_as_in_kafkas_consumer() -> None:
+    assert not parse(BASE).read_committed  # read_uncommitted is Kafka's default
+    assert parse({**BASE, "kafka.isolation.level": "read_committed"}).read_committed
+    assert parse({**BASE, "kafka.Isolation.Level": "READ_COMMITTED"}).read_committed
+    assert not parse({**BASE, "kafka.isolation.level": "read_uncommitted"}).read_committed
+    with pytest.raises(ConfigError) as caught:
+        parse({**BASE, "kafka.isolation.level": "committed"})
+    message = str(caught.value)
+    assert "kafka.isolation.level" in message and "read_committed" in message
+    assert "\n" not in message

@@ -109,3 +109,22 @@ def test_limit_shares_by_backlog_and_keeps_every_partition_moving() -> None:
     assert [r.size for r in tiny] == [1, 1, 0]
     assert limit_ranges(ranges, None) == ranges
     assert limit_ranges(ranges, 5000) == ranges
+
+
+def test_read_committed_remote_splits_carry_the_later_txn_indexes() -> None:
+    import dataclasses
+
+    segs = [segment(0, 9), segment(10, 19), segment(20, 29), segment(30, 39)]
+    segs[1] = dataclasses.replace(segs[1], has_txn_index=True)
+    segs[3] = dataclasses.replace(segs[3], has_txn_index=True)
+    m = Manifest("t", 0, segments=tuple(segs))
+    rng = OffsetRange("t", 0, 5, 45)
+    committed = [
+        s for s in plan_range(rng, m, 100, read_committed=True) if isinstance(s, RemoteSplit)
+    ]
+    assert [s.txn_segments for s in committed] == [
+        (segs[1], segs[3]), (segs[1], segs[3]), (segs[3],), (segs[3],)
+    ]  # fmt: skip
+    assert {s.remote_end for s in committed} == {40}
+    uncommitted = [s for s in plan_range(rng, m, 100) if isinstance(s, RemoteSplit)]
+    assert all(s.txn_segments == () for s in uncommitted)

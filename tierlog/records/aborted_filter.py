@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from typing import Protocol
 
 from tierlog.local.txn_index_codec import AbortedTxn, overlapping
 from tierlog.records.builder import ControlType
@@ -32,7 +33,18 @@ from tierlog.records.header import NO_PRODUCER_ID, BatchHeader
 from tierlog.records.reader import decode_batch, iter_whole_batches
 from tierlog.records.varint import BytesLike
 
-__all__ = ["AbortedFilter", "filter_aborted", "search_index"]
+__all__ = ["AbortedFilter", "AbortedStart", "filter_aborted", "search_index"]
+
+
+class AbortedStart(Protocol):
+    """What the filter needs of an aborted transaction: a ``.txnindex`` entry
+    (``AbortedTxn``) or a Fetch answer's ``AbortedTransaction`` both have it."""
+
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def first_offset(self) -> int: ...
 
 
 def search_index(
@@ -75,13 +87,13 @@ class AbortedFilter:
             (duplicates are harmless).
     """
 
-    def __init__(self, aborted: Iterable[AbortedTxn] = ()) -> None:
+    def __init__(self, aborted: Iterable[AbortedStart] = ()) -> None:
         # Ordered by first offset: consumed as batches pass them (Kafka's PriorityQueue).
         self._pending: list[tuple[int, int]] = []
         self._aborted_producers: set[int] = set()
         self.add(aborted)
 
-    def add(self, aborted: Iterable[AbortedTxn]) -> None:
+    def add(self, aborted: Iterable[AbortedStart]) -> None:
         """More aborted transactions (a later Fetch's answer)."""
         for txn in aborted:
             heapq.heappush(self._pending, (txn.first_offset, txn.producer_id))
@@ -118,7 +130,7 @@ class AbortedFilter:
 
 
 def filter_aborted(
-    buf: BytesLike, aborted: Iterable[AbortedTxn], *, verify_crc: bool = True
+    buf: BytesLike, aborted: Iterable[AbortedStart], *, verify_crc: bool = True
 ) -> list[tuple[int, int]]:
     """``AbortedFilter(aborted).kept_ranges(buf)``: one buffer read on its own."""
     return AbortedFilter(aborted).kept_ranges(buf, verify_crc=verify_crc)

@@ -94,11 +94,19 @@ def _read_split(options: SourceOptions, split: Split) -> Iterator[pa.RecordBatch
     if isinstance(split, RemoteSplit):
         assert options.remote_url is not None
         store = FsspecRemoteStore(options.remote_url, options.storage_options)
-        batches = read_remote(split, store)
+        batches = read_remote(
+            split,
+            store,
+            read_committed=options.read_committed,
+            bootstrap=None if options.remote_only else options.bootstrap_servers,
+        )
     else:
         assert options.bootstrap_servers is not None
         batches = read_leader(
-            split, options.bootstrap_servers, fail_on_data_loss=options.fail_on_data_loss
+            split,
+            options.bootstrap_servers,
+            fail_on_data_loss=options.fail_on_data_loss,
+            read_committed=options.read_committed,
         )
     tier = split.tier if options.include_tier else None
     for batch in batches:
@@ -117,7 +125,14 @@ class TierlogBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         with Discovery(self.options) as discovery:
             ranges, manifests = discovery.ranges(self.options.starting, self.options.ending)
-        return _partitions(plan(ranges, manifests, self.options.leader_split_offsets))
+        return _partitions(
+            plan(
+                ranges,
+                manifests,
+                self.options.leader_split_offsets,
+                read_committed=self.options.read_committed,
+            )
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         split = getattr(partition, "split", None)
@@ -210,7 +225,14 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         )
                     since = earliest[tp]
                 ranges.append(OffsetRange(tp[0], tp[1], since, max(since, until)))
-        return _partitions(plan(ranges, manifests, self.options.leader_split_offsets))
+        return _partitions(
+            plan(
+                ranges,
+                manifests,
+                self.options.leader_split_offsets,
+                read_committed=self.options.read_committed,
+            )
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         split = getattr(partition, "split", None)

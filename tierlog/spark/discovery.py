@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 
 from tierlog.client import EARLIEST, LATEST, ClientError, LogClient
+from tierlog.client.log_client import READ_COMMITTED, READ_UNCOMMITTED
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.manifest import ZERO_UUID, Manifest, check_topic, segments_for_timestamp
 from tierlog.remote.segment_reader import RemoteSegmentReader
@@ -150,7 +151,9 @@ class Discovery:
     def earliest_latest(
         self, partitions: list[TopicPartition], manifests: dict[TopicPartition, Manifest | None]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        """Log start and end offset of each partition (remote-only: of its remote tier)."""
+        """Log start and end offset of each partition (remote-only: of its remote tier).
+        The end is the last stable offset for read_committed (Kafka's ``endOffsets`` of a
+        read_committed consumer, which Spark's Kafka source uses)."""
         if self.client is None:
             earliest = {}
             latest = {}
@@ -162,13 +165,18 @@ class Discovery:
             return earliest, latest
         answer = self._list_offsets({tp: EARLIEST for tp in partitions})
         earliest = dict(answer)
-        latest = self._list_offsets({tp: LATEST for tp in partitions})
+        latest = self._list_offsets(
+            {tp: LATEST for tp in partitions},
+            isolation_level=READ_COMMITTED if self.options.read_committed else READ_UNCOMMITTED,
+        )
         return earliest, latest
 
-    def _list_offsets(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    def _list_offsets(
+        self, wanted: dict[TopicPartition, int], isolation_level: int = READ_UNCOMMITTED
+    ) -> dict[TopicPartition, int]:
         assert self.client is not None
         try:
-            return self.client.list_offsets(wanted)
+            return self.client.list_offsets(wanted, isolation_level=isolation_level)
         except ClientError as exc:
             raise SourceError(str(exc)) from exc
 

@@ -4,13 +4,22 @@ Names follow Spark's Kafka source where they apply (``kafka.bootstrap.servers``,
 ``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets`` / ``endingOffsets``,
 ``startingTimestamp``, ``startingOffsetsByTimestamp``, ``endingTimestamp``,
 ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``,
-``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``), with the same values:
+``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``, ``kafka.isolation.level``),
+with the same values:
 offsets JSON is ``{"topic": {"0": 23, "1": -2}}`` with -2 = earliest and -1 = latest.
 ``failOnDataLoss`` is about offsets below the log start (retention); a compacted topic's
 offset gaps are not data loss, and ``maxOffsetsPerTrigger`` counts offsets, so over a gap a
 micro-batch holds fewer rows (both as in Spark's Kafka source).
 PySpark hands Python data sources their option names lower-cased, so lookups here are
 case-insensitive.
+
+``kafka.isolation.level`` (KIP-98) is ``read_uncommitted`` (the default, as in Kafka) or
+``read_committed``: records of aborted transactions are dropped — by the leader's answer on
+leader splits, which end at the last stable offset, and by each remote segment's uploaded
+``.txnindex`` on remote splits (an abort whose marker is not remote yet is asked of the
+leader; with ``tierlog.tiers=remote`` there is none to ask, so a transaction aborted after
+the remote tier's end shows until its marker's segment is offloaded). Transaction markers
+are never rows, whatever the level.
 
 tierlog's own options:
 
@@ -41,6 +50,7 @@ from tierlog.util.configdef import ConfigError
 
 EARLIEST = -2
 LATEST = -1
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 DEFAULT_LEADER_SPLIT_OFFSETS = 1_000_000
 
 
@@ -75,6 +85,7 @@ class SourceOptions:
     remote_url: str | None = None
     storage_options: dict[str, Any] = field(default_factory=dict)
     leader_split_offsets: int = DEFAULT_LEADER_SPLIT_OFFSETS
+    read_committed: bool = False
 
     def topic_matches(self, topic: str) -> bool:
         """Whether a discovered topic is subscribed (``subscribePattern``: full match)."""
@@ -144,6 +155,7 @@ def parse(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
     if ending.kind == "offsets" and any(v == EARLIEST for v in ending.offsets.values()):
         raise ConfigError("endingOffsets", "-2 (earliest) is not allowed as an ending offset")
     max_per_trigger = _int(opts, "maxoffsetspertrigger", None, minimum=1)
+    isolation = _choice(opts, "kafka.isolation.level", ISOLATION_LEVELS, "read_uncommitted")
     return SourceOptions(
         bootstrap_servers=bootstrap,
         subscribe=subscribe,
@@ -165,6 +177,7 @@ def parse(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
             opts, "tierlog.leadersplitoffsets", DEFAULT_LEADER_SPLIT_OFFSETS, minimum=1
         )
         or DEFAULT_LEADER_SPLIT_OFFSETS,
+        read_committed=isolation == "read_committed",
     )
 
 

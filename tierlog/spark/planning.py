@@ -7,6 +7,10 @@ For each partition's range ``[start, end)`` and the manifest read at planning ti
 * what lies at or above the manifest's remote end becomes ``LeaderSplit`` s of at most
   ``leader_split_offsets`` offsets each — executors fetch them from the leader.
 
+For read_committed, a remote split also carries the committed segments from its own on
+that have a ``.txnindex`` (an aborted transaction's marker may be in a later segment than
+its records), and the remote end, from where the leader knows the rest.
+
 Why no offset is read twice or skipped at the boundary, even while offload runs during
 the query: the boundary is fixed once, here, from one manifest snapshot. Segments the
 broker offloads later stay in the leader's splits, and if the broker also drops their
@@ -49,6 +53,10 @@ class RemoteSplit:
     start: int
     end: int
     segment: RemoteSegment
+    # read_committed only: segments from ``segment`` on with an aborted-txn index, in
+    # offset order, and the remote tier's end when planned.
+    txn_segments: tuple[RemoteSegment, ...] = ()
+    remote_end: int = 0
 
     tier = REMOTE
 
@@ -76,7 +84,11 @@ def remote_end(manifest: Manifest | None) -> int:
 
 
 def plan_range(
-    offsets: OffsetRange, manifest: Manifest | None, leader_split_offsets: int
+    offsets: OffsetRange,
+    manifest: Manifest | None,
+    leader_split_offsets: int,
+    *,
+    read_committed: bool = False,
 ) -> list[Split]:
     """The splits of one partition's range, in offset order, covering it exactly."""
     if offsets.size == 0:
@@ -84,11 +96,17 @@ def plan_range(
     splits: list[Split] = []
     hot_start = offsets.start
     if manifest is not None:
-        for segment in committed_segments(manifest):
+        committed = committed_segments(manifest)
+        end = remote_end(manifest)
+        for n, segment in enumerate(committed):
             lo = max(offsets.start, segment.base_offset)
             hi = min(offsets.end, segment.end_offset + 1)
-            if lo < hi:
-                splits.append(RemoteSplit(offsets.topic, offsets.partition, lo, hi, segment))
+            if lo >= hi:
+                continue
+            txn: tuple[RemoteSegment, ...] = ()
+            if read_committed:
+                txn = tuple(s for s in committed[n:] if s.has_txn_index)
+            splits.append(RemoteSplit(offsets.topic, offsets.partition, lo, hi, segment, txn, end))
         hot_start = max(offsets.start, remote_end(manifest))
     for lo in range(hot_start, offsets.end, leader_split_offsets):
         hi = min(lo + leader_split_offsets, offsets.end)
@@ -100,12 +118,16 @@ def plan(
     ranges: Iterable[OffsetRange],
     manifests: dict[tuple[str, int], Manifest | None],
     leader_split_offsets: int,
+    *,
+    read_committed: bool = False,
 ) -> list[Split]:
     """Splits of every range; remote ones first (they are the big, independent reads)."""
     splits: list[Split] = []
     for offsets in ranges:
         manifest = manifests.get((offsets.topic, offsets.partition))
-        splits.extend(plan_range(offsets, manifest, leader_split_offsets))
+        splits.extend(
+            plan_range(offsets, manifest, leader_split_offsets, read_committed=read_committed)
+        )
     return sorted(splits, key=lambda s: (s.tier != REMOTE, s.topic, s.partition, s.start))
 
 

@@ -3,7 +3,10 @@ on that path), leader splits by Fetch from the partition's leader.
 
 Both yield ``pyarrow.RecordBatch`` es of ``tierlog.records.arrow.KAFKA_SCHEMA`` holding
 exactly the split's offsets ``[start, end)``; ``finish`` then shapes them to the query's
-schema (headers dropped, tier column added).
+schema (headers dropped, tier column added). Transaction markers are never rows; with
+read_committed, records of aborted transactions are dropped too, by Kafka's consumer rule
+(``tierlog.records.aborted_filter``), the aborted transactions coming from the remote
+``.txnindex`` objects (remote splits) or the leader's Fetch answers (leader splits).
 """
 
 from __future__ import annotations
@@ -14,13 +17,18 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from tierlog.client import EARLIEST, ClientError, LogClient
+from tierlog.client.log_client import READ_COMMITTED, READ_UNCOMMITTED
+from tierlog.local.txn_index_codec import CorruptTxnIndexError, decode_entries
 from tierlog.protocol.errors import ErrorCode
+from tierlog.records.aborted_filter import AbortedFilter, AbortedStart, search_index
 from tierlog.records.arrow import to_record_batches
 from tierlog.records.header import HEADER_SIZE, parse_header
+from tierlog.remote.api import IndexKind
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.manifest import txn_index_object_name
 from tierlog.remote.segment_reader import RemoteSegmentReader
 from tierlog.spark.discovery import SourceError
-from tierlog.spark.planning import LeaderSplit, RemoteSplit
+from tierlog.spark.planning import LeaderSplit, RemoteSplit, Split
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +53,53 @@ def whole_batches_end(buf: bytes | memoryview, start: int = 0) -> tuple[int, int
     return pos, last
 
 
-def read_remote(split: RemoteSplit, store: FsspecRemoteStore) -> Iterator[pa.RecordBatch]:
+def remote_aborted(
+    split: RemoteSplit, store: FsspecRemoteStore, bootstrap: str | None
+) -> list[AbortedStart]:
+    """The aborted transactions a read_committed read of a remote split must drop:
+    the ``.txnindex`` entries overlapping it, from its segment on, until Kafka's stop rule
+    (``search_index``) says no later one can matter. When the remote indexes run out first,
+    a transaction with records in the split may have its ABORT marker in a segment not
+    offloaded yet: the leader, asked from the remote end with a read_committed Fetch, lists
+    those (its answer includes every aborted transaction ending at or after the offset it
+    is asked at). Without a ``bootstrap`` (remote-only reads) there is no one to ask.
+
+    Raises:
+        SourceError: a remote index is not a whole number of entries.
+    """
+    out: list[AbortedStart] = []
+    for segment in split.txn_segments:
+        name = txn_index_object_name(segment) or segment.segment_id
+        try:
+            entries = decode_entries(store.fetch_index(segment, IndexKind.TRANSACTION), name)
+        except CorruptTxnIndexError as exc:
+            raise SourceError(f"{split.topic}-{split.partition}: {exc}") from None
+        found, complete = search_index(entries, split.start, split.end)
+        out += found
+        if complete:
+            return out
+    if bootstrap is not None:
+        with LogClient(bootstrap, client_id="tierlog-spark") as client:
+            answer = client.fetch(
+                split.topic, split.partition, split.remote_end, max_bytes=1,
+                isolation_level=READ_COMMITTED,
+            )  # fmt: skip
+        out += [t for t in answer.aborted_transactions if t.first_offset < split.end]
+    return out
+
+
+def read_remote(
+    split: RemoteSplit,
+    store: FsspecRemoteStore,
+    *,
+    read_committed: bool = False,
+    bootstrap: str | None = None,
+) -> Iterator[pa.RecordBatch]:
     """The split's records, read straight from its segment's ``.log`` object, starting at
-    the batch the offset index points to, in ``REMOTE_CHUNK_BYTES`` ranges."""
+    the batch the offset index points to, in ``REMOTE_CHUNK_BYTES`` ranges. With
+    ``read_committed``, without the records of aborted transactions (``remote_aborted``
+    says which; ``bootstrap`` is the leader's cluster to ask, None for none)."""
+    filt = AbortedFilter(remote_aborted(split, store, bootstrap)) if read_committed else None
     reader = RemoteSegmentReader(store, split.segment)
     position = reader.find_position(split.start)
     size = reader.size
@@ -62,19 +114,44 @@ def read_remote(split: RemoteSplit, store: FsspecRemoteStore) -> Iterator[pa.Rec
         if end == 0 and position < size:
             carry = buf  # one batch bigger than a chunk: read on until it is whole
             continue
-        yield from to_record_batches(
-            memoryview(buf)[:end], split.topic, split.partition,
-            start_offset=split.start, end_offset=split.end,
-        )  # fmt: skip
+        yield from _decode(memoryview(buf)[:end], split, split.start, filt)
         carry = bytes(buf[end:])
         if last >= split.end - 1:
             return
 
 
+def _decode(
+    whole: memoryview, split: Split, start: int, filt: AbortedFilter | None
+) -> Iterator[pa.RecordBatch]:
+    """Whole batches as rows of ``[start, split.end)``; through ``filt`` when given (the
+    kept batches are decoded in place, run by run)."""
+    if filt is None:
+        yield from to_record_batches(
+            whole, split.topic, split.partition, start_offset=start, end_offset=split.end
+        )
+        return
+    # The filter reads headers only; to_record_batches checks the kept batches' CRCs.
+    for lo, hi in filt.kept_ranges(whole, verify_crc=False):
+        yield from to_record_batches(
+            whole[lo:hi], split.topic, split.partition, start_offset=start, end_offset=split.end
+        )
+
+
 def read_leader(
-    split: LeaderSplit, bootstrap: str, *, fail_on_data_loss: bool = True
+    split: LeaderSplit,
+    bootstrap: str,
+    *,
+    fail_on_data_loss: bool = True,
+    read_committed: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """The split's records fetched from the leader, one Fetch after another.
+
+    With ``read_committed`` each Fetch asks for read_committed (isolation level 1): the
+    answer ends at the last stable offset, and its aborted transactions' records are
+    dropped (a fresh ``AbortedFilter`` per answer, as Kafka's consumer has per fetch: the
+    answer lists every aborted transaction overlapping what it returns). The split then
+    ends at the LSO when the leader has nothing stable beyond it (a transaction still open
+    when the query was planned, with HW-based offsets).
 
     A compacted topic's log has offset gaps (the cleaner removes superseded records and,
     past their delete horizon, tombstones, but never moves an offset): a Fetch at an
@@ -89,17 +166,21 @@ def read_leader(
     """
     with LogClient(bootstrap, client_id="tierlog-spark") as client:
         offset = split.start
+        isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
         while offset < split.end:
             try:
                 result = client.fetch(
-                    split.topic, split.partition, offset, max_bytes=FETCH_MAX_BYTES
-                )
+                    split.topic, split.partition, offset, max_bytes=FETCH_MAX_BYTES,
+                    isolation_level=isolation,
+                )  # fmt: skip
             except ClientError as exc:
                 if exc.error != ErrorCode.offset_out_of_range:
                     raise
                 offset = _after_data_loss(client, split, offset, fail_on_data_loss)
                 continue
             end, last = whole_batches_end(result.records)
+            if read_committed and last < 0 and 0 <= result.last_stable_offset <= offset:
+                return  # nothing stable past here (yet): the read_committed end
             if last < 0 and not result.records and offset < result.high_watermark:
                 # No batch at all in [offset, high watermark): a gap the cleaner left at
                 # the end of the log (the last records were tombstones past their horizon).
@@ -115,10 +196,8 @@ def read_leader(
                 raise SourceError(
                     f"{split.topic}-{split.partition}: no whole batch at offset {offset}"
                 )
-            yield from to_record_batches(
-                memoryview(result.records)[:end], split.topic, split.partition,
-                start_offset=offset, end_offset=split.end,
-            )  # fmt: skip
+            filt = AbortedFilter(result.aborted_transactions) if read_committed else None
+            yield from _decode(memoryview(result.records)[:end], split, offset, filt)
             offset = last + 1
 
 
