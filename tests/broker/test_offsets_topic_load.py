@@ -4,15 +4,20 @@ coordinator every batch, transaction markers included, so transactional offset c
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
-from tests.broker.group.helpers import make_coordinator
+import pytest
+
+from tests.broker.group.helpers import make_coordinator, run
+from tierlog.broker.group import AppendError, GroupConfig, GroupCoordinator
 from tierlog.broker.group.offsets_codec import (
     OffsetCommitKey,
     OffsetCommitValue,
     encode_key,
     encode_offset_commit_value,
 )
+from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.offsets_topic import read_batches
 from tierlog.local.log import Log
 from tierlog.protocol.errors import ErrorCode as E
@@ -94,5 +99,59 @@ def test_load_from_a_log_with_transaction_markers(tmp_path: Path) -> None:
         again = make_coordinator(partitions=[])
         again.load_partition(partition, read_batches(log, batches[-1][0].base_offset))
         assert again.fetch_offsets(GROUP, [("a", 0)]).partitions[("a", 0)].offset == 1
+    finally:
+        log.close()
+
+
+def _coordinator_appends(log: Log) -> bool:
+    # Log.append(coordinator=True) (Kafka's AppendOrigin.COORDINATOR) is what takes the
+    # group coordinator's transactional batches, which carry no sequence number.
+    return "coordinator" in inspect.signature(Log.append).parameters
+
+
+def test_txn_offset_commits_through_a_real_log(tmp_path: Path) -> None:
+    log = Log(tmp_path / "__consumer_offsets-0", clock=ManualClock())
+    if not _coordinator_appends(log):
+        log.close()
+        pytest.skip("Log.append has no coordinator origin yet")
+
+    async def append(partition: int, batch: bytes) -> None:
+        del partition
+        try:
+            log.append(batch, 0, coordinator=True)
+        except Exception as exc:
+            raise AppendError(error_code(exc), str(exc)) from exc
+
+    async def go() -> None:
+        c = GroupCoordinator(append, config=GroupConfig(num_partitions=1), clock=ManualClock())
+        c.load_partition(0, [])
+        a, b = ("a", 0), ("b", 0)
+        await c.commit_offsets(GROUP, "", -1, {a: (1, -1, ""), b: (2, -1, "")})
+        ok = await c.txn_offset_commit(GROUP, 1, 0, "", -1, None, {a: (10, -1, "")})
+        assert ok.error == E.none
+        ok = await c.txn_offset_commit(GROUP, 2, 0, "", -1, None, {b: (20, -1, "")})
+        assert ok.error == E.none
+        log.append_marker(1, 0, 0, True, 0)
+        c.complete_txn(0, 1, True)
+        log.append_marker(2, 0, 0, False, 0)
+        c.complete_txn(0, 2, False)
+        # Producer 1 moves to epoch 1; a zombie with epoch 0 is fenced by the log.
+        ok = await c.txn_offset_commit(GROUP, 1, 1, "", -1, None, {b: (30, -1, "")})
+        assert ok.error == E.none
+        fenced = await c.txn_offset_commit(GROUP, 1, 0, "", -1, None, {b: (99, -1, "")})
+        assert fenced.error in (E.invalid_producer_epoch, E.producer_fenced)
+        fetched = c.fetch_offsets(GROUP, [a, b], require_stable=True).partitions
+        assert (fetched[a].offset, fetched[b].error) == (10, E.unstable_offset_commit)
+        await c.close()
+
+        fresh = GroupCoordinator(append, config=GroupConfig(num_partitions=1))
+        fresh.load_partition(0, read_batches(log, log.log_end_offset))
+        loaded = fresh.fetch_offsets(GROUP, [a, b], require_stable=True).partitions
+        assert (loaded[a].offset, loaded[b].error) == (10, E.unstable_offset_commit)
+        assert fresh.fetch_offsets(GROUP, [b]).partitions[b].offset == 2
+        await fresh.close()
+
+    try:
+        run(go())
     finally:
         log.close()

@@ -244,6 +244,23 @@ def test_coordinator_errors_and_append_failures() -> None:
     run(go())
 
 
+def test_fenced_commit_with_the_same_producer_id_keeps_the_pending_offset() -> None:
+    async def go() -> None:
+        log = FakeLog()
+        c = make_coordinator(log)
+        await txn_commit(c, {T1: 10})
+        log.fail_with = E.invalid_producer_epoch  # a zombie of the same producer id
+        assert (await txn_commit(c, {T1: 99, T2: 99})).error == E.invalid_producer_epoch
+        log.fail_with = None
+        fetched = c.fetch_offsets("g", [T1, T2], require_stable=True).partitions
+        assert (fetched[T1].error, fetched[T2].error) == (E.unstable_offset_commit, E.none)
+        settle(c, log, commit=True)
+        assert (committed(c, T1), committed(c, T2)) == (10, -1)
+        await c.close()
+
+    run(go())
+
+
 # ---------------------------------------------------------------- OffsetFetch require_stable
 
 

@@ -485,21 +485,34 @@ class GroupMetadata:
 
     def prepare_txn_offsets(
         self, producer_id: int, offsets: dict[TopicPartition, CommitRecord]
-    ) -> None:
+    ) -> dict[TopicPartition, CommitRecord]:
         """Hold ``offsets`` for ``producer_id``'s transaction; a later commit of the same
-        partition in the same transaction replaces the earlier one."""
-        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+        partition in the same transaction replaces the earlier one. Returns the entries
+        replaced, for ``fail_txn_offsets``."""
+        pending = self.pending_txn_offsets.setdefault(producer_id, {})
+        replaced = {tp: pending[tp] for tp in offsets if tp in pending}
+        pending.update(offsets)
+        return replaced
 
     def fail_txn_offsets(
-        self, producer_id: int, offsets: dict[TopicPartition, CommitRecord]
+        self,
+        producer_id: int,
+        offsets: dict[TopicPartition, CommitRecord],
+        replaced: dict[TopicPartition, CommitRecord],
     ) -> None:
-        """Forget these pending offsets (their append failed), unless a later commit of
-        the transaction replaced them meanwhile."""
+        """Undo ``prepare_txn_offsets`` after its append failed: the entries it replaced
+        come back (they are in the log; a fenced zombie with the same producer id must not
+        erase them, unlike Kafka's ``failPendingTxnOffsetCommit``), the others go. An entry
+        that a later commit replaced meanwhile is left alone."""
         pending = self.pending_txn_offsets.get(producer_id)
         if pending is None:
             return
         for tp, record in offsets.items():
-            if pending.get(tp) is record:
+            if pending.get(tp) is not record:
+                continue
+            if tp in replaced:
+                pending[tp] = replaced[tp]
+            else:
                 del pending[tp]
         if not pending:
             del self.pending_txn_offsets[producer_id]

@@ -455,13 +455,13 @@ class GroupMetadataManager:
             for (t, p), v in offsets.items()
         ]
         prepared = {tp: CommitRecord(v, seq) for tp, v in offsets.items()}
-        group.prepare_txn_offsets(producer_id, prepared)
+        replaced = group.prepare_txn_offsets(producer_id, prepared)
         self._txn_groups.setdefault(producer_id, set()).add(group.group_id)
         error = await self._write(
             self.partition_for(group.group_id), records, producer_id, producer_epoch
         )
         if error:
-            group.fail_txn_offsets(producer_id, prepared)
+            group.fail_txn_offsets(producer_id, prepared, replaced)
             if producer_id not in group.pending_txn_offsets:
                 self._forget_txn_group(producer_id, group.group_id)
             return _STORE_OFFSETS_ERRORS.get(error, error)
