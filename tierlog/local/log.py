@@ -10,6 +10,13 @@ fast path), read, retention and truncation all work on the same segment list and
 loading already lives in ``log_loader.py``, and the append validation is the next part to
 move out (into an appender owned by the log) when it grows again.
 
+Transactions (KIP-98): the producer state tracks open transactions, whose first offset
+bounds the last stable offset (``first_unstable_offset``); ``append_marker`` writes a
+COMMIT or ABORT marker as leader, and every transaction an ABORT ends gets an entry in the
+``.txnindex`` of the segment holding its marker, whoever writes it (leader, follower,
+recovery), from the same sequential replay, so replicas' index files are identical.
+``collect_aborted_transactions`` answers read_committed fetches from those files.
+
 Single-threaded by contract, like Kafka's ``LocalLog``: the broker calls it from its event
 loop and the ``LogManager``'s scheduled tasks run on that same loop. Whoever adds threads
 takes a lock around the whole ``Log``.
@@ -40,7 +47,10 @@ from tierlog.local.leader_epoch import LeaderEpochCache
 from tierlog.local.log_loader import load
 from tierlog.local.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    CompletedTxn,
+    EndTxnMarker,
     ProducerStateManager,
+    end_txn_marker,
 )
 from tierlog.local.segment import (
     BatchEntry,
@@ -48,6 +58,8 @@ from tierlog.local.segment import (
     LogSegment,
 )
 from tierlog.local.time_index import NO_TIMESTAMP
+from tierlog.local.txn_index_codec import AbortedTxn
+from tierlog.records.builder import ControlType, build_control_batch
 from tierlog.records.codecs import DEFAULT_MAX_SIZE, check_declared_sizes
 from tierlog.records.errors import InvalidRecordError
 from tierlog.records.header import (
@@ -60,6 +72,7 @@ from tierlog.records.header import (
     Attr,
     BatchHeader,
     iter_batches,
+    parse_header,
     rewrite_prefix,
     set_log_append_time,
     validate_batch,
@@ -180,16 +193,26 @@ class Log:
 
     # -- appending -----------------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0) -> AppendInfo:
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int = 0,
+        *,
+        coordinator: bool = False,
+    ) -> AppendInfo:
         """Append a producer's batches, assigning offsets from the log end.
 
         Validates every batch (length, magic, CRC-32C, size, Kafka's client rules) before
-        writing anything, so a bad request leaves the log untouched.
+        writing anything, so a bad request leaves the log untouched. ``coordinator``:
+        written by this broker's group coordinator (Kafka's ``AppendOrigin.COORDINATOR``,
+        transactional offset commits with base sequence -1): sequences are not checked,
+        epochs and transactions are.
 
         Raises:
             CorruptBatchError: malformed or CRC-failing batch.
             InvalidRecordError: count/offset mismatch or a control batch from a client.
             RecordTooLargeError / RecordBatchTooLargeError: size limits.
+            ProducerStateError: an idempotence or transaction rule (its ``code``).
         """
         if self.closed:
             self._check_open()  # raises LogClosedError
@@ -206,12 +229,12 @@ class Log:
                 and "compact" not in self.config.cleanup_policy
             ):
                 return self._append_one(records, h, leader_epoch)
-        info = self._validate(records, client=True)
+        info = self._validate(records, client=True, coordinator=coordinator)
         if not info.batches:
             return info
         if self.config.compact:
             _require_keys(records, info)
-        duplicate = self._check_producers(info)
+        duplicate = self._check_producers(info, coordinator)
         if duplicate is not None:
             return duplicate
         if self.config.message_timestamp_type == "LogAppendTime":
@@ -336,7 +359,7 @@ class Log:
             [tuple.__new__(BatchHeader, h)],
         )
 
-    def _check_producers(self, info: AppendInfo) -> AppendInfo | None:
+    def _check_producers(self, info: AppendInfo, coordinator: bool = False) -> AppendInfo | None:
         """Idempotent producers (KIP-98): a retry of a recent batch gets the original
         offsets back and nothing is written; a gap or an old epoch raises."""
         headers = [h for h in info.batches if h.producer_id >= 0]
@@ -348,7 +371,7 @@ class Log:
             raise InvalidRecordError(
                 "an idempotent produce request may carry only one batch per partition"
             )
-        found = self.producer_state.check(headers[0])
+        found = self.producer_state.check(headers[0], coordinator=coordinator)
         if found is None:
             return None
         stamped = self.config.message_timestamp_type == "LogAppendTime"
@@ -376,9 +399,11 @@ class Log:
                 f"{self.log_end_offset}"
             )
         entries: list[BatchEntry] = []
+        positions: list[int] = []
         position = 0
         previous_next = first.base_offset
         for header in info.batches:
+            positions.append(position)
             if header.base_offset < previous_next:
                 raise InvalidRecordError(f"{self.name}: replicated offsets go backwards")
             entries.append(
@@ -394,11 +419,104 @@ class Log:
         self._write([memoryview(records)], entries, info)
         for header in info.batches:
             self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        # The leader validated these; a follower only keeps its state in step (Kafka too).
-        self.producer_state.rebuild_from(info.batches)
+        # The leader validated these; a follower only keeps its state in step (Kafka too),
+        # batch after batch as the leader did, so its .txnindex entries are the leader's.
+        view = memoryview(records)
+        for header, start in zip(info.batches, positions, strict=True):
+            marker = None
+            if header.is_control and header.producer_id >= 0:
+                marker = end_txn_marker(view[start : start + header.size])
+            self._index_if_aborted(self.producer_state.replay(header, marker), self.active_segment)
         return info
 
-    def _validate(self, records: bytes | bytearray | memoryview, client: bool) -> AppendInfo:
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        leader_epoch: int,
+        timestamp_ms: int | None = None,
+    ) -> AppendInfo:
+        """Write a transaction marker (COMMIT or ABORT control batch) at the log end, as
+        leader (Kafka's ``UnifiedLog.appendAsLeader`` with a WriteTxnMarkers batch). The
+        producer's open transaction ends; an aborted one is added to the ``.txnindex`` of
+        the segment holding the marker with the LSO after it.
+
+        Raises:
+            InvalidProducerEpochError: ``producer_epoch`` below the producer's (47).
+            TransactionCoordinatorFencedError: an older coordinator epoch (52).
+        """
+        self._check_open()
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        offset = self.log_end_offset
+        timestamp = self.clock.milliseconds() if timestamp_ms is None else timestamp_ms
+        batch = build_control_batch(
+            ControlType.COMMIT if commit else ControlType.ABORT,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_offset=offset,
+            timestamp=timestamp,
+            partition_leader_epoch=leader_epoch,
+            coordinator_epoch=coordinator_epoch,
+        )
+        header = parse_header(batch)
+        info = AppendInfo(
+            first_offset=offset,
+            last_offset=offset,
+            max_timestamp=timestamp,
+            offset_of_max_timestamp=offset,
+            record_count=1,
+            size=len(batch),
+            batches=[header],
+        )
+        self._write([batch], [BatchEntry(0, len(batch), offset, timestamp)], info)
+        self.leader_epoch_cache.assign(leader_epoch, offset)
+        completed = self.producer_state.replay(header, EndTxnMarker(commit, coordinator_epoch))
+        self._index_if_aborted(completed, self.active_segment)
+        return info
+
+    def _index_if_aborted(self, completed: CompletedTxn | None, segment: LogSegment) -> None:
+        """An aborted transaction goes into the marker's segment's ``.txnindex`` with the
+        LSO once it ended (Kafka's ``LogSegment.updateTxnIndex``)."""
+        if completed is not None and completed.is_aborted:
+            segment.txn_index.append(
+                AbortedTxn(
+                    completed.producer_id,
+                    completed.first_offset,
+                    completed.last_offset,
+                    self.producer_state.last_stable_offset(completed),
+                )
+            )
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest open transaction (at least the log start), or
+        None when none is open: read_committed reads stop there."""
+        first = self.producer_state.first_unstable_offset
+        return None if first is None else max(first, self.log_start_offset)
+
+    def collect_aborted_transactions(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of [fetch_offset,
+        upper_bound_offset) must list: from the ``.txnindex`` of the segment holding
+        ``fetch_offset`` onwards, until an entry whose LSO reaches the upper bound (Kafka's
+        ``LocalLog.collectAbortedTransactions``)."""
+        self._check_open()
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_for(fetch_offset) :]:
+            # Segments starting past the upper bound still count: a transaction begun
+            # below it may have its marker, and so its entry, far later.
+            txns, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
+            found += txns
+            if complete:
+                break
+        return found
+
+    def _validate(
+        self, records: bytes | bytearray | memoryview, client: bool, coordinator: bool = False
+    ) -> AppendInfo:
         info = AppendInfo()
         max_bytes = self.config.max_message_bytes
         for position, header in iter_batches(records):
@@ -413,7 +531,7 @@ class Log:
                     f"{self.config.segment_bytes}"
                 )
             if client:
-                self._check_client_batch(header)
+                self._check_client_batch(header, coordinator)
                 codec = header.attributes & Attr.COMPRESSION_MASK
                 if codec:
                     block = memoryview(records)[position + HEADER_SIZE : position + header.size]
@@ -433,7 +551,7 @@ class Log:
             )
         return info
 
-    def _check_client_batch(self, header: BatchHeader) -> None:
+    def _check_client_batch(self, header: BatchHeader, coordinator: bool = False) -> None:
         # Kafka's LogValidator.validateBatch rules for batches from clients.
         if header.record_count <= 0:
             raise InvalidRecordError(f"invalid record count {header.record_count}")
@@ -444,7 +562,7 @@ class Log:
             )
         if header.is_control:
             raise InvalidRecordError("clients are not allowed to write control records")
-        if header.producer_id >= 0 and header.base_sequence == NO_SEQUENCE:
+        if header.producer_id >= 0 and header.base_sequence == NO_SEQUENCE and not coordinator:
             raise InvalidRecordError(f"invalid sequence number {header.base_sequence}")
 
     def _stamp_log_append_time(
@@ -685,10 +803,30 @@ class Log:
             self.producer_state.truncate_and_reload(self.log_start_offset, self.log_end_offset)
         )
 
-    def rebuild_producer_state(self, from_offset: int) -> None:
-        """Replay producer batches from ``from_offset`` to the log end into the state."""
-        self.producer_state.rebuild_from(h for _, _, h in self.batches(from_offset))
-        self.producer_state.update_map_end_offset(self.log_end_offset)
+    def rebuild_producer_state(self, from_offset: int, index_from: int | None = None) -> None:
+        """Replay producer batches from ``from_offset`` to the log end into the state.
+
+        ``index_from``: the segments from there on had their ``.txnindex`` emptied
+        (recovery); transactions aborted by markers at or above it are indexed again, with
+        the LSOs the sequential replay gives, which are those of the original appends.
+        """
+        state = self.producer_state
+        for segment, position, header in self.batches(from_offset):
+            marker = None
+            if (
+                header.is_control
+                and header.producer_id >= 0
+                and header.last_offset >= (state.map_end_offset)
+            ):
+                marker = end_txn_marker(os.pread(segment.fd, header.size, position))
+            completed = state.replay(header, marker)
+            if (
+                index_from is not None
+                and completed is not None
+                and (completed.last_offset >= index_from)
+            ):
+                self._index_if_aborted(completed, segment)
+        state.update_map_end_offset(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log empty at ``offset``."""

@@ -9,6 +9,11 @@ leftovers of interrupted work (``*.deleted``, ``*.tmp``, indexes without a log, 
 compaction's ``*.cleaned`` files; a committed ``*.swap`` is completed); and
 settles the log start, recovery point, leader epoch cache and producer state. Segments
 below the recovery point are not rescanned (the background scrubber re-checks them).
+
+A recovered segment's ``.txnindex`` is rebuilt (Kafka's ``LogSegment.recover`` with the
+producer state): the producer state is reloaded from the latest snapshot at or below the
+first recovered segment (later snapshots are deleted, as Kafka's ``truncateAndReload``
+does) and replayed to the log end, indexing every aborted transaction from there on.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
     """Open every segment, recover those from the recovery point on after an unclean stop
     (or any whose indexes are missing or fail their check), and settle the log's offsets."""
     bases = _clean_directory(log)
+    # Base offset of the first segment recover() rebuilt, whose .txnindex must be too.
+    reindex_from: int | None = None
     first_recovered = len(bases)
     if not had_clean_shutdown and bases:
         first_recovered = max(0, bisect.bisect_right(bases, log.recovery_point) - 1)
@@ -51,6 +58,7 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
         # for the files here, after the open has created them, never saw one missing).
         if n >= first_recovered or segment.indexes_missing:
             truncated = segment.recover()
+            reindex_from = base if reindex_from is None else reindex_from
             if segment.indexes_missing:
                 logger.info("%s: rebuilt missing indexes", segment.path)
             if truncated:
@@ -74,6 +82,7 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
             if problem is not None:
                 logger.warning("%s: %s; recovering the segment", segment.path, problem)
                 truncated = segment.recover()
+                reindex_from = base if reindex_from is None else reindex_from
                 if truncated:
                     segment.flush()
                     _drop_after_corruption(log, segment, truncated)
@@ -100,7 +109,18 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
     log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
     # Producer state: the latest snapshot at or below the log end, then the batches after
     # it (only the active segment after a clean stop or a roll).
-    log.rebuild_producer_state(log.producer_state.load(log.log_start_offset, log.log_end_offset))
+    state = log.producer_state
+    if reindex_from is not None and reindex_from < log.log_end_offset:
+        reindex_from = max(reindex_from, log.log_start_offset)
+        for segment in log.segments:
+            if segment.base_offset >= reindex_from:
+                segment.txn_index.reset()
+        # Snapshots above the recovered range describe batches being re-checked: the
+        # state and the index entries are derived again from the log itself.
+        replay_from = state.load(log.log_start_offset, reindex_from)
+        log.rebuild_producer_state(replay_from, index_from=reindex_from)
+    else:
+        log.rebuild_producer_state(state.load(log.log_start_offset, log.log_end_offset))
     if not log.producer_state.is_empty() and (
         log.producer_state.latest_snapshot_offset() != log.log_end_offset
     ):
