@@ -71,16 +71,15 @@ def test_node_id_is_an_alias_of_broker_id() -> None:
     assert BrokerConfig({"node.id": "7"}).broker_id == 7
 
 
-def test_keys_whose_feature_is_not_there_yet_are_refused_not_ignored() -> None:
+def test_transaction_keys_parse_and_bad_values_name_the_key() -> None:
+    config = BrokerConfig(
+        {"transactional.id.expiration.ms": "1000", "transaction.max.timeout.ms": "60000"}
+    )
+    assert config["transactional.id.expiration.ms"] == 1000
+    assert config["transaction.state.log.num.partitions"] == 50
     with pytest.raises(ConfigError) as exc:
-        BrokerConfig({"transactional.id.expiration.ms": "1000"})
-    assert exc.value.key == "transactional.id.expiration.ms"
-    assert "remove this key" in str(exc.value)
-
-
-def test_such_keys_at_their_default_are_what_the_broker_does() -> None:
-    config = BrokerConfig({"transactional.id.expiration.ms": "604800000"})
-    assert config.single_node
+        BrokerConfig({"transaction.state.log.min.isr": "0"})
+    assert exc.value.key == "transaction.state.log.min.isr"
 
 
 def test_cluster_example_configs_parse_and_differ_where_they_must() -> None:

@@ -390,6 +390,64 @@ def list_partition_reassignments(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {"timeout": 5000, "topics": None}
 
 
+# Transactions: a transactional id no InitProducerId made, so the coordinator answers with
+# errors (INVALID_PRODUCER_ID_MAPPING, TRANSACTIONAL_ID_NOT_FOUND, ...): a well-formed
+# answer is what is checked; the flows themselves are in test_transactions.py.
+def add_partitions_to_txn(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    topics = [{"name": TOPIC, "partitions": [0]}]
+    return {
+        "v3_and_below_transactional_id": "pv-txn",
+        "v3_and_below_producer_id": 1,
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": topics,
+        "transactions": [
+            {
+                "transactional_id": "pv-txn",
+                "producer_id": 1,
+                "producer_epoch": 0,
+                "verify_only": True,
+                "topics": topics,
+            }
+        ],
+    }
+
+
+def add_offsets_to_txn(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"transactional_id": "pv-txn", "producer_id": 1, "producer_epoch": 0, "group_id": GROUP}
+
+
+def end_txn(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"transactional_id": "pv-txn", "producer_id": 1, "producer_epoch": 0, "committed": True}
+
+
+def write_txn_markers(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "markers": [
+            {
+                "producer_id": 1,
+                "producer_epoch": 0,
+                "transaction_result": False,
+                "topics": [{"name": "pv-no-such-topic", "partition_indexes": [0]}],
+                "coordinator_epoch": 0,
+            }
+        ]
+    }
+
+
+def describe_producers(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}
+
+
+def describe_transactions(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    # No ids: an unknown id is answered with start time -1, as Kafka does, which kio's
+    # decoder (this test's reader, not a Kafka client) refuses as a negative timestamp.
+    return {"transactional_ids": []}
+
+
+def list_transactions(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
+
+
 REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
@@ -420,6 +478,13 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.ELECT_LEADERS: elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments,
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
+    ApiKey.END_TXN: end_txn,
+    ApiKey.WRITE_TXN_MARKERS: write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: list_transactions,
 }
 
 
@@ -463,6 +528,8 @@ MUST_SUCCEED = {
     ApiKey.ALTER_PARTITION,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS,
     ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    ApiKey.DESCRIBE_PRODUCERS,
+    ApiKey.LIST_TRANSACTIONS,
 }
 
 

@@ -30,6 +30,7 @@ from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.server import ConnectionLimits, KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
+from tierlog.broker.txn import Transactions
 from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
 from tierlog.compaction.remote_cleaner import RemoteCompactor
 from tierlog.local.log_manager import LogManager, LogManagerTimings
@@ -63,6 +64,7 @@ class Broker:
         self.remote: RemoteLogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.offsets_topic: OffsetsTopic | None = None
+        self.transactions: Transactions | None = None
         self.services: BrokerServices | None = None
         self.cluster: ClusterMembership | None = None
         self.scrubber: Scrubber | None = None
@@ -154,6 +156,17 @@ class Broker:
             config, coordinator, replicas, clock=self.clock
         )
         replicas.leadership_listeners.append(offsets_topic.on_leadership_change)
+        producer_ids = ProducerIds(coordinator)
+        transactions = self.transactions = Transactions(
+            config,
+            coordinator,
+            replicas,
+            offsets_topic.groups,
+            producer_ids.next_id,
+            self._address_of,
+            clock=self.clock,
+        )
+        replicas.leadership_listeners.append(transactions.state_topic.on_leadership_change)
         if self.cluster is not None:
             replicas.fetchers = ReplicaFetcherManager(
                 config.broker_id,
@@ -173,7 +186,7 @@ class Broker:
             replicas=replicas,
             groups=offsets_topic.groups,
             offsets_topic=offsets_topic,
-            producer_ids=ProducerIds(coordinator),
+            producer_ids=producer_ids,
             lifecycle=self.lifecycle,
             alter_partition=(
                 coordinator.alter_partition
@@ -183,6 +196,7 @@ class Broker:
             controller=None if self.cluster is None else self.cluster.controller,
             # The cleaner starts below; until then (and when disabled) there is no state.
             cleaner_state=lambda: None if self.cleaner is None else self.cleaner.describe(),
+            transactions=transactions,
         )
         self._schedule_background_tasks(scheduler)
         rate = config["log.scrubber.bytes.per.second"]
@@ -224,6 +238,22 @@ class Broker:
             interval,
             interval,
         )
+        coordinator = self.transactions.coordinator if self.transactions else None
+        if coordinator is not None:
+            interval = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+            scheduler.schedule(
+                "transaction-abort",
+                lambda: asyncio.ensure_future(coordinator.abort_timed_out()),
+                interval,
+                interval,
+            )
+            interval = config["transaction.remove.expired.transaction.cleanup.interval.ms"]
+            scheduler.schedule(
+                "transactionalid-expiration",
+                lambda: asyncio.ensure_future(coordinator.expire_ids()),
+                interval,
+                interval,
+            )
         if self.cluster is not None:
             # Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2.
             interval = max(1, config["replica.lag.time.max.ms"] // 2)
@@ -360,6 +390,7 @@ class Broker:
             ("metrics endpoint", self._metrics_server.shutdown if self._metrics_server else None),
             ("replica fetchers", fetchers.close if fetchers else None),
             ("groups", groups.close if groups else None),
+            ("transactions", self.transactions.close if self.transactions else None),
             ("scrubber", self.scrubber.stop if self.scrubber else None),
             ("log cleaner", self.cleaner.stop if self.cleaner else None),
             ("remote tier", remote.close if remote else None),

@@ -264,7 +264,56 @@ BROKER_CONFIG = ConfigDef(
             "transactional.id.expiration.ms",
             "int",
             604_800_000,
-            "idle producer ids expire",
+            "a transactional id with no transaction for this long is forgotten",
+            at_least(1),
+        ),
+        ConfigKey(
+            "transaction.state.log.num.partitions",
+            "int",
+            50,
+            "partitions of __transaction_state",
+            at_least(1),
+        ),
+        ConfigKey(
+            "transaction.state.log.replication.factor",
+            "int",
+            1,
+            "replicas of __transaction_state",
+            at_least(1),
+        ),
+        ConfigKey(
+            "transaction.state.log.min.isr",
+            "int",
+            1,
+            "min.insync.replicas of __transaction_state",
+            at_least(1),
+        ),
+        ConfigKey(
+            "transaction.state.log.segment.bytes",
+            "int",
+            100 << 20,
+            "segments of __transaction_state",
+            at_least(14),
+        ),
+        ConfigKey(
+            "transaction.max.timeout.ms",
+            "int",
+            900_000,
+            "largest transaction.timeout.ms a producer may ask for",
+            at_least(1),
+        ),
+        ConfigKey(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "int",
+            10_000,
+            "how often transactions older than their timeout are aborted",
+            at_least(1),
+        ),
+        ConfigKey(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            "int",
+            3_600_000,
+            "how often expired transactional ids are removed",
             at_least(1),
         ),
         ConfigKey(
@@ -400,14 +449,6 @@ _TOPIC_DEFAULTS = {
 }
 
 
-# Keys Kafka accepts whose feature this version does not run: refused when set to anything
-# but their default, with the reason, rather than accepted and silently ignored (a user
-# would believe them in force). Their defaults are what the broker does anyway.
-_NOT_YET_HONOURED = {
-    "transactional.id.expiration.ms": "transactions are not supported yet",
-}
-
-
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -470,9 +511,6 @@ class BrokerConfig:
             {k: v for k, v in self.raw.items() if not k.startswith(REMOTE_OPTIONS_PREFIX)}
         )
         check_kafka_ranges(BROKER_CONFIG, self.values)
-        for key, reason in _NOT_YET_HONOURED.items():
-            if self.values[key] != BROKER_CONFIG.keys[key].default:
-                raise ConfigError(key, f"{reason}; remove this key")
         v = self.values
         if v["node.id"] >= 0 and "broker.id" not in self.raw:
             v["broker.id"] = v["node.id"]

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tierlog.broker.controller import Controller
     from tierlog.broker.group import GroupCoordinator
     from tierlog.broker.offsets_topic import OffsetsTopic
+    from tierlog.broker.txn import Transactions
 
 # Producer ids are reserved from the coordinator in blocks, as Kafka does, so a restart
 # never hands out an id twice and most InitProducerId calls touch no file.
@@ -86,6 +87,7 @@ class BrokerServices:
         controller APIs (ElectLeaders, partition reassignments); None on a single node.
     cleaner_state: the log cleaner's state of every compacted log here
         (``LogCleaner.describe``), None when the cleaner is off; read on the event loop.
+    transactions: the transaction coordinator, its topic and the marker writer.
     """
 
     config: BrokerConfig
@@ -100,3 +102,4 @@ class BrokerServices:
     )
     controller: Controller | None = None
     cleaner_state: Callable[[], CleanerStates | None] = lambda: None
+    transactions: Transactions | None = None

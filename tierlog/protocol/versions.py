@@ -62,6 +62,11 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     DESCRIBE_LOG_DIRS = 35
     ALTER_CONFIGS = 33
@@ -72,6 +77,9 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     ALTER_PARTITION = 56
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
@@ -124,6 +132,21 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         # InitProducerId: v3 lets a producer resume its id/epoch, v4 PRODUCER_FENCED,
         # v5 TRANSACTION_ABORTABLE. v6 adds two-phase commit (KIP-939): not implemented.
         ApiKey.INIT_PRODUCER_ID: (0, 5),
+        # Transactions v1 (KIP-98 with KIP-890 part 1). AddPartitionsToTxn v4 is the
+        # brokers' batched verify-only form (leaders ask coordinators; clients stay at
+        # v3); v5 and EndTxn v5 / TxnOffsetCommit v5 / AddOffsetsToTxn v5 are
+        # transactions v2 (KIP-890 part 2: no AddPartitionsToTxn, epoch bump per
+        # transaction), which we do not implement. AddOffsetsToTxn v4 only adds the
+        # TRANSACTION_ABORTABLE code. WriteTxnMarkers v1 is the flexible baseline (v0 was
+        # removed in Kafka 4); v2 carries the transaction version of transactions v2.
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+        ApiKey.END_TXN: (0, 4),
+        ApiKey.WRITE_TXN_MARKERS: (1, 1),
+        # Admin views of transactions (KIP-664): kafka-transactions.sh.
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 1),
         # OffsetForLeaderEpoch: v2 baseline (leader epoch fencing), v3 ReplicaId, v4 flexible.
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),

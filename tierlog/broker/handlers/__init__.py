@@ -36,7 +36,6 @@ from tierlog.broker.handlers.log_dirs import handle_describe_log_dirs
 from tierlog.broker.handlers.metadata import handle_api_versions, handle_metadata
 from tierlog.broker.handlers.offsets import (
     handle_delete_records,
-    handle_init_producer_id,
     handle_list_offsets,
     handle_offset_for_leader_epoch,
 )
@@ -47,6 +46,16 @@ from tierlog.broker.handlers.reassignment import (
     handle_list_partition_reassignments,
 )
 from tierlog.broker.handlers.replication import handle_alter_partition
+from tierlog.broker.handlers.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_producers,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_init_producer_id,
+    handle_list_transactions,
+    handle_write_txn_markers,
+)
 from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
@@ -85,4 +94,11 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.ALTER_PARTITION: handle_alter_partition,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    ApiKey.END_TXN: handle_end_txn,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
 }

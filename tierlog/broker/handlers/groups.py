@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.metadata import request_response_type
+from tierlog.broker.handlers.transactions import transaction_coordinator_for
 from tierlog.broker.server import CLIENT_ADDRESS
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 
 
 def _answer(request: Request, data: dict[str, Any]) -> Any:
@@ -28,11 +30,18 @@ def _answer(request: Request, data: dict[str, Any]) -> Any:
 
 
 async def _coordinator_for(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]:
+    if key_type == KEY_TYPE_TRANSACTION:
+        return {
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            **(await transaction_coordinator_for(services, key)),
+        }
     if key_type != KEY_TYPE_GROUP:
-        # Transactions (and share groups) have no coordinator here.
+        # Share groups (KIP-932) have no coordinator here.
         return {
             "error_code": ErrorCode.coordinator_not_available,
-            "error_message": "only consumer group coordinators exist on this broker",
+            "error_message": "share groups are not supported",
             "node_id": -1,
             "host": "",
             "port": -1,

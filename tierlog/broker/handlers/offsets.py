@@ -1,4 +1,4 @@
-"""ListOffsets, OffsetForLeaderEpoch, DeleteRecords and InitProducerId: protocol only; the
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords: protocol only; the
 partition (replication state) and its ``UnifiedLog`` (both tiers) answer."""
 
 from __future__ import annotations
@@ -15,8 +15,15 @@ if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
 
 
+LATEST_TIMESTAMP = -1
+READ_COMMITTED = 1
+
+
 async def handle_list_offsets(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    # A read_committed consumer's "latest" is the last stable offset (Kafka's
+    # fetchOffsetForTimestamp): it must not be told of offsets it cannot read yet.
+    read_committed = field(body, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in body.topics:
         answers = []
@@ -36,6 +43,8 @@ async def handle_list_offsets(services: BrokerServices, request: Request) -> Any
                     offset, ts, epoch = await partition.list_offset(
                         p.timestamp, field(p, "current_leader_epoch", -1)
                     )
+                    if read_committed and p.timestamp == LATEST_TIMESTAMP:
+                        offset = min(offset, partition.last_stable_offset)
                     answer.update(offset=offset, timestamp=ts, leader_epoch=epoch)
                 except Exception as exc:  # remote-tier failures map to 56 (retriable)
                     answer["error_code"] = error_code(exc)
@@ -92,20 +101,3 @@ async def handle_delete_records(services: BrokerServices, request: Request) -> A
             answers.append(answer)
         topics.append({"name": topic.name, "partitions": answers})
     return build(request_response_type(request), {"throttle_time": 0, "topics": topics})
-
-
-async def handle_init_producer_id(services: BrokerServices, request: Request) -> Any:
-    body: Any = request.body
-    answer: dict[str, Any] = {
-        "throttle_time": 0,
-        "error_code": 0,
-        "producer_id": -1,
-        "producer_epoch": -1,
-    }
-    if body.transactional_id is not None:
-        # Transactions are not implemented; idempotence (no transactional id) is.
-        answer["error_code"] = ErrorCode.transactional_id_authorization_failed
-    else:
-        # Kafka hands a non-transactional producer a fresh id every time (epoch 0).
-        answer.update(producer_id=await services.producer_ids.next_id(), producer_epoch=0)
-    return build(request_response_type(request), answer)

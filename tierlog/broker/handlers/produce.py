@@ -6,6 +6,11 @@ at once and at most the request's ``timeout`` (Kafka's DelayedProduce). With thi
 the only ISR member the high watermark has passed the batch when the append returns, so
 the answer goes out at once. Internal topics (``__consumer_offsets``) refuse clients'
 batches with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
+
+Transactional batches need the request's transactional id (else the whole request is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka) and, for a producer's first batch on a
+partition in a transaction, the coordinator's word that the partition was added to it
+(KIP-890 part 1, ``tierlog.broker.txn.verification``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import millis
 from tierlog.protocol.produce_encoder import PartitionAnswer, encode_produce_response
+from tierlog.records.header import HEADER_SIZE, Attr, parse_header
 from tierlog.records.keys import KEY_CHECK_MAX_BYTES, KeysChecked, check_keys
 
 if TYPE_CHECKING:
@@ -33,8 +39,11 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
     refuse: int | None = None
     if acks not in (0, 1, -1):
         refuse = ErrorCode.invalid_required_acks
-    elif body.transactional_id is not None:
-        refuse = ErrorCode.transactional_id_authorization_failed  # no transactions yet
+    elif body.transactional_id is None and _has_transactional_batches(body):
+        refuse = ErrorCode.transactional_id_authorization_failed
+    verified: dict[tuple[str, int], tuple[int, object | None]] = {}
+    if refuse is None and body.transactional_id is not None:
+        verified = await _verify_transactional(services, body)
     responses: list[tuple[str, list[PartitionAnswer]]] = []
     # acks=all partitions whose high watermark has not passed their batch yet:
     # (their topic's answers, the answer's position, the wait).
@@ -51,6 +60,18 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
             if data.records is None:
                 answers.append((index, ErrorCode.invalid_record, -1, -1, -1))
                 continue
+            check = verified.get((topic.name, index))
+            if check is not None:
+                code, token = check
+                transactions = services.transactions
+                if code == 0 and not (
+                    transactions is not None
+                    and transactions.guards.holds(topic.name, index, _producer_id(data), token)
+                ):
+                    code = ErrorCode.invalid_txn_state  # the transaction ended meanwhile
+                if code:
+                    answers.append((index, code, -1, -1, -1))
+                    continue
             try:
                 records = data.records
                 hosted = replicas.partition(topic.name, index)
@@ -93,6 +114,59 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
         return None
     # Laid out by hand: the generic kio writer cost more than the append (profiled).
     return encode_produce_response(request.api_version, request.correlation_id, responses)
+
+
+def _first_header(records: Any) -> Any:
+    if records is None or len(records) < HEADER_SIZE:
+        return None
+    try:
+        return parse_header(records)
+    except Exception:
+        return None  # the append rejects it with the right code
+
+
+def _producer_id(data: Any) -> int:
+    header = _first_header(data.records)
+    return -1 if header is None else int(header.producer_id)
+
+
+def _has_transactional_batches(body: Any) -> bool:
+    # Runs for every produce request: one byte per partition, not a parsed header (the
+    # attributes' low byte is at offset 22).
+    for topic in body.topic_data:
+        for data in topic.partition_data:
+            records = data.records
+            if records is not None and len(records) > 22 and records[22] & Attr.TRANSACTIONAL:
+                return True
+    return False
+
+
+async def _verify_transactional(
+    services: BrokerServices, body: Any
+) -> dict[tuple[str, int], tuple[int, object | None]]:
+    """The partitions whose transactional batch opens the producer's transaction there,
+    checked with the coordinator: (topic, partition) -> (error code, guard token)."""
+    transactions = services.transactions
+    wanted: dict[tuple[str, int], tuple[int, int]] = {}
+    for topic in body.topic_data:
+        for data in topic.partition_data:
+            header = _first_header(data.records)
+            if header is None or not header.attributes & Attr.TRANSACTIONAL:
+                continue
+            hosted = services.replicas.partition(topic.name, data.index)
+            if hosted is None or not hosted.is_leader:
+                continue  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC
+            entry = hosted.local.producer_state.last_entry(header.producer_id)
+            if (
+                entry is not None
+                and entry.producer_epoch == header.producer_epoch
+                and entry.current_txn_first_offset >= 0
+            ):
+                continue  # already in the producer's open transaction here
+            wanted[(topic.name, data.index)] = (header.producer_id, header.producer_epoch)
+    if not wanted or transactions is None:
+        return {}
+    return await transactions.verify_produce(body.transactional_id, wanted)
 
 
 def _check_keys(records: bytes | memoryview, budget: int) -> tuple[KeysChecked, int]:
