@@ -1,11 +1,13 @@
 """The broker's classic consumer group coordinator and the ``__consumer_offsets`` formats.
 
 Modules: ``coordinator`` (``GroupCoordinator``, the API request handlers call: JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup), ``offsets`` (OffsetCommit/OffsetFetch, List/Describe/
-DeleteGroups, expiration), ``rebalance`` (shared rebalance steps and timers), ``group``
-(one group's state machine), ``manager`` (group cache, partition ownership, persistence
-and loading), ``offsets_codec`` (sans-I/O record keys and values), ``placement``
-(``partition_for``), ``results`` (answer dataclasses), ``config``, ``timers``.
+SyncGroup, Heartbeat, LeaveGroup), ``offsets`` (OffsetCommit/TxnOffsetCommit/OffsetFetch,
+transaction completion, List/Describe/DeleteGroups, expiration), ``rebalance`` (shared
+rebalance steps and timers), ``group`` (one group's state machine), ``txn_offsets`` (a
+group's offsets pending in open transactions, KIP-98), ``manager`` (group cache, partition
+ownership, persistence and loading), ``offsets_codec`` (sans-I/O record keys and values),
+``placement`` (``partition_for``), ``results`` (answer dataclasses), ``config``,
+``timers``.
 """
 
 from tierlog.broker.group.config import GroupConfig

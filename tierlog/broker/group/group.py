@@ -58,22 +58,11 @@ from tierlog.broker.group.results import (
     SyncGroupResult,
     TopicPartition,
 )
+from tierlog.broker.group.txn_offsets import PendingTxnOffsets
 from tierlog.protocol.errors import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 Protocols = Sequence[tuple[str, bytes]]
-
-
-@dataclass(frozen=True, slots=True)
-class CommitRecord:
-    """An offset commit and its place in the partition's log (Kafka's
-    ``CommitRecordMetadataAndOffset``): ``order`` is the batch's base offset for records
-    loaded from the log, and for commits written since, an append counter taken when the
-    append is made (appends keep call order per partition, so the counter follows log
-    order; loading moves it past the loaded offsets)."""
-
-    value: OffsetCommitValue
-    order: int
 
 
 class GroupState(Enum):
@@ -207,7 +196,7 @@ class GroupMetadata:
         self.offset_commit_seq: dict[TopicPartition, int] = {}
         # KIP-98: producer id -> offsets of its open transaction, not visible until the
         # COMMIT marker (Kafka's pendingTransactionalOffsetCommits).
-        self.pending_txn_offsets: dict[int, dict[TopicPartition, CommitRecord]] = {}
+        self.pending_txn_offsets = PendingTxnOffsets()
 
     def __repr__(self) -> str:
         return (
@@ -479,50 +468,12 @@ class GroupMetadata:
         self.offset_commit_seq[tp] = order
         return True
 
-    def has_pending_txn_offset(self, tp: TopicPartition) -> bool:
-        """An open transaction has an offset for ``tp`` (OffsetFetch require_stable)."""
-        return any(tp in pending for pending in self.pending_txn_offsets.values())
-
-    def prepare_txn_offsets(
-        self, producer_id: int, offsets: dict[TopicPartition, CommitRecord]
-    ) -> dict[TopicPartition, CommitRecord]:
-        """Hold ``offsets`` for ``producer_id``'s transaction; a later commit of the same
-        partition in the same transaction replaces the earlier one. Returns the entries
-        replaced, for ``fail_txn_offsets``."""
-        pending = self.pending_txn_offsets.setdefault(producer_id, {})
-        replaced = {tp: pending[tp] for tp in offsets if tp in pending}
-        pending.update(offsets)
-        return replaced
-
-    def fail_txn_offsets(
-        self,
-        producer_id: int,
-        offsets: dict[TopicPartition, CommitRecord],
-        replaced: dict[TopicPartition, CommitRecord],
-    ) -> None:
-        """Undo ``prepare_txn_offsets`` after its append failed: the entries it replaced
-        come back (they are in the log; a fenced zombie with the same producer id must not
-        erase them, unlike Kafka's ``failPendingTxnOffsetCommit``), the others go. An entry
-        that a later commit replaced meanwhile is left alone."""
-        pending = self.pending_txn_offsets.get(producer_id)
-        if pending is None:
-            return
-        for tp, record in offsets.items():
-            if pending.get(tp) is not record:
-                continue
-            if tp in replaced:
-                pending[tp] = replaced[tp]
-            else:
-                del pending[tp]
-        if not pending:
-            del self.pending_txn_offsets[producer_id]
-
     def complete_txn(self, producer_id: int, commit: bool) -> int:
         """The producer's marker is in the log: on commit its pending offsets become the
         committed ones (each only if written after the current one), on abort they are
         dropped. Returns how many were applied."""
-        pending = self.pending_txn_offsets.pop(producer_id, None)
-        if not pending or not commit:
+        pending = self.pending_txn_offsets.pop(producer_id)
+        if not commit:
             return 0
         return sum(self.apply_offset(tp, r.value, r.order) for tp, r in pending.items())
 

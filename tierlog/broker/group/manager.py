@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from tierlog.broker.group.config import GroupConfig
-from tierlog.broker.group.group import CommitRecord, GroupMetadata, GroupState, MemberMetadata
+from tierlog.broker.group.group import GroupMetadata, GroupState, MemberMetadata
 from tierlog.broker.group.offsets_codec import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -46,6 +46,7 @@ from tierlog.broker.group.offsets_codec import (
 )
 from tierlog.broker.group.placement import partition_for
 from tierlog.broker.group.results import TopicPartition
+from tierlog.broker.group.txn_offsets import CommitRecord, PendingTxnOffsets
 from tierlog.protocol.errors import ErrorCode
 from tierlog.records.builder import ControlType, Record, build_batch
 from tierlog.records.header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
@@ -316,10 +317,10 @@ class GroupMetadataManager:
             records = state.offsets.get(group_id, {})
             group.offsets = {tp: r.value for tp, r in records.items()}
             group.offset_commit_seq = {tp: r.order for tp, r in records.items()}
-            group.pending_txn_offsets = pending_by_group.get(group_id, {})
+            group.pending_txn_offsets = PendingTxnOffsets(pending_by_group.get(group_id))
             if value is None and not group.has_offsets():
                 continue
-            for producer_id in group.pending_txn_offsets:
+            for producer_id in group.pending_txn_offsets.producers():
                 self._txn_groups.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
             loaded.append(group)
@@ -334,7 +335,7 @@ class GroupMetadataManager:
         for group in removed:
             del self.groups[group.group_id]
             group.transition_to(GroupState.DEAD, now)
-            for producer_id in group.pending_txn_offsets:
+            for producer_id in group.pending_txn_offsets.producers():
                 self._forget_txn_group(producer_id, group.group_id)
         return removed
 
@@ -455,14 +456,14 @@ class GroupMetadataManager:
             for (t, p), v in offsets.items()
         ]
         prepared = {tp: CommitRecord(v, seq) for tp, v in offsets.items()}
-        replaced = group.prepare_txn_offsets(producer_id, prepared)
+        replaced = group.pending_txn_offsets.prepare(producer_id, prepared)
         self._txn_groups.setdefault(producer_id, set()).add(group.group_id)
         error = await self._write(
             self.partition_for(group.group_id), records, producer_id, producer_epoch
         )
         if error:
-            group.fail_txn_offsets(producer_id, prepared, replaced)
-            if producer_id not in group.pending_txn_offsets:
+            group.pending_txn_offsets.fail(producer_id, prepared, replaced)
+            if not group.pending_txn_offsets.get(producer_id):
                 self._forget_txn_group(producer_id, group.group_id)
             return _STORE_OFFSETS_ERRORS.get(error, error)
         return E.none

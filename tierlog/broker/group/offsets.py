@@ -261,7 +261,7 @@ class OffsetsApi(GroupCoordinatorBase):
         out: dict[TopicPartition, FetchedOffset] = {}
         for tp in tps:
             value = group.offsets.get(tp)
-            if require_stable and group.has_pending_txn_offset(tp):
+            if require_stable and group.pending_txn_offsets.has_partition(tp):
                 out[tp] = FetchedOffset(error=E.unstable_offset_commit)
             elif value is None:
                 out[tp] = FetchedOffset()
