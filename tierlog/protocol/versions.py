@@ -143,6 +143,7 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 4),
         ApiKey.WRITE_TXN_MARKERS: (1, 1),
+        ApiKey.TXN_OFFSET_COMMIT: (0, 4),
         # Admin views of transactions (KIP-664): kafka-transactions.sh.
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),

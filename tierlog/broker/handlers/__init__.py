@@ -31,6 +31,7 @@ from tierlog.broker.handlers.groups import (
     handle_offset_commit,
     handle_offset_fetch,
     handle_sync_group,
+    handle_txn_offset_commit,
 )
 from tierlog.broker.handlers.log_dirs import handle_describe_log_dirs
 from tierlog.broker.handlers.metadata import handle_api_versions, handle_metadata
@@ -101,4 +102,5 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
 }

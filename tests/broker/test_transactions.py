@@ -1,0 +1,275 @@
+"""Transactions with a real client (confluent-kafka's transactional API) against a real
+broker process: commit and abort, read_committed vs read_uncommitted, zombie fencing, a
+producer killed mid-transaction, transaction timeouts, offsets sent to a transaction."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.broker.harness import BrokerProcess
+
+TXN_OVERRIDES = {
+    "transaction.state.log.num.partitions": "4",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "300",
+}
+
+
+@pytest.fixture
+def txn_broker(tmp_path: Path):
+    process = BrokerProcess(tmp_path / "data", TXN_OVERRIDES).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=10)
+
+
+def transactional_producer(bootstrap: str, transactional_id: str, **extra: object) -> Producer:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "linger.ms": 5,
+            "log_level": 4,
+            **extra,
+        }
+    )
+    producer.init_transactions(15)
+    return producer
+
+
+def read_values(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    isolation: str,
+    *,
+    settle_s: float = 1.5,
+    timeout_s: float = 20.0,
+) -> list[bytes]:
+    """Every value from offset 0, read until nothing new came for ``settle_s``."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "log_level": 4,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    quiet_since = time.monotonic()
+    try:
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < settle_s:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            values.append(msg.value())
+            quiet_since = time.monotonic()
+    finally:
+        consumer.close()
+    return values
+
+
+def last_stable_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "lso",
+            "isolation.level": "read_committed",
+            "log_level": 4,
+        }
+    )
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return int(high)
+    finally:
+        consumer.close()
+
+
+def test_read_committed_sees_exactly_the_committed_records(txn_broker: BrokerProcess) -> None:
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "orders", partitions=2)
+    producer = transactional_producer(bootstrap, "orders-writer")
+    committed: list[bytes] = []
+    aborted: list[bytes] = []
+    for n in range(6):
+        producer.begin_transaction()
+        batch = [f"txn{n}-{i}".encode() for i in range(5)]
+        for i, value in enumerate(batch):
+            producer.produce("orders", value, partition=i % 2)
+        producer.flush(10)  # so the aborted ones reach the log (abort purges unsent ones)
+        if n % 3 == 1:
+            producer.abort_transaction(15)
+            aborted += batch
+        else:
+            producer.commit_transaction(15)
+            committed += batch
+    producer.flush(10)
+    seen = read_values(bootstrap, "orders", 2, "read_committed")
+    assert sorted(seen) == sorted(committed)
+    everything = read_values(bootstrap, "orders", 2, "read_uncommitted")
+    assert sorted(everything) == sorted(committed + aborted)
+
+
+def test_an_open_transaction_holds_read_committed_readers_at_its_start(
+    txn_broker: BrokerProcess,
+) -> None:
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "held")
+    plain = Producer({"bootstrap.servers": bootstrap, "log_level": 4})
+    plain.produce("held", b"before", partition=0)
+    plain.flush(10)
+    producer = transactional_producer(bootstrap, "held-writer")
+    producer.begin_transaction()
+    producer.produce("held", b"open", partition=0)
+    producer.flush(10)
+    plain.produce("held", b"after", partition=0)
+    plain.flush(10)
+    assert last_stable_offset(bootstrap, "held") == 1  # the open transaction's first offset
+    assert read_values(bootstrap, "held", 1, "read_committed") == [b"before"]
+    producer.commit_transaction(15)
+    assert read_values(bootstrap, "held", 1, "read_committed") == [b"before", b"open", b"after"]
+    assert last_stable_offset(bootstrap, "held") == 4  # past the COMMIT marker
+
+
+def test_a_second_instance_fences_the_first(txn_broker: BrokerProcess) -> None:
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "fenced")
+    zombie = transactional_producer(bootstrap, "same-id")
+    zombie.begin_transaction()
+    zombie.produce("fenced", b"zombie", partition=0)
+    zombie.flush(10)
+    successor = transactional_producer(bootstrap, "same-id")  # aborts the zombie's
+    successor.begin_transaction()
+    successor.produce("fenced", b"successor", partition=0)
+    successor.commit_transaction(15)
+    with pytest.raises(KafkaException) as exc:
+        zombie.produce("fenced", b"late", partition=0)
+        zombie.commit_transaction(10)
+    error = exc.value.args[0]
+    assert error.fatal() or "fenced" in str(error).lower(), error
+    assert read_values(bootstrap, "fenced", 1, "read_committed") == [b"successor"]
+
+
+KILLED_PRODUCER = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "killed",
+                         "transaction.timeout.ms": 60000, "log_level": 4})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    for i in range(20):
+        producer.produce("victim", f"half-{i}".encode(), partition=0)
+    producer.flush(10)
+    print("produced", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_a_producer_killed_mid_transaction_never_shows_its_records(
+    txn_broker: BrokerProcess,
+) -> None:
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "victim")
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_PRODUCER, bootstrap], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "produced"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    assert last_stable_offset(bootstrap, "victim") == 0
+    # The next instance aborts the open transaction before it gets its epoch.
+    successor = transactional_producer(bootstrap, "killed")
+    successor.begin_transaction()
+    successor.produce("victim", b"whole", partition=0)
+    successor.commit_transaction(15)
+    assert read_values(bootstrap, "victim", 1, "read_committed") == [b"whole"]
+    assert len(read_values(bootstrap, "victim", 1, "read_uncommitted")) == 21
+
+
+def test_a_transaction_past_its_timeout_is_aborted(txn_broker: BrokerProcess) -> None:
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "slow")
+    producer = transactional_producer(bootstrap, "slow-writer", **{"transaction.timeout.ms": 1000})
+    producer.begin_transaction()
+    producer.produce("slow", b"too-late", partition=0)
+    producer.flush(10)
+    deadline = time.monotonic() + 15
+    while last_stable_offset(bootstrap, "slow") == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert last_stable_offset(bootstrap, "slow") == 2  # record + ABORT marker
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(10)
+    assert read_values(bootstrap, "slow", 1, "read_committed") == []
+
+
+def test_offsets_sent_to_a_transaction_count_only_when_it_commits(
+    txn_broker: BrokerProcess,
+) -> None:
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "source")
+    create_topic(bootstrap, "sink")
+    plain = Producer({"bootstrap.servers": bootstrap, "log_level": 4})
+    for i in range(10):
+        plain.produce("source", f"in-{i}".encode(), partition=0)
+    plain.flush(10)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "copier",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "log_level": 4,
+        }
+    )
+    producer = transactional_producer(bootstrap, "copier-txn")
+    try:
+        for commit, wanted_offset in ((False, None), (True, 10)):
+            consumer.assign([TopicPartition("source", 0, 0)])
+            taken = []
+            deadline = time.monotonic() + 15
+            while len(taken) < 10 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    taken.append(msg)
+            assert len(taken) == 10
+            producer.begin_transaction()
+            for msg in taken:
+                producer.produce("sink", msg.value().replace(b"in", b"out"), partition=0)
+            producer.send_offsets_to_transaction(
+                [TopicPartition("source", 0, taken[-1].offset() + 1)],
+                consumer.consumer_group_metadata(),
+                15,
+            )
+            if commit:
+                producer.commit_transaction(15)
+            else:
+                producer.abort_transaction(15)
+            committed = consumer.committed([TopicPartition("source", 0)], timeout=10)[0].offset
+            assert committed == (wanted_offset if wanted_offset is not None else -1001)
+    finally:
+        consumer.close()
+    sink = read_values(bootstrap, "sink", 1, "read_committed")
+    assert sink == [f"out-{i}".encode() for i in range(10)]
