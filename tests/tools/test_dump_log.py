@@ -130,3 +130,20 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
         timeout=60,
     )
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_a_txn_index_prints_its_aborted_transactions(tmp_path: Path) -> None:
+    from tierlog.local.txn_index_codec import AbortedTxn, encode_entries
+
+    write_log(tmp_path / "t-0")
+    path = tmp_path / "t-0" / "00000000000000000000.txnindex"
+    path.write_bytes(encode_entries([AbortedTxn(7, 3, 9, 4), AbortedTxn(8, 5, 12, 10)]))
+    problems, text = run([tmp_path / "t-0"])  # a directory's listing includes it
+    assert problems == 0
+    assert f"Dumping {path}" in text
+    assert "version: 0 producerId: 7 firstOffset: 3 lastOffset: 9 lastStableOffset: 4" in text
+    assert "producerId: 8 firstOffset: 5 lastOffset: 12 lastStableOffset: 10" in text
+    path.write_bytes(path.read_bytes() + b"\0" * 5)
+    problems, text = run([path])
+    assert problems == 1 and "producerId: 8" in text
+    assert "partial entry: 5 bytes at position 68" in text

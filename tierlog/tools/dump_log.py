@@ -16,6 +16,10 @@ A path may also be a remote segment object's URL (``file://``, ``s3://``..., as 
 remote ls`` lists them: ``<base offset:020d>-<segment id>.log``): the object is read through
 fsspec (``tierlog.tools.remote_tools.fetched``) and printed exactly as the same local file
 would be, only named by its URL.
+
+An aborted-transaction index (``.txnindex``, KIP-98; local, or a remote segment's object)
+prints one line per entry as Kafka's tool does (``version: 0 producerId: ... firstOffset:
+... lastOffset: ... lastStableOffset: ...``); a partial entry at its end is a problem.
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ from typing import Any, TextIO
 from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from tierlog.local.time_index import TimeIndex
+from tierlog.local.txn_index_codec import (
+    ENTRY_SIZE,
+    ENTRY_VERSION,
+    TXN_INDEX_SUFFIX,
+    CorruptTxnIndexError,
+    decode_entries,
+)
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import (
     NO_SEQUENCE,
@@ -272,6 +283,31 @@ def dump_index_file(path: Path, out: TextIO, verify: bool, name: str | None = No
     return mismatches
 
 
+def dump_txn_index_file(path: Path, out: TextIO, name: str | None = None) -> int:
+    """Print a ``.txnindex`` (headed by ``name``, default its path), one aborted
+    transaction a line. Returns 1 when its bytes are not whole entries (the whole entries
+    before the damage are printed), else 0."""
+    print(f"Dumping {name or path}", file=out)
+    data = path.read_bytes()
+    whole = len(data) - len(data) % ENTRY_SIZE
+    try:
+        entries = decode_entries(data[:whole], str(name or path))
+    except CorruptTxnIndexError as exc:
+        print(f"Found invalid entries: {exc}", file=out)
+        return 1
+    for txn in entries:
+        print(
+            f"version: {ENTRY_VERSION} producerId: {txn.producer_id} firstOffset: "
+            f"{txn.first_offset} lastOffset: {txn.last_offset} lastStableOffset: "
+            f"{txn.last_stable_offset}",
+            file=out,
+        )
+    if whole != len(data):
+        print(f"Found a partial entry: {len(data) - whole} bytes at position {whole}", file=out)
+        return 1
+    return 0
+
+
 def _real_first_entry(boundaries: dict[int, BatchHeader]) -> bool:
     first = boundaries.get(0)
     return first is not None and first.last_offset == first.base_offset
@@ -306,7 +342,7 @@ def dump(
                 sorted(
                     p
                     for p in path.iterdir()
-                    if p.suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                    if p.suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
                 )
             )
         else:
@@ -333,15 +369,18 @@ def _dump_remote(
     from tierlog.tools.remote_tools import fetched
 
     suffix = Path(url).suffix
-    if suffix not in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    if suffix not in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         raise ValueError(
-            f"{url}: not a .log, .index or .timeindex object (tierlog remote ls lists them)"
+            f"{url}: not a .log, .index or .timeindex object, nor a .txnindex (tierlog "
+            "remote ls lists them)"
         )
     # An index is always read with the log beside it (its batch boundaries tell real
     # entries from a preallocated tail); a log needs its indexes only to verify them.
     siblings: tuple[str, ...]
     if suffix == LOG_SUFFIX:
         siblings = (INDEX_SUFFIX, TIME_INDEX_SUFFIX) if verify_index else ()
+    elif suffix == TXN_INDEX_SUFFIX:
+        siblings = ()
     else:
         siblings = (LOG_SUFFIX,)
     directory = url.rsplit("/", 1)[0]
@@ -369,7 +408,9 @@ def _dump_file(
                     problems += dump_index_file(sibling, out, True, name_of(sibling))
     elif path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         problems += dump_index_file(path, out, verify_index, name_of(path))
+    elif path.suffix == TXN_INDEX_SUFFIX:
+        problems += dump_txn_index_file(path, out, name_of(path))
     else:
-        raise ValueError(f"{name_of(path)}: not a .log, .index or .timeindex file")
+        raise ValueError(f"{name_of(path)}: not a .log, .index, .timeindex or .txnindex file")
     out.flush()
     return problems
