@@ -420,6 +420,31 @@ def end_txn(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {"transactional_id": "pv-txn", "producer_id": 1, "producer_epoch": 0, "committed": True}
 
 
+def txn_offset_commit(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "transactional_id": "pv-txn",
+        "group_id": GROUP,
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+
+
 def write_txn_markers(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {
         "markers": [
@@ -482,6 +507,7 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
     ApiKey.END_TXN: end_txn,
     ApiKey.WRITE_TXN_MARKERS: write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit,
     ApiKey.DESCRIBE_PRODUCERS: describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
     ApiKey.LIST_TRANSACTIONS: list_transactions,
