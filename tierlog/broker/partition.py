@@ -8,6 +8,11 @@ log end offset among the ISR; only records below it are visible to consumers, of
 the remote tier or deleted by retention. It is checkpointed by the ``ReplicaManager`` in
 Kafka's ``replication-offset-checkpoint`` file and restored from it.
 
+Transactions (KIP-98): the last stable offset is the first offset of the earliest open
+transaction, bounded by the high watermark; read_committed reads stop there and list the
+aborted transactions of what they return (from the ``.txnindex`` files of both tiers).
+``append_marker`` writes the coordinator's COMMIT/ABORT markers as leader.
+
 Leader side: followers fetch up to the log end (``fetch_for_follower``), which records
 their progress, may move the high watermark and may propose adding them to the ISR;
 ``maybe_shrink_isr`` proposes removing laggards. ISR changes go through ``alter_isr``
@@ -35,9 +40,10 @@ from tierlog.broker.replica_progress import UNKNOWN_OFFSET, ReplicaProgress
 from tierlog.local.errors import LogError
 from tierlog.local.log import AppendInfo, Log
 from tierlog.local.segment import FileSlice
+from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.remote.api import RemoteStorageError
 from tierlog.remote.remote_log_manager import AuxState
-from tierlog.remote.unified_log import LATEST_TIMESTAMP, UnifiedLog
+from tierlog.remote.unified_log import LATEST_TIMESTAMP, UnifiedLog, records_end_offset
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -77,6 +83,9 @@ class ReadResult:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
+    # read_committed reads only: the aborted transactions overlapping what was read
+    # (the consumer drops their records); None for other reads.
+    aborted_transactions: list[AbortedTxn] | None = None
 
     @property
     def size(self) -> int:
@@ -250,8 +259,14 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: nothing is pending, so the LSO is the high watermark.
-        return self.high_watermark
+        """Offsets below it are committed and decided: the first offset of the earliest
+        open transaction, never above the high watermark (Kafka's
+        ``UnifiedLog.lastStableOffset``)."""
+        high_watermark = self.high_watermark
+        first_unstable = self.local.first_unstable_offset
+        if first_unstable is None:
+            return high_watermark
+        return min(first_unstable, high_watermark)
 
     def _set_high_watermark(self, offset: int) -> None:
         local = self.local
@@ -345,10 +360,16 @@ class Partition:
             )
 
     def append(
-        self, records: bytes | memoryview, acks: int, min_insync_replicas: int
+        self,
+        records: bytes | memoryview,
+        acks: int,
+        min_insync_replicas: int,
+        *,
+        coordinator: bool = False,
     ) -> AppendInfo:
         """Append a producer's batches as leader. acks=all then waits with
-        ``wait_for_replication``; for a single-replica ISR it is met at once."""
+        ``wait_for_replication``; for a single-replica ISR it is met at once.
+        ``coordinator``: this broker's group coordinator writes (``Log.append``)."""
         self._require_leader()
         if acks == -1 and len(self.state.isr) < min_insync_replicas:
             raise PartitionError(
@@ -356,11 +377,33 @@ class Partition:
                 f"{self}: ISR {self.state.isr} is smaller than min.insync.replicas "
                 f"{min_insync_replicas}",
             )
-        info = self.local.append(records, self.state.leader_epoch)
+        info = self.local.append(records, self.state.leader_epoch, coordinator=coordinator)
         if info.batches:
             self._maybe_advance_high_watermark()
             if self._log_end_waiters:
                 _resolve(self._log_end_waiters)  # followers' long polls
+        return info
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendInfo:
+        """Write a transaction marker as leader (WriteTxnMarkers), in this leader's epoch;
+        acks=all is then ``wait_for_replication(info.last_offset + 1, ...)``.
+
+        Raises:
+            PartitionError: NOT_LEADER_OR_FOLLOWER.
+            ProducerStateError: INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED.
+        """
+        self._require_leader()
+        stable_before = self.last_stable_offset
+        info = self.local.append_marker(
+            producer_id, producer_epoch, coordinator_epoch, commit, self.state.leader_epoch
+        )
+        self._maybe_advance_high_watermark()
+        if self.last_stable_offset != stable_before:
+            self._wake()  # read_committed long polls wait for the LSO
+        if self._log_end_waiters:
+            _resolve(self._log_end_waiters)
         return info
 
     async def read(
@@ -384,8 +427,21 @@ class Partition:
         result = await self.log.read(
             offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch
         )
+        aborted = None
+        if read_committed:
+            # Kafka's fetch upper bound: the offset after the last batch returned, or the
+            # LSO when nothing was (an empty answer still tells what lies below it).
+            end = records_end_offset(result.records)
+            upper = bound if end is None else end
+            aborted = (
+                await self.log.collect_aborted_transactions(offset, upper) if upper > offset else []
+            )
         return ReadResult(
-            result.records, self.high_watermark, self.last_stable_offset, result.log_start_offset
+            result.records,
+            self.high_watermark,
+            self.last_stable_offset,
+            result.log_start_offset,
+            aborted,
         )
 
     def fetch_for_follower(

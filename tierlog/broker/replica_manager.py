@@ -423,13 +423,43 @@ class ReplicaManager:
         *,
         internal_allowed: bool = False,
     ) -> tuple[Partition, AppendInfo]:
-        """Append a producer's batches to a partition this broker leads."""
+        """Append a producer's batches to a partition this broker leads.
+        ``internal_allowed`` is the broker's own coordinators writing (Kafka's
+        ``AppendOrigin.COORDINATOR``): transactional offset commits carry no sequence."""
         partition = self._hosted(topic, index, internal_allowed=internal_allowed)
-        info = partition.append(records, acks, partition.local.config.min_insync_replicas)
+        info = partition.append(
+            records,
+            acks,
+            partition.local.config.min_insync_replicas,
+            coordinator=internal_allowed,
+        )
         if not internal_allowed:
             self.metrics.bytes_in += info.size
             self.metrics.messages_in += info.record_count
         return partition, info
+
+    def append_marker(
+        self,
+        topic: str,
+        index: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+    ) -> AppendInfo:
+        """Write a COMMIT or ABORT marker to a partition this broker leads (WriteTxnMarkers;
+        internal topics too: transactional offset commits end with a marker in
+        ``__consumer_offsets``). Wait for acks=all with the partition's
+        ``wait_for_replication(info.last_offset + 1, ...)``.
+
+        Raises:
+            TopicError: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (no replica).
+            PartitionError: NOT_LEADER_OR_FOLLOWER (a follower here).
+            ProducerStateError: INVALID_PRODUCER_EPOCH (47), TRANSACTION_COORDINATOR_FENCED
+                (52); each carries its ``code``.
+        """
+        partition = self._hosted(topic, index, internal_allowed=True)
+        return partition.append_marker(producer_id, producer_epoch, coordinator_epoch, commit)
 
     async def delete_records(self, topic: str, index: int, offset: int) -> int:
         """DeleteRecords: returns the new low watermark, checkpointed at once so a crash

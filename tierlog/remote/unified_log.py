@@ -18,12 +18,16 @@ Not thread-safe: used from the broker's event loop, like ``Log``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from tierlog.local.errors import OffsetOutOfRangeError
 from tierlog.local.leader_epoch import EpochEntry, end_offset_for
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from tierlog.local.segment import FileSlice
+from tierlog.local.txn_index_codec import AbortedTxn
+from tierlog.records.errors import RecordsError
+from tierlog.records.header import HEADER_SIZE, parse_header
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import RemoteDataLostError, RemoteStorageUnavailableError
 from tierlog.remote.remote_log_manager import RemoteLogManager, TieredPartition
@@ -48,6 +52,36 @@ class LogReadResult:
         if self.records is None:
             return 0
         return self.records.size if isinstance(self.records, FileSlice) else len(self.records)
+
+
+def records_end_offset(records: FileSlice | bytes | None) -> int | None:
+    """The offset after the last batch that starts in ``records`` (a read's answer), None
+    when there is none: a fetch's upper bound for its aborted transactions. A batch cut
+    short at the end counts whole, as Kafka's ``fetchUpperBoundOffset`` (listing one
+    aborted transaction too many is harmless; one too few shows aborted records)."""
+    if records is None:
+        return None
+    end: int | None = None
+    if isinstance(records, FileSlice):
+        position, limit = records.position, records.position + records.size
+        while position < limit:
+            raw = os.pread(records.fd, HEADER_SIZE, position)
+            try:
+                header = parse_header(raw)
+            except RecordsError:
+                break
+            end = header.next_offset
+            position += header.size
+        return end
+    position = 0
+    while position + HEADER_SIZE <= len(records):
+        try:
+            header = parse_header(records, position)
+        except RecordsError:
+            break
+        end = header.next_offset
+        position += header.size
+    return end
 
 
 class UnifiedLog:
@@ -136,6 +170,33 @@ class UnifiedLog:
                 offset = max(offset, local.log_start_offset, tiered.remote_end())
         chunk = local.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
         return LogReadResult(chunk, self.earliest_offset())
+
+    async def collect_aborted_transactions(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of [fetch_offset,
+        upper_bound_offset) must list, from both tiers: the remote ``.txnindex`` objects
+        when the range starts below the local log start, and the local segments'; merged,
+        without duplicates (a range both tiers hold), by first offset.
+
+        Raises:
+            RemoteStorageError, TimeoutError: the remote tier cannot answer (retriable).
+        """
+        local = self.local
+        found: set[AbortedTxn] = set()
+        remote = self.remote
+        if (
+            fetch_offset < local.log_start_offset
+            and remote is not None
+            and hasattr(remote, "aborted_transactions")
+        ):
+            found.update(
+                await remote.aborted_transactions(
+                    self.topic, self.partition, fetch_offset, upper_bound_offset
+                )
+            )
+        found.update(local.collect_aborted_transactions(fetch_offset, upper_bound_offset))
+        return sorted(found, key=lambda txn: (txn.first_offset, txn.last_offset))
 
     def _cleaned_remotely(self, offset: int) -> bool:
         """A compacted tiered log's offsets below the remote end are read from the remote

@@ -9,7 +9,9 @@ A fetch naming a replica id (``replica_id`` below v15, ``replica_state.replica_i
 v15, KIP-903) comes from a follower: each partition is read with
 ``Partition.fetch_for_follower`` (up to the log end, recording the follower's progress),
 whatever the isolation level, and a long poll waits for the leader's next append rather
-than for the high watermark. Records go out as
+than for the high watermark. A read_committed consumer reads up to the last stable offset
+and is told the aborted transactions (producer id, first offset) overlapping what it got
+(an empty list when none); other readers get null there (Kafka). Records go out as
 file slices (``encode_fetch_response``), never copied into Python. Fetch sessions (KIP-227)
 are refused politely: the answer's session id is 0, so clients keep sending full fetches.
 """
@@ -25,6 +27,7 @@ from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition, ReadResult
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
+    AbortedTransaction,
     EncodedFetchResponse,
     FetchPartitionData,
     FetchTopicData,
@@ -148,6 +151,7 @@ async def _read_all(
             # the segment file goes back now (the server releases only what it sends).
             answer.records.release()
         answer.records = b""
+        answer.aborted_transactions = None
         # Kafka: the first partition with data may exceed the limits by one batch, so a
         # consumer always makes progress; later ones stop at the response limit.
         limit = min(w.partition_max_bytes, max(0, max_bytes - total))
@@ -166,6 +170,11 @@ async def _read_all(
         answer.high_watermark = result.high_watermark
         answer.last_stable_offset = result.last_stable_offset
         answer.log_start_offset = result.log_start_offset
+        if result.aborted_transactions is not None:
+            answer.aborted_transactions = [
+                AbortedTransaction(txn.producer_id, txn.first_offset)
+                for txn in result.aborted_transactions
+            ]
         answer.records = result.records if result.records is not None else b""
         total += result.size
     return total, errors
