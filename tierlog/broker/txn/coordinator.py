@@ -131,6 +131,14 @@ class TransactionCoordinator:
         self._loaded[partition] = part
         for md in part.txns.values():
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                log.info(
+                    "finishing the %s of %r (producer %d epoch %d) left by the previous "
+                    "coordinator",
+                    md.state.display_name,
+                    md.transactional_id,
+                    md.producer_id,
+                    md.producer_epoch,
+                )
                 self._spawn_completion(partition, part, md)
         return len(part.txns)
 
