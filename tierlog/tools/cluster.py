@@ -38,6 +38,8 @@ def broker_overrides(
         "remote.log.storage.url": (data_dir.resolve() / "remote").as_uri(),
         "default.replication.factor": "3",
         "offsets.topic.replication.factor": "3",
+        "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
         "min.insync.replicas": "2",
     }
     if rack:
