@@ -173,7 +173,7 @@ KILLED_PRODUCER = textwrap.dedent(
     import sys, time
     from confluent_kafka import Producer
     producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "killed",
-                         "transaction.timeout.ms": 60000, "log_level": 4})
+                         "transaction.timeout.ms": int(sys.argv[2]), "log_level": 4})
     producer.init_transactions(15)
     producer.begin_transaction()
     for i in range(20):
@@ -185,13 +185,17 @@ KILLED_PRODUCER = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("ended_by", ["successor", "timeout"])
 def test_a_producer_killed_mid_transaction_never_shows_its_records(
-    txn_broker: BrokerProcess,
+    txn_broker: BrokerProcess, ended_by: str
 ) -> None:
     bootstrap = txn_broker.bootstrap
     create_topic(bootstrap, "victim")
+    timeout_ms = "60000" if ended_by == "successor" else "1500"
     child = subprocess.Popen(
-        [sys.executable, "-c", KILLED_PRODUCER, bootstrap], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", KILLED_PRODUCER, bootstrap, timeout_ms],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "produced"
@@ -199,13 +203,21 @@ def test_a_producer_killed_mid_transaction_never_shows_its_records(
         child.send_signal(signal.SIGKILL)
         child.wait(10)
     assert last_stable_offset(bootstrap, "victim") == 0
-    # The next instance aborts the open transaction before it gets its epoch.
-    successor = transactional_producer(bootstrap, "killed")
-    successor.begin_transaction()
-    successor.produce("victim", b"whole", partition=0)
-    successor.commit_transaction(15)
-    assert read_values(bootstrap, "victim", 1, "read_committed") == [b"whole"]
-    assert len(read_values(bootstrap, "victim", 1, "read_uncommitted")) == 21
+    if ended_by == "successor":
+        # The next instance aborts the open transaction before it gets its epoch.
+        successor = transactional_producer(bootstrap, "killed")
+        successor.begin_transaction()
+        successor.produce("victim", b"whole", partition=0)
+        successor.commit_transaction(15)
+        assert read_values(bootstrap, "victim", 1, "read_committed") == [b"whole"]
+        assert len(read_values(bootstrap, "victim", 1, "read_uncommitted")) == 21
+    else:
+        # Nobody comes back: the coordinator aborts it once its timeout has passed.
+        deadline = time.monotonic() + 15
+        while last_stable_offset(bootstrap, "victim") == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert last_stable_offset(bootstrap, "victim") == 21  # 20 records + ABORT marker
+        assert read_values(bootstrap, "victim", 1, "read_committed") == []
 
 
 def test_a_transaction_past_its_timeout_is_aborted(txn_broker: BrokerProcess) -> None:
