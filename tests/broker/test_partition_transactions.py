@@ -181,3 +181,17 @@ def test_records_end_offset() -> None:
     assert records_end_offset(data[: len(first) + 10]) == 2
     assert records_end_offset(None) is None
     assert records_end_offset(b"") is None
+
+
+def test_a_marker_above_the_high_watermark_still_holds_the_lso(tmp_path: Path) -> None:
+    """Kafka's unreplicatedTxns: until the ISR has the marker, a new leader might not."""
+    p = make_partition(tmp_path, PartitionState(ME, 0, [ME, 2]))
+    p.append(txn_batch(7, n=2), acks=1, min_insync_replicas=1)  # 0-1
+    p.append(make_batch(1), acks=1, min_insync_replicas=1)  # 2
+    p.fetch_for_follower(2, 3, 1 << 20, 0)
+    assert (p.high_watermark, p.last_stable_offset) == (3, 0)
+    p.append_marker(7, 0, 0, commit=True)  # 3
+    assert p.local.first_unstable_offset is None
+    assert p.last_stable_offset == 0  # the follower does not have the marker yet
+    p.fetch_for_follower(2, 4, 1 << 20, 0)
+    assert p.high_watermark == p.last_stable_offset == 4

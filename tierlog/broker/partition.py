@@ -9,7 +9,10 @@ the remote tier or deleted by retention. It is checkpointed by the ``ReplicaMana
 Kafka's ``replication-offset-checkpoint`` file and restored from it.
 
 Transactions (KIP-98): the last stable offset is the first offset of the earliest open
-transaction, bounded by the high watermark; read_committed reads stop there and list the
+transaction, bounded by the high watermark. On the leader a transaction whose marker is
+not below the high watermark yet still holds it (Kafka's ``unreplicatedTxns``): until the
+ISR has the marker, a new leader might not, and would still show the transaction open.
+read_committed reads stop there and list the
 aborted transactions of what they return (from the ``.txnindex`` files of both tiers).
 ``append_marker`` writes the coordinator's COMMIT/ABORT markers as leader.
 
@@ -144,6 +147,9 @@ class Partition:
         self._pending_isr: list[int] | None = None
         self._isr_generation = 0
         self._isr_task: asyncio.Task[None] | None = None
+        # (first offset, marker offset) of transactions this leader ended with a marker
+        # not yet below the high watermark: they hold the LSO until it is.
+        self._unreplicated_txns: list[tuple[int, int]] = []
         self._set_high_watermark(high_watermark)
         if self.is_leader:
             self._start_leading(new_leader=True)
@@ -244,6 +250,7 @@ class Partition:
         self.replicas = list(replicas)
         self._drop_pending_isr()
         self._followers = {}
+        self._unreplicated_txns = []  # only the leader holds its LSO back for them
         self._leader_epoch_start_offset = None
         self._wake_all()
         return True
@@ -263,10 +270,15 @@ class Partition:
         open transaction, never above the high watermark (Kafka's
         ``UnifiedLog.lastStableOffset``)."""
         high_watermark = self.high_watermark
+        stable = high_watermark
         first_unstable = self.local.first_unstable_offset
-        if first_unstable is None:
-            return high_watermark
-        return min(first_unstable, high_watermark)
+        if first_unstable is not None:
+            stable = min(first_unstable, stable)
+        if self._unreplicated_txns:
+            self._unreplicated_txns = [t for t in self._unreplicated_txns if t[1] >= high_watermark]
+            for first_offset, _ in self._unreplicated_txns:
+                stable = min(stable, max(first_offset, self.local.log_start_offset))
+        return stable
 
     def _set_high_watermark(self, offset: int) -> None:
         local = self.local
@@ -306,12 +318,14 @@ class Partition:
         leader); the high watermark never stays above the log end."""
         self.local.truncate_to(offset)
         self._set_high_watermark(min(self._high_watermark, self.local.log_end_offset))
+        self._unreplicated_txns = []
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the local log and restart it at ``offset`` (a follower behind its
         leader's log start)."""
         self.local.truncate_fully_and_start_at(offset)
         self._high_watermark = offset
+        self._unreplicated_txns = []
 
     async def remote_aux_state(self, offset: int) -> AuxState:
         """The producer state and leader-epoch history the remote tier holds just below
@@ -396,9 +410,12 @@ class Partition:
         """
         self._require_leader()
         stable_before = self.last_stable_offset
+        first_offset = self.local.producer_state.ongoing_transactions.get(producer_id)
         info = self.local.append_marker(
             producer_id, producer_epoch, coordinator_epoch, commit, self.state.leader_epoch
         )
+        if first_offset is not None:
+            self._unreplicated_txns.append((first_offset, info.last_offset))
         self._maybe_advance_high_watermark()
         if self.last_stable_offset != stable_before:
             self._wake()  # read_committed long polls wait for the LSO
