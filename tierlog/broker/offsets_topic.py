@@ -18,6 +18,7 @@ from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.group import AppendError, GroupConfig, GroupCoordinator, partition_for
 from tierlog.broker.group.manager import LogBatch
+from tierlog.broker.group.placement import OFFSETS_TOPIC
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition
 from tierlog.broker.replica_manager import TOPIC_ALREADY_EXISTS, ReplicaManager, TopicError
@@ -28,7 +29,7 @@ from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
+__all__ = ["OFFSETS_TOPIC", "OffsetsTopic", "read_batches"]
 
 
 def read_batches(topic_log: Log, end_offset: int) -> Iterator[LogBatch]:

@@ -1,5 +1,6 @@
-"""Tests for the group API handlers' transaction parts: TxnOffsetCommit v0-v4 and
-OffsetFetch require_stable, called directly with kio requests on a real coordinator."""
+"""Tests for the group API handlers' transaction parts: TxnOffsetCommit v0-v4 (with the
+KIP-890 verification of the offsets partition) and OffsetFetch require_stable, called
+directly with kio requests on a real coordinator."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from tests.broker.group.helpers import FakeLog, make_coordinator, run, stable_group
+from tierlog.broker.group.placement import OFFSETS_TOPIC
 from tierlog.broker.handlers.groups import handle_offset_fetch, handle_txn_offset_commit
+from tierlog.broker.txn.verification import VerificationGuards
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode as E
 from tierlog.protocol.kio_build import build
@@ -79,7 +82,7 @@ def test_txn_offset_commit_every_version_then_require_stable() -> None:
     async def go() -> None:
         log = FakeLog()
         c = make_coordinator(log)
-        services = SimpleNamespace(groups=c)
+        services = SimpleNamespace(groups=c, transactions=None)
         for version in range(5):
             response = await handle_txn_offset_commit(
                 services,  # type: ignore[arg-type]
@@ -123,7 +126,7 @@ def test_txn_offset_commit_every_version_then_require_stable() -> None:
 def test_txn_offset_commit_v3_member_fields_are_checked() -> None:
     async def go() -> None:
         c = make_coordinator()
-        services = SimpleNamespace(groups=c)
+        services = SimpleNamespace(groups=c, transactions=None)
         leader, _ = await stable_group(c, 2)
         stale = txn_commit_request(
             3, {0: 1}, member_id=leader.member_id, generation_id=leader.generation_id + 1
@@ -135,6 +138,78 @@ def test_txn_offset_commit_v3_member_fields_are_checked() -> None:
         )
         response = await handle_txn_offset_commit(services, current)  # type: ignore[arg-type]
         assert _errors(response) == {0: E.none}
+        await c.close()
+
+    run(go())
+
+
+class FakeTransactions:
+    """``services.transactions`` as the handler uses it: ``verify_produce`` answers
+    ``code`` (and, with ``marker_meanwhile``, a marker clears the guard before the
+    answer arrives); ``guards`` is the real guard table."""
+
+    def __init__(self, code: int = 0, marker_meanwhile: bool = False) -> None:
+        self.guards = VerificationGuards()
+        self.code = code
+        self.marker_meanwhile = marker_meanwhile
+        self.asked: list[tuple[str, Any]] = []
+
+    async def verify_produce(
+        self, transactional_id: str, wanted: dict[tuple[str, int], tuple[int, int]]
+    ) -> dict[tuple[str, int], tuple[int, object | None]]:
+        self.asked.append((transactional_id, dict(wanted)))
+        out: dict[tuple[str, int], tuple[int, object | None]] = {}
+        for (topic, index), (pid, _) in wanted.items():
+            token = self.guards.begin(topic, index, pid)
+            if self.code:
+                self.guards.clear(topic, index, pid)
+            if self.marker_meanwhile:
+                self.guards.clear(topic, index, pid)
+            out[(topic, index)] = (self.code, None if self.code else token)
+        return out
+
+
+def services_with(c: Any, transactions: FakeTransactions, entry: Any = None) -> Any:
+    state = SimpleNamespace(last_entry=lambda pid: entry)
+    hosted = SimpleNamespace(is_leader=True, local=SimpleNamespace(producer_state=state))
+    replicas = SimpleNamespace(partition=lambda topic, index: hosted)
+    return SimpleNamespace(groups=c, transactions=transactions, replicas=replicas)
+
+
+def test_txn_offset_commit_is_verified_with_the_transaction_coordinator() -> None:
+    async def go() -> None:
+        log = FakeLog()
+        c = make_coordinator(log)
+        partition = c.partition_for("g")
+        cases = [
+            (FakeTransactions(E.invalid_txn_state), E.invalid_txn_state),
+            (FakeTransactions(E.invalid_producer_epoch), E.invalid_producer_epoch),
+            # The coordinator could not be asked: the client retries (it would not on
+            # NOT_ENOUGH_REPLICAS).
+            (FakeTransactions(E.not_enough_replicas), E.coordinator_load_in_progress),
+            # A marker ended the transaction while the check was out.
+            (FakeTransactions(marker_meanwhile=True), E.invalid_txn_state),
+        ]
+        for transactions, expected in cases:
+            services = services_with(c, transactions)
+            response = await handle_txn_offset_commit(services, txn_commit_request(3, {0: 1}))
+            assert _errors(response) == {0: expected}, expected
+            assert transactions.asked == [("tx", {(OFFSETS_TOPIC, partition): (PID, 0)})]
+        assert not log.batches[partition]  # nothing written
+
+        ok = FakeTransactions()
+        response = await handle_txn_offset_commit(
+            services_with(c, ok), txn_commit_request(3, {0: 1})
+        )
+        assert _errors(response) == {0: E.none} and len(log.batches[partition]) == 1
+
+        # The producer's transaction is already open in the offsets log: no new check.
+        open_txn = SimpleNamespace(producer_epoch=0, current_txn_first_offset=0)
+        again = FakeTransactions(E.invalid_txn_state)
+        response = await handle_txn_offset_commit(
+            services_with(c, again, open_txn), txn_commit_request(3, {0: 2})
+        )
+        assert _errors(response) == {0: E.none} and again.asked == []
         await c.close()
 
     run(go())

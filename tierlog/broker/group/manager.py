@@ -438,10 +438,13 @@ class GroupMetadataManager:
         producer_id: int,
         producer_epoch: int,
         offsets: Mapping[TopicPartition, OffsetCommitValue],
+        *,
+        guard: Callable[[], bool] | None = None,
     ) -> int:
         """Persist a transaction's offset commits as one transactional batch of the
-        producer and hold them pending until its marker (``complete_txn``); returns an
+        producer and hold them pending until its marker (``complete_txn``); returns a
         TxnOffsetCommit error code (0 on success). A failed append drops them again.
+        ``guard`` False just before the append: INVALID_TXN_STATE, nothing written.
 
         They are pending from before the append, so OffsetFetch with require_stable
         answers UNSTABLE_OFFSET_COMMIT for them from the start (Kafka's
@@ -449,6 +452,9 @@ class GroupMetadataManager:
         """
         if not offsets:
             return E.none
+        # No await from here to the append: the guard's answer holds for it.
+        if guard is not None and not guard():
+            return E.invalid_txn_state
         self._commit_seq += 1
         seq = self._commit_seq
         records = [

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from tierlog.broker.group.group import GroupMetadata, GroupState
 from tierlog.broker.group.manager import group_store_error
@@ -153,6 +153,8 @@ class OffsetsApi(GroupCoordinatorBase):
         generation_id: int,
         group_instance_id: str | None,
         offsets: Mapping[TopicPartition, CommitEntry],
+        *,
+        guard: Callable[[], bool] | None = None,
     ) -> OffsetCommitResult:
         """TxnOffsetCommit (v0-v4): write ``offsets`` as the producer's transactional
         batch and answer once it is durable; they stay pending until ``complete_txn``.
@@ -166,6 +168,10 @@ class OffsetsApi(GroupCoordinatorBase):
                 FENCED_INSTANCE_ID, as for OffsetCommit.
             offsets: per partition (offset, leader_epoch, metadata); leader_epoch -1
                 before v2.
+            guard: KIP-890 part 1: called just before the append, in the same step as
+                it; False (the transaction ended since the handler verified it with the
+                transaction coordinator) answers INVALID_TXN_STATE and writes nothing,
+                so no late commit opens a transaction no marker will close.
 
         Returns:
             An error code per partition: NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
@@ -207,7 +213,9 @@ class OffsetsApi(GroupCoordinatorBase):
         # client is gone, or a later COMMIT marker would find nothing to apply.
         error = await asyncio.shield(
             self._spawn(
-                self._manager.store_txn_offsets(group, producer_id, producer_epoch, to_store)
+                self._manager.store_txn_offsets(
+                    group, producer_id, producer_epoch, to_store, guard=guard
+                )
             )
         )
         for tp in to_store:

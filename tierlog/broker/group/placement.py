@@ -8,6 +8,8 @@ inspected by Kafka's tools, keeps every group on the partition that owns it.
 
 from __future__ import annotations
 
+# The topic's name, as in Kafka (Topic.GROUP_METADATA_TOPIC_NAME).
+OFFSETS_TOPIC = "__consumer_offsets"
 _INT32_MIN = -(1 << 31)
 
 

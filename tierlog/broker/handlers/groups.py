@@ -8,8 +8,10 @@ translate every request version to its calls and its results back.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.group.placement import OFFSETS_TOPIC
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.handlers.transactions import transaction_coordinator_for
 from tierlog.broker.server import CLIENT_ADDRESS
@@ -224,9 +226,14 @@ async def handle_txn_offset_commit(services: BrokerServices, request: Request) -
     """TxnOffsetCommit v0-v4 (KIP-98): the offsets join the producer's transaction and
     become visible when it commits. v3+ carry the consumer's member id, generation and
     group.instance.id (KIP-447), which the coordinator checks like OffsetCommit's; older
-    versions send none (-1, "", null) and skip those checks."""
+    versions send none (-1, "", null) and skip those checks. The transaction coordinator
+    must list the group's offsets partition in the producer's ongoing transaction first
+    (KIP-890 part 1, ``_verify_txn_offsets``)."""
     body: Any = request.body
     offsets = _commit_entries(body)
+    error, guard = await _verify_txn_offsets(services, body)
+    if error:
+        return _answer(request, {"topics": _commit_topics(offsets, {}, error)})
     result = await services.groups.txn_offset_commit(
         body.group_id,
         body.producer_id,
@@ -235,8 +242,50 @@ async def handle_txn_offset_commit(services: BrokerServices, request: Request) -
         field(body, "generation_id", -1),
         field(body, "group_instance_id"),
         offsets,
+        guard=guard,
     )
     return _answer(request, {"topics": _commit_topics(offsets, result.partitions, result.error)})
+
+
+# Verification answers a client would not retry a TxnOffsetCommit on: the transaction
+# coordinator could not be asked. COORDINATOR_LOAD_IN_PROGRESS makes it retry here without
+# a new FindCoordinator (Kafka converts NETWORK_EXCEPTION so, GroupMetadataManager).
+_VERIFY_RETRY = {
+    ErrorCode.network_exception,
+    ErrorCode.not_enough_replicas,
+    ErrorCode.request_timed_out,
+    ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator,
+}
+
+
+async def _verify_txn_offsets(
+    services: BrokerServices, body: Any
+) -> tuple[int, Callable[[], bool] | None]:
+    """KIP-890 part 1 for the group's ``__consumer_offsets`` partition, as Produce does
+    for data partitions: unless the producer already has its transaction open in that
+    log, ask the transaction coordinator whether the partition is in it (AddOffsetsToTxn
+    put it there). Returns an error code, or 0 and the guard the coordinator checks
+    just before its append (a marker since the check clears it)."""
+    transactions = services.transactions
+    if transactions is None or not body.group_id:
+        return 0, None
+    index = services.groups.partition_for(body.group_id)
+    hosted = services.replicas.partition(OFFSETS_TOPIC, index)
+    if hosted is None or not hosted.is_leader:
+        return 0, None  # the coordinator answers NOT_COORDINATOR
+    producer_id, epoch = body.producer_id, body.producer_epoch
+    entry = hosted.local.producer_state.last_entry(producer_id)
+    if entry is not None and entry.producer_epoch == epoch and entry.current_txn_first_offset >= 0:
+        return 0, None  # already in the producer's open transaction here
+    tp = (OFFSETS_TOPIC, index)
+    code, token = (
+        await transactions.verify_produce(body.transactional_id, {tp: (producer_id, epoch)})
+    )[tp]
+    if code:
+        return (ErrorCode.coordinator_load_in_progress if code in _VERIFY_RETRY else code), None
+    guards = transactions.guards
+    return 0, lambda: guards.holds(OFFSETS_TOPIC, index, producer_id, token)
 
 
 def _fetched(result_partitions: dict[tuple[str, int], FetchedOffset]) -> list[dict[str, Any]]:
