@@ -261,6 +261,24 @@ def test_fenced_commit_with_the_same_producer_id_keeps_the_pending_offset() -> N
     run(go())
 
 
+def test_guard_is_checked_just_before_the_append() -> None:
+    async def go() -> None:
+        log = FakeLog()
+        c = make_coordinator(log)
+        entries = {T1: (10, -1, "")}
+        refused = await c.txn_offset_commit(
+            "g", PID, EPOCH, "", -1, None, entries, guard=lambda: False
+        )
+        assert refused.partitions == {T1: E.invalid_txn_state}
+        assert not log.batches[c.partition_for("g")]
+        assert not c.fetch_offsets("g", [T1], require_stable=True).partitions[T1].error
+        ok = await c.txn_offset_commit("g", PID, EPOCH, "", -1, None, entries, guard=lambda: True)
+        assert ok.error == E.none and len(log.batches[c.partition_for("g")]) == 1
+        await c.close()
+
+    run(go())
+
+
 # ---------------------------------------------------------------- OffsetFetch require_stable
 
 
