@@ -153,10 +153,12 @@ class TransactionStateTopic:
     ) -> int:
         """Store one id's state (None: a tombstone); 0 once the in-sync replicas have it."""
         partition = self.replicas.partition(TXN_STATE_TOPIC, index)
+        # Leadership lost and regained reloads the partition with the new epoch; an epoch
+        # bumped while this broker stayed leader (a reassignment) changes nothing for it.
         if (
             partition is None
             or not partition.is_leader
-            or partition.leader_epoch != coordinator_epoch
+            or partition.leader_epoch < coordinator_epoch
         ):
             return E.not_coordinator
         batch = build_batch(
