@@ -138,6 +138,7 @@ def crash(log: Log) -> None:
             if index._fd >= 0:
                 os.close(index._fd)
                 index._fd = -1
+        seg.txn_index.close()
         if seg.fd >= 0:
             os.close(seg.fd)
             seg.fd = -1

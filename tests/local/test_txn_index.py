@@ -15,7 +15,7 @@ from tierlog.local.txn_index_codec import AbortedTxn, decode_entries, encode_ent
 from tierlog.records.builder import Record, build_batch
 from tierlog.util.clock import ManualClock
 
-from .conftest import LogFactory, make_batch
+from .conftest import T0, LogFactory, make_batch
 
 A = AbortedTxn(1, 0, 5, 6)
 B = AbortedTxn(2, 3, 9, 10)
@@ -188,3 +188,41 @@ def test_an_interrupted_swap_promotes_the_txnindex(make_log: LogFactory, log_dir
         assert names == ["00000000000000000000.txnindex"]
     finally:
         reopened.close()
+
+
+def test_swap_without_a_cleaned_txnindex_keeps_the_replaced_entries(
+    make_log: LogFactory, log_dir: Path
+) -> None:
+    log, job = _compactable(make_log)
+    first, second = AbortedTxn(7, 1, 2, 3), AbortedTxn(8, 20, 21, 22)
+    log.segments[0].txn_index.append(first)
+    log.segments[1].txn_index.append(second)
+    group = clean(job).groups[0]
+    replaced = [s for s in log.segments if s.base_offset in {f.base_offset for f in group.replaced}]
+    new = segment_swap.swap_in(log, replaced, [s.size for s in group.replaced])
+    assert new.txn_index.entries == [first, second][: len(replaced)]
+    assert len(replaced) == 2
+    names = sorted(p.name for p in log_dir.iterdir() if "txnindex" in p.name)
+    assert names == ["00000000000000000000.txnindex"]
+
+
+def test_a_torn_txnindex_is_rebuilt_by_recovery(make_log: LogFactory, log_dir: Path) -> None:
+    log = make_log()
+    log.append(
+        build_batch(
+            [Record(b"k", b"v", timestamp=T0)],
+            producer_id=5,
+            producer_epoch=0,
+            base_sequence=0,
+            transactional=True,
+        )
+    )
+    log.append_marker(5, 0, 0, commit=False, leader_epoch=0)
+    log.close()
+    path = log_dir / "00000000000000000000.txnindex"
+    good = path.read_bytes()
+    assert decode_entries(good) == [AbortedTxn(5, 0, 1, 2)]
+    path.write_bytes(good + b"\x00\x01")  # a torn second entry
+    reopened = make_log(had_clean_shutdown=True)
+    assert reopened.segments[0].txn_index.entries == [AbortedTxn(5, 0, 1, 2)]
+    assert path.read_bytes() == good

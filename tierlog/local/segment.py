@@ -305,6 +305,8 @@ class LogSegment:
         # Aborted transactions whose marker is in this segment; the file appears with the
         # first entry. Rebuilt by the log when the segment is recovered.
         self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX))
+        if self.txn_index.corrupt:
+            self.indexes_missing = True  # recovery rebuilds it (Kafka's sanityCheck)
         self._bytes_since_index_entry = 0
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset

@@ -7,7 +7,8 @@ live log, on its own thread) and ``finish_interrupted_swaps`` (the loader, at st
 Files of one replacement, named by the base offset of the first replaced segment::
 
     <base>.log.cleaned  <base>.index.cleaned  <base>.timeindex.cleaned
-    <base>.txnindex.cleaned       the aborted transactions kept (only when there are any)
+    <base>.txnindex.cleaned       the aborted transactions kept (only when there are any;
+                                  without one from the cleaner, the replaced segments')
     <base>.swaprange.cleaned      one line: the end offset (exclusive) of the replaced run
 
 A swap, in this order:
@@ -47,7 +48,7 @@ from tierlog.local.segment import (
     SegmentState,
     segment_name,
 )
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX
+from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, encode_entries
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import parse_header
 
@@ -119,6 +120,7 @@ def swap_in(log: Log, replaced: Sequence[LogSegment], sizes: Sequence[int]) -> L
     ):
         discard_cleaned(directory, base)
         raise StaleSwapError(f"{log.name}: segments from {base} changed while being cleaned")
+    _carry_txn_index(directory, base, replaced)
     for suffix in _SUFFIXES:
         cleaned = _path(directory, base, suffix, CLEANED_SUFFIX)
         if cleaned.exists():
@@ -132,6 +134,25 @@ def swap_in(log: Log, replaced: Sequence[LogSegment], sizes: Sequence[int]) -> L
     log.segments.insert(first, segment)
     log._bases.insert(first, base)
     return segment
+
+
+def _carry_txn_index(directory: Path, base: int, replaced: Sequence[LogSegment]) -> None:
+    """A cleaner that wrote no ``<base>.txnindex.cleaned`` leaves the replaced segments'
+    aborted transactions to the replacement: compaction keeps offsets, so every entry
+    still names the same records, and dropping them would show aborted records to
+    read_committed consumers. Written before the commit point, like the other files."""
+    cleaned = _path(directory, base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX)
+    if cleaned.exists():
+        return
+    entries = [txn for segment in replaced for txn in segment.txn_index.entries]
+    if not entries:
+        return
+    fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, encode_entries(entries))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _promote(directory: Path, base: int) -> None:
