@@ -39,6 +39,12 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 # bin/kafka-dump-log.sh (moved from core's kafka.tools to kafka-tools in 4.x).
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
+# Transactions: bin/kafka-transactions.sh, bin/kafka-console-consumer.sh, and the
+# exactly-once copier Kafka's system tests run (tests/kafkatest/services/
+# transactional_message_copier.py); its options take --broker-list, not --bootstrap-server.
+TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+MESSAGE_COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
 
 # kafka-run-class.sh's heap for tools; the rest makes a short-lived JVM start faster.
 JVM_FLAGS = ["-Xmx256M", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
