@@ -11,7 +11,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction clean setup
+.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction bench-transactions clean setup
 
 setup: $(STAMP)
 
@@ -102,6 +102,11 @@ bench-spark: $(STAMP) $(JARS)
 # bench-throughput), offset-map bytes per key, and produce p99 while cleaning vs idle.
 bench-compaction: $(STAMP)
 	$(BIN)/python bench/compaction.py
+
+# Transactional produce (commit every 100 ms, every 1,000 records) and read_committed
+# consume: tierlog vs Kafka (jars as for bench-throughput); profiles tierlog where slower.
+bench-transactions: $(STAMP)
+	$(BIN)/python bench/transactions.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

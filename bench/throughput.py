@@ -134,19 +134,41 @@ def _producer(name: str, value_size: int, settings: dict[str, Any]) -> Callable[
     return run
 
 
-def _consumer(broker: Broker, round_no: int, plan: Plan) -> dict[str, Any]:
-    # The backlog is written once per broker; every round reads it all from offset 0.
-    topic = "bench-consumer"
-    if round_no == 0:
-        broker.info["backlog_write"] = wl.write_backlog(broker.target, topic, plan, 200)
-    result = wl.consume_backlog(broker.target, topic, plan)
+def backlog_reader(
+    topic: str,
+    write: Callable[[Target, str, Plan], dict[str, Any]],
+    read: Callable[[Target, str, Plan, dict[str, Any]], dict[str, Any]],
+) -> Callable[[Broker, int, Plan], dict[str, Any]]:
+    """A consumer workload: ``write(target, topic, plan)`` fills the backlog once per broker
+    (round 0), ``read(target, topic, plan, written)`` reads it all, from offset 0, every
+    round; the topic is deleted after the last round."""
+
+    def run(broker: Broker, round_no: int, plan: Plan) -> dict[str, Any]:
+        key = f"backlog_write {topic}"
+        if round_no == 0:
+            broker.info[key] = write(broker.target, topic, plan)
+        written = broker.info.get(key, {})
+        result = read(broker.target, topic, plan, written)
+        result["backlog_write_msgs_per_s"] = written.get("msgs_per_s")
+        result["backlog_write_mib_per_s"] = written.get("mib_per_s")
+        if round_no == plan.rounds - 1:
+            wl.delete_topic(broker.target, topic)
+        return result
+
+    return run
+
+
+def _read_backlog(target: Target, topic: str, plan: Plan, _: dict[str, Any]) -> dict[str, Any]:
+    result = wl.consume_backlog(target, topic, plan)
     result["backlog_mib"] = round(result["backlog_msgs"] * 200 / MiB, 1)
-    written = broker.info.get("backlog_write", {})
-    result["backlog_write_msgs_per_s"] = written.get("msgs_per_s")
-    result["backlog_write_mib_per_s"] = written.get("mib_per_s")
-    if round_no == plan.rounds - 1:
-        wl.delete_topic(broker.target, topic)
     return result
+
+
+_consumer = backlog_reader(
+    "bench-consumer",
+    lambda target, topic, plan: wl.write_backlog(target, topic, plan, 200),
+    _read_backlog,
+)
 
 
 def _latency(broker: Broker, round_no: int, plan: Plan) -> dict[str, Any]:
@@ -196,13 +218,16 @@ def start_kafka(version: str, run_dir: Path) -> tuple[Broker | None, dict[str, A
         return None, info
 
 
-def start_tierlog(run_dir: Path) -> tuple[Broker | None, dict[str, Any]]:
-    """Start tierlog's broker; (None, reason) when the command is missing or fails."""
+def start_tierlog(
+    run_dir: Path, profile: Path | None = None
+) -> tuple[Broker | None, dict[str, Any]]:
+    """Start tierlog's broker (under ``bench/profiling.py``, writing ``profile``, if given);
+    (None, reason) when the command is missing or fails."""
     info: dict[str, Any] = {"available": False}
     reason = tierlog_ref.unavailable_reason()
     if reason is None:
         try:
-            proc, bootstrap, data = tierlog_ref.start_tierlog(run_dir)
+            proc, bootstrap, data = tierlog_ref.start_tierlog(run_dir, profile=profile)
             return _ready("tierlog", proc, bootstrap, data, info)
         except procs.BrokerNotReady as exc:
             reason = str(exc)
@@ -328,6 +353,10 @@ RATIO_KEYS = (
     "produce_mib_per_s",
     "consume_mib_per_s",
     "rss_peak_mib",
+    # bench/transactions.py
+    "txn_per_s",
+    "commit_p50_ms",
+    "commit_p99_ms",
 )
 
 
@@ -341,22 +370,37 @@ def ratios(by_broker: dict[str, dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def arg_parser(
+    doc: str | None, workloads: list[Workload], quick: str, backlog: str
+) -> argparse.ArgumentParser:
+    """The options of every side-by-side bench (``--quick``, ``--only``, ``--backlog-mb``,
+    ``--kafka-version``, ``--workloads``, ``--keep``); the caller adds its own."""
     parser = argparse.ArgumentParser(
-        description=(__doc__ or "").splitlines()[0],
+        description=(doc or "").splitlines()[0],
         epilog="The last line printed is one JSON object with every figure.",
     )
-    parser.add_argument("--quick", action="store_true", help="short stages, 100 MiB backlog")
+    parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--only", choices=["tierlog", "kafka"], help="run one broker only")
-    parser.add_argument("--backlog-mb", type=float, help="consumer backlog in MiB (2048; 100)")
-    parser.add_argument("--soak-gb", type=float, help="GiB through the soak (10; quick: 0 = off)")
+    parser.add_argument("--backlog-mb", type=float, help=backlog)
     parser.add_argument(
         "--kafka-version", default="auto", help="e.g. 4.3.1; auto = newest cached, else newest"
     )
     parser.add_argument(
-        "--workloads", help="comma-separated subset of " + ",".join(w.name for w in WORKLOADS)
+        "--workloads", help="comma-separated subset of " + ",".join(w.name for w in workloads)
     )
     parser.add_argument("--keep", action="store_true", help="keep the brokers' data dirs")
+    return parser
+
+
+def select(workloads: list[Workload], names: str | None) -> list[Workload]:
+    """The workloads named in ``--workloads`` (all when not given), in their own order."""
+    return workloads if not names else [w for w in workloads if w.name in names.split(",")]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    quick, backlog = "short stages, 100 MiB backlog", "consumer backlog in MiB (2048; 100)"
+    parser = arg_parser(__doc__, WORKLOADS, quick, backlog)
+    parser.add_argument("--soak-gb", type=float, help="GiB through the soak (10; quick: 0 = off)")
     return parser.parse_args(argv)
 
 
@@ -365,13 +409,22 @@ def main(argv: list[str] | None = None) -> int:
     procs.install_signal_handlers()
     plan = (_quick_plan if args.quick else _full_plan)(args.backlog_mb, args.soak_gb)
     chosen = [w for w in WORKLOADS if w.name != "soak" or plan.soak_bytes > 0]
-    if args.workloads:
-        names = set(args.workloads.split(","))
-        chosen = [w for w in chosen if w.name in names]
+    chosen = select(chosen, args.workloads)
     run_dir = WORK / "runs" / time.strftime("%Y%m%d-%H%M%S")
-    report: dict[str, Any] = {
-        "bench": "throughput",
-        "quick": args.quick,
+    report = new_report("throughput", args.quick, plan)
+    report["paper_msgs_per_s"] = {
+        w.name: w.paper_msgs_per_s for w in WORKLOADS if w.paper_msgs_per_s
+    }
+    say(f"throughput bench: {'quick' if args.quick else 'full'} run, logs in {run_dir}")
+    measure(report, chosen, plan, run_dir, args.only, args.kafka_version, args.keep)
+    return finish(report)
+
+
+def new_report(bench: str, quick: bool, plan: Plan) -> dict[str, Any]:
+    """The JSON report's skeleton: what ran, on what, with which client."""
+    return {
+        "bench": bench,
+        "quick": quick,
         "plan": asdict(plan),
         "env": {
             "cpus": os.cpu_count(),
@@ -380,18 +433,32 @@ def main(argv: list[str] | None = None) -> int:
             "librdkafka": confluent_kafka.libversion()[0],
             "tierlog": metadata.version("tierlog"),
         },
-        "paper_msgs_per_s": {w.name: w.paper_msgs_per_s for w in WORKLOADS if w.paper_msgs_per_s},
         "brokers": {},
         "workloads": {},
     }
-    say(f"throughput bench: {'quick' if args.quick else 'full'} run, logs in {run_dir}")
+
+
+def measure(
+    report: dict[str, Any],
+    chosen: list[Workload],
+    plan: Plan,
+    run_dir: Path,
+    only: str | None,
+    kafka_version: str,
+    keep: bool,
+    warm: Callable[[Broker, Plan], None] | None = None,
+) -> None:
+    """Start the brokers (``only`` one of them, if set), warm them up (``warm``, default
+    ``warm_up``), run ``chosen`` on both (``run_workload``), stop them; fills
+    ``report["brokers"]`` and ``["workloads"]``. An interrupt (Ctrl-C, SIGTERM/SIGHUP via
+    ``procs``) is recorded as ``interrupted``."""
     brokers: dict[str, Broker] = {}
     try:
         for name in ("kafka", "tierlog"):
-            if args.only not in (None, name):
+            if only not in (None, name):
                 continue
             if name == "kafka":
-                broker, info = start_kafka(args.kafka_version, run_dir / "kafka")
+                broker, info = start_kafka(kafka_version, run_dir / "kafka")
             else:
                 broker, info = start_tierlog(run_dir / "tierlog")
             report["brokers"][name] = info
@@ -401,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
             say("no broker available; nothing to measure")
         order = list(brokers)
         for broker in brokers.values():
-            warm_up(broker, plan)
+            (warm or warm_up)(broker, plan)
         for workload in chosen if brokers else []:
             say(f"{workload.name}:")
             report["workloads"][workload.name] = run_workload(workload, brokers, order, plan)
@@ -411,14 +478,24 @@ def main(argv: list[str] | None = None) -> int:
         say(f"interrupted ({type(exc).__name__}); stopping the brokers")
     finally:
         for name, broker in brokers.items():
-            broker.sampler.stop()
-            whole = broker.sampler.window(0.0, time.monotonic())
-            stop = broker.proc.stop()
-            report["brokers"][name].update(rss=whole, stop=asdict(stop))
-            say(f"[{name}] stopped: clean={stop.clean} rc={stop.returncode} in {stop.seconds} s")
-            data = broker.target.data_dir
-            if not args.keep and data.exists():
-                shutil.rmtree(data, ignore_errors=True)
+            report["brokers"][name].update(stop_broker(broker, keep))
+
+
+def stop_broker(broker: Broker, keep: bool) -> dict[str, Any]:
+    """Stop the sampler and the broker, remove its data unless ``keep``: RSS and stop info."""
+    broker.sampler.stop()
+    whole = broker.sampler.window(0.0, time.monotonic())
+    stop = broker.proc.stop()
+    name = broker.target.name
+    say(f"[{name}] stopped: clean={stop.clean} rc={stop.returncode} in {stop.seconds} s")
+    data = broker.target.data_dir
+    if not keep and data.exists():
+        shutil.rmtree(data, ignore_errors=True)
+    return {"rss": whole, "stop": asdict(stop)}
+
+
+def finish(report: dict[str, Any]) -> int:
+    """The summary table, then the JSON line (last); the exit code (130 if interrupted)."""
     summarise(report)
     print(json.dumps(report, separators=(",", ":")), flush=True)
     return 130 if "interrupted" in report else 0

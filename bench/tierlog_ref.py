@@ -42,10 +42,11 @@ def unavailable_reason() -> str | None:
 
 
 def start_tierlog(
-    run_dir: Path, extra: dict[str, str] | None = None
+    run_dir: Path, extra: dict[str, str] | None = None, profile: Path | None = None
 ) -> tuple[ManagedProcess, str, Path]:
     """Start a tierlog broker with a fresh log dir: (process, bootstrap, data dir);
-    ``extra`` adds server.properties keys."""
+    ``extra`` adds server.properties keys. With ``profile``, the broker runs under
+    ``bench/profiling.py``: a signal starts and stops cProfile, which writes ``profile``."""
     port = free_port()
     data = run_dir / "data"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -66,6 +67,9 @@ def start_tierlog(
             ]
         )
     )
-    argv = [str(tierlog_command()), "broker", "start", "--config", str(config)]
+    command = [str(tierlog_command())]
+    if profile is not None:
+        command = [sys.executable, str(Path(__file__).with_name("profiling.py")), str(profile)]
+    argv = [*command, "broker", "start", "--config", str(config)]
     proc = start_process("tierlog", argv, run_dir / "tierlog.log")
     return proc, f"127.0.0.1:{port}", data

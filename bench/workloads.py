@@ -297,15 +297,28 @@ def _consumer_conf(target: Target, topic: str) -> dict[str, Any]:
     }
 
 
-def consume_backlog(target: Target, topic: str, plan: Plan) -> dict[str, Any]:
+def consume_backlog(
+    target: Target,
+    topic: str,
+    plan: Plan,
+    isolation: str = "read_uncommitted",
+    wanted: int | None = None,
+) -> dict[str, Any]:
     """Read the whole partition from offset 0 with an assigned (group-less) consumer.
 
     ``msgs_per_s`` runs from the first record received to the last: the ~0.5 s before the
     first record (bootstrap, metadata, ListOffsets, librdkafka's fetcher start) is reported
     apart as ``first_record_s`` and folded in by ``msgs_per_s_incl_start``.
+
+    Args:
+        isolation: the consumer's ``isolation.level``.
+        wanted: records to read before stopping; default the high watermark, which is
+            right only without transactions (markers and aborted records are never read
+            by a ``read_committed`` consumer).
     """
-    wanted = _Watermarks(target, topic).high()
-    consumer = Consumer(_consumer_conf(target, topic))
+    if wanted is None:
+        wanted = _Watermarks(target, topic).high()
+    consumer = Consumer({**_consumer_conf(target, topic), "isolation.level": isolation})
     got = size = errors = first_got = 0
     try:
         cpu0, t0 = _client_cpu(), time.perf_counter()

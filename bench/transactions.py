@@ -1,0 +1,342 @@
+"""Transactional produce and read_committed consume: tierlog vs Apache Kafka 4.x, side by side.
+
+The brokers, their start-up, warm-up, rounds, RSS/CPU figures, ratios and the JSON report are
+``bench/throughput.py``'s (imported, not copied); this module adds the transactional
+workloads (issue 13), all with confluent-kafka (librdkafka's transactional producer, KIP-98):
+
+  txn_100ms       1 KiB records (``linger.ms=5``, ``batch.size=1 MiB``, ``acks=all``), one
+                  transactional producer committing every 100 ms: begin, produce as fast as
+                  the client allows for 100 ms, ``commit_transaction()``, repeat.
+  txn_1000        the same, committing every 1,000 records (1 MiB per transaction): the
+                  per-transaction cost (AddPartitionsToTxn, EndTxn, the markers) dominates.
+  read_committed  a backlog of 200-byte records (``--backlog-mb``) written once per broker by a
+                  transactional producer in transactions of 10,000 records, every 10th one
+                  aborted (the same backlog on both brokers: 3 aborts in the quick run's
+                  64 MiB, 26 in the full run's 512 MiB), then read from offset 0 every
+                  round by an assigned consumer with
+                  ``isolation.level=read_committed`` (the broker serves up to the last stable
+                  offset with the aborted transactions of each range; the client drops those).
+
+``msgs_per_s`` counts committed records only (the producers: from before the first
+``begin_transaction()`` to the return of the last ``commit_transaction()``, which flushes and
+waits for the markers' EndTxn; the consumer: from the first record to the last committed one).
+Beside it: transactions per second and ``commit_transaction()`` p50/p99 in milliseconds.
+Rounds alternate brokers, the best counts (quick 2 x 3 s, full 3 x 10 s).
+
+With ``--profile`` (``auto``, the default: for the workloads whose tierlog/kafka msgs/s ratio
+is below 1; ``on``: all), after the measured run a tierlog broker is started per workload by
+``bench/profiling.py``, the workload runs twice, and cProfile (on the broker's event-loop
+thread, switched on by a signal) sees only the second round: the functions with the most own
+time are reported (``profile`` in the JSON), as shares of the time the loop was busy.
+cProfile slows the broker down: those rounds' rates are not figures.
+
+Run (from the repository root)::
+
+    .venv/bin/python bench/transactions.py --quick      # ~2 minutes
+    .venv/bin/python bench/transactions.py              # full, ~5 minutes (make bench-transactions)
+    .venv/bin/python bench/transactions.py --only kafka --quick --profile off
+
+The LAST line printed is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import procs
+import profiling
+import throughput as tp
+import workloads as wl
+from compaction import tierlog_source
+from confluent_kafka import KafkaError, Message, Producer
+from throughput import Broker, Workload, say
+from workloads import MiB, Plan, Target
+
+TXN = {"acks": "all", "linger.ms": 5, "batch.size": MiB}  # transactions need acks=all
+BACKLOG = {"acks": "all", "linger.ms": 20, "batch.size": MiB, "batch.num.messages": 100_000}
+COMMIT_EVERY_S = 0.1
+COMMIT_EVERY_N = 1000
+BACKLOG_TXN_RECORDS = 10_000
+BACKLOG_ABORT_EVERY = 10  # every 10th backlog transaction is aborted
+PROFILE_TOP = 25
+
+
+def make_plan(quick: bool, backlog_mb: float | None) -> Plan:
+    """Quick: 2 rounds x 3 s, 64 MiB backlog; full: 3 x 10 s, 512 MiB (~5 minutes in all)."""
+    mb = backlog_mb if backlog_mb is not None else (64 if quick else 512)
+    return Plan(
+        produce_seconds=3.0 if quick else 10.0,
+        produce_max_messages=10_000_000,
+        backlog_bytes=int(mb * MiB),
+        backlog_seconds=60.0 if quick else 120.0,
+        consume_seconds=60.0 if quick else 120.0,
+        latency_rate=0,  # throughput.py's latency and soak workloads are not run here
+        latency_seconds=0.0,
+        soak_bytes=0,
+        soak_seconds=0.0,
+        rounds=2 if quick else 3,
+    )
+
+
+def produce_transactions(
+    target: Target,
+    topic: str,
+    seconds: float,
+    value_size: int,
+    settings: dict[str, Any],
+    *,
+    every_s: float | None = None,
+    every_n: int | None = None,
+    max_messages: int = 10_000_000,
+    abort_every: int = 0,
+    keep: bool = False,
+) -> dict[str, Any]:
+    """One transactional producer on a fresh one-partition ``topic`` for ``seconds``,
+    committing every ``every_s`` seconds or ``every_n`` records, aborting every
+    ``abort_every``-th transaction (0: none), until ``max_messages`` were sent.
+
+    Returns the rate of committed records and the ``commit_transaction()`` times.
+
+    Raises:
+        KafkaException: a transactional call failed (the round becomes an error figure).
+    """
+    errors: list[str] = []
+
+    purged = [0]
+
+    def on_error(err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            return
+        if err.code() == KafkaError._PURGE_QUEUE:  # unsent records of an aborted transaction
+            purged[0] += 1
+        else:
+            errors.append(str(err))
+
+    conf = {
+        **wl._base_conf(target),
+        **settings,
+        "transactional.id": f"tierlog-bench-{topic}",
+        "delivery.report.only.error": True,
+        "on_delivery": on_error,
+    }
+    wl.create_topic(target, topic)
+    producer = Producer(conf)
+    producer.init_transactions(wl.CALL_TIMEOUT * 2)
+    marks = wl._Watermarks(target, topic)
+    value = os.urandom(value_size)
+    producer.begin_transaction()  # warm-up: coordinator, producer id, the first segment
+    for _ in range(100):
+        producer.produce(topic, value, partition=0)
+    producer.commit_transaction(wl.FLUSH_TIMEOUT)
+    base, _ = marks.wait_for(101, wl.CALL_TIMEOUT)  # 100 records and the commit marker
+    commit_s: list[float] = []
+    sent = committed = aborted = 0
+    now = time.perf_counter
+    cpu0, t0 = wl._client_cpu(), now()
+    until = t0 + seconds
+    while sent < max_messages and now() < until:
+        producer.begin_transaction()
+        limit = min(every_n or max_messages, max_messages - sent)
+        txn_until = min(until, now() + every_s) if every_s else math.inf
+        count = wl._pump(producer, topic, value, limit, txn_until)
+        sent += count
+        began = now()
+        if abort_every and (len(commit_s) + 1) % abort_every == 0:
+            # Flushed first, so the aborted records are on the log for read_committed to
+            # skip (an abort purges what is still queued; librdkafka's EndTxn can then race
+            # its own AddPartitionsToTxn: INVALID_TXN_STATE from Kafka 4.4 as from tierlog).
+            producer.flush(wl.FLUSH_TIMEOUT)
+            producer.abort_transaction(wl.FLUSH_TIMEOUT)
+            aborted += count
+        else:
+            producer.commit_transaction(wl.FLUSH_TIMEOUT)
+            committed += count
+        commit_s.append(now() - began)
+    elapsed = now() - t0
+    high = marks.high()
+    ms = sorted(s * 1000 for s in commit_s)
+    result: dict[str, Any] = {
+        "msgs": committed,
+        "committed_on_topic": committed + 100,  # and the warm-up transaction's
+        "seconds": round(elapsed, 3),
+        "msgs_per_s": round(committed / elapsed, 1),
+        "mib_per_s": round(committed * value_size / elapsed / MiB, 2),
+        "value_bytes": value_size,
+        "transactions": len(commit_s),
+        "txn_per_s": round(len(commit_s) / elapsed, 1),
+        "records_per_txn": round(sent / max(1, len(commit_s)), 1),
+        "aborted_msgs": aborted,
+        "purged_msgs": purged[0],  # of them, dropped by the client before sending
+        "commit_p50_ms": round(wl._percentile(ms, 0.50), 2) if ms else 0.0,
+        "commit_p99_ms": round(wl._percentile(ms, 0.99), 2) if ms else 0.0,
+        "commit_mean_ms": round(statistics.fmean(ms), 2) if ms else 0.0,
+        "commit_share": round(sum(commit_s) / elapsed, 3),  # of the wall time
+        "on_broker": high - base,  # records, aborted ones and one marker per transaction
+        "errors": len(errors),
+        "client_cpu_s": round(wl._client_cpu() - cpu0, 2),
+    }
+    if errors:
+        result["first_error"] = errors[0]
+    producer.flush(wl.FLUSH_TIMEOUT)
+    result.update(wl.batch_stats(target, topic))  # markers are batches of one record
+    if not keep:
+        result["deleted"] = wl.delete_topic(target, topic)
+    return result
+
+
+def _txn_producer(name: str, **schedule: Any) -> Any:
+    def run(broker: Broker, round_no: int, plan: Plan) -> dict[str, Any]:
+        topic = f"bench-{name}-{round_no}"  # fresh per round
+        seconds = plan.produce_seconds
+        return produce_transactions(broker.target, topic, seconds, 1024, TXN, **schedule)
+
+    return run
+
+
+def write_txn_backlog(target: Target, topic: str, plan: Plan) -> dict[str, Any]:
+    """``plan.backlog_bytes`` of 200-byte records in transactions of ``BACKLOG_TXN_RECORDS``,
+    every ``BACKLOG_ABORT_EVERY``-th aborted; kept for the reads."""
+    count = max(1, plan.backlog_bytes // 200)
+    return produce_transactions(
+        target,
+        topic,
+        plan.backlog_seconds,
+        200,
+        BACKLOG,
+        every_n=BACKLOG_TXN_RECORDS,
+        max_messages=count,
+        abort_every=BACKLOG_ABORT_EVERY,
+        keep=True,
+    )
+
+
+def read_committed(
+    target: Target, topic: str, plan: Plan, written: dict[str, Any]
+) -> dict[str, Any]:
+    """Every committed record of the backlog, read_committed, from offset 0."""
+    wanted = written.get("committed_on_topic")
+    result = wl.consume_backlog(target, topic, plan, "read_committed", wanted)
+    result["backlog_mib"] = round(result["backlog_msgs"] * 200 / MiB, 1)
+    result["backlog_transactions"] = written.get("transactions")
+    result["backlog_aborted_msgs"] = written.get("aborted_msgs")
+    return result
+
+
+WORKLOADS = [
+    Workload("txn_100ms", _txn_producer("txn_100ms", every_s=COMMIT_EVERY_S)),
+    Workload("txn_1000", _txn_producer("txn_1000", every_n=COMMIT_EVERY_N)),
+    Workload(
+        "read_committed",
+        tp.backlog_reader("bench-read-committed", write_txn_backlog, read_committed),
+    ),
+]
+
+
+def warm_up(broker: Broker, plan: Plan) -> None:
+    """throughput.py's warm-up, then 1.5 s of transactions (the JIT of Kafka's coordinator
+    and marker paths); not counted."""
+    tp.warm_up(broker, plan)
+    try:
+        topic = "bench-warm-up-txn"
+        produce_transactions(broker.target, topic, 1.5, 1024, TXN, every_n=COMMIT_EVERY_N)
+    except Exception as exc:  # the workloads will show the problem in detail
+        say(f"[{broker.target.name}] transactional warm-up failed: {exc}")
+
+
+def slower(report: dict[str, Any]) -> list[str]:
+    """The workloads whose tierlog/kafka msgs/s ratio is below 1."""
+    return [
+        name
+        for name, figures in report["workloads"].items()
+        if figures.get("ratio_tierlog_kafka", {}).get("msgs_per_s", 1.0) < 1.0
+    ]
+
+
+def profile_tierlog(
+    chosen: list[Workload], plan: Plan, run_dir: Path, top: int = PROFILE_TOP
+) -> dict[str, Any]:
+    """Each workload on its own tierlog broker run by ``bench/profiling.py``: round 1
+    unprofiled (it writes the consumer's backlog and warms up the producers' path), round 2
+    under cProfile; the top costs of round 2."""
+    out: dict[str, Any] = {}
+    two = replace(plan, rounds=2)  # the consumer deletes its topic after round 2
+    for workload in chosen:
+        stats = run_dir / f"profile-{workload.name}" / "tierlog.prof"
+        say(f"[profile] {workload.name}: tierlog under cProfile, the 2nd round ({stats})")
+        broker, info = tp.start_tierlog(stats.parent, profile=stats)
+        if broker is None:
+            out[workload.name] = {"error": info.get("reason")}
+            continue
+        try:
+            tp.run_one(workload, broker, 0, two)
+            profiling.toggle(broker.proc.pid, stats, stop=False)
+            result = tp.run_one(workload, broker, 1, two)
+            written = profiling.toggle(broker.proc.pid, stats, stop=True)
+        finally:
+            tp.stop_broker(broker, keep=False)
+        if not written:
+            out[workload.name] = {"error": f"no profile written; see {broker.proc.log_path}"}
+            continue
+        costs = profiling.top_costs(stats, top)
+        costs["run"] = {k: result.get(k) for k in ("msgs_per_s", "commit_p50_ms", "error")}
+        out[workload.name] = costs
+        say(f"  {workload.name}: busy {costs['busy_s']} s, waiting in select {costs['idle_s']} s")
+        for row in costs["top"][:12]:
+            share, own, calls = row["busy_share"], row["own_s"], row["calls"]
+            say(f"    {share:>6.1%} {own:>7.2f} s {calls:>9}  {row['fn']}")
+    return out
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    quick, backlog = "2 rounds x 3 s, 64 MiB backlog", "read_committed backlog, MiB (512; 64)"
+    parser = tp.arg_parser(__doc__, WORKLOADS, quick, backlog)
+    parser.add_argument(
+        "--profile",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="profile tierlog afterwards: auto = for the workloads where it was slower",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    procs.install_signal_handlers()
+    plan = make_plan(args.quick, args.backlog_mb)
+    chosen = tp.select(WORKLOADS, args.workloads)
+    run_dir = tp.WORK / "runs" / time.strftime("%Y%m%d-%H%M%S-txn")
+    report = tp.new_report("transactions", args.quick, plan)
+    report["schedule"] = {
+        "commit_every_s": COMMIT_EVERY_S,
+        "commit_every_records": COMMIT_EVERY_N,
+        "backlog_txn_records": BACKLOG_TXN_RECORDS,
+        "backlog_abort_every": BACKLOG_ABORT_EVERY,
+    }
+    report["env"].update(tierlog=tierlog_source(), loadavg_start=os.getloadavg())
+    say(f"transactions bench: {'quick' if args.quick else 'full'} run, logs in {run_dir}")
+    tp.measure(report, chosen, plan, run_dir, args.only, args.kafka_version, args.keep, warm_up)
+    if args.profile == "on" and args.only != "kafka":
+        profiled = chosen
+    elif args.profile == "auto" and "interrupted" not in report:
+        profiled = [w for w in chosen if w.name in slower(report)]
+    else:
+        profiled = []
+    if profiled:
+        try:
+            report["profile"] = profile_tierlog(profiled, plan, run_dir)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            report["interrupted"] = type(exc).__name__
+    report["env"]["loadavg_end"] = os.getloadavg()
+    return tp.finish(report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
