@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from tests.broker.test_transactions import read_values
 from tests.tiered_data import TieredTopic, create_tiered_topic, start_broker, wait_offloaded
 from tierlog.remote import manifest as mf
 
@@ -76,6 +77,10 @@ def test_read_committed_across_both_tiers_of_a_brokers_topic(spark: Any, tmp_pat
         first = rows()
         assert [v for _, v, _ in first] == committed
         assert {t for _, _, t in first} == {"remote"}
+        # A Kafka consumer reads the offloaded part through the broker, which answers its
+        # read_committed fetches with the remote .txnindex objects' aborts.
+        assert local_start(broker.data_dir / f"{topic}-0") > 0, "some offsets are remote-only"
+        assert read_values(broker.bootstrap, topic, 1, "read_committed") == committed
         # The open transaction is aborted (its marker, and so its .txnindex entry, in the
         # active segment) and one more is committed after it: its segments go remote now,
         # and a remote read of them learns of the abort from the leader; the last
@@ -113,3 +118,7 @@ def first_offset_of_open(bootstrap: str, topic: str, start: int) -> int:
                     if record.offset >= start and (record.value or b"").startswith(b"open-"):
                         return record.offset
                 offset = header.next_offset
+
+
+def local_start(directory: Path) -> int:
+    return min(int(p.stem) for p in directory.glob("*.log"))
