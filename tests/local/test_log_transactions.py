@@ -249,3 +249,17 @@ def test_append_marker_timestamps_and_epochs(make_log: LogFactory) -> None:
     assert info.max_timestamp == T0 + 5
     assert info.batches[0].partition_leader_epoch == 4
     assert log.leader_epoch_cache.latest_epoch == 4
+
+
+def test_closed_segments_give_their_txnindex_fd_back(make_log: LogFactory, log_dir: Path) -> None:
+    log = make_log()
+    _transactional_history(log)
+    assert [s.txn_index._fd < 0 for s in log.segments] == [True, True, False]
+    log.flush()
+    crash(log)
+    (log_dir / "00000000000000000005.txnindex").unlink()
+    reopened = make_log(had_clean_shutdown=False, recovery_point=0)
+    assert [s.txn_index._fd < 0 for s in reopened.segments[:-1]] == [True, True]
+    assert entries(reopened) == EXPECTED
+    reopened.truncate_to(12)  # the active segment's file is cut, the others untouched
+    assert entries(reopened) == [[], [AbortedTxn(1, 0, 7, 4)], [AbortedTxn(3, 5, 10, 8)]]

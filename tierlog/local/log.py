@@ -5,10 +5,11 @@ rules that span segments: offset assignment, rolling, the flush policy, retentio
 and recovery after an unclean stop. The broker never decodes records here: appends read only
 batch headers and write the producer's bytes with baseOffset/partitionLeaderEpoch rewritten.
 
-Size: ~780 lines, past the ~600 guideline, because append (with its unrolled single-batch
-fast path), read, retention and truncation all work on the same segment list and offsets;
-loading already lives in ``log_loader.py``, and the append validation is the next part to
-move out (into an appender owned by the log) when it grows again.
+Size: ~970 lines, past the ~600 guideline, because append (with its unrolled single-batch
+fast path), read, retention, truncation and the transaction markers all work on the same
+segment list and offsets; loading already lives in ``log_loader.py``, the index file in
+``txn_index.py``. The append validation (``_validate`` and the client rules) is the part to
+move out next, into an appender owned by the log.
 
 Transactions (KIP-98): the producer state tracks open transactions, whose first offset
 bounds the last stable offset (``first_unstable_offset``); ``append_marker`` writes a

@@ -119,6 +119,12 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
         # state and the index entries are derived again from the log itself.
         replay_from = state.load(log.log_start_offset, reindex_from)
         log.rebuild_producer_state(replay_from, index_from=reindex_from)
+        # The recovery point moves to the log end below: what was rebuilt must be durable.
+        for segment in log.segments:
+            if segment.base_offset >= reindex_from:
+                segment.txn_index.flush()
+                if segment is not log.active_segment:
+                    segment.txn_index.close()
     else:
         log.rebuild_producer_state(state.load(log.log_start_offset, log.log_end_offset))
     if not log.producer_state.is_empty() and (
