@@ -9,8 +9,10 @@ A log's segments, oldest first, fall in three parts::
 
 The first uncleanable offset is the lowest of: the active segment's base (the active
 segment is never cleaned), the high watermark (records not yet committed may still be
-truncated; ``committed`` below), and the base of the first segment holding a record newer
-than ``min.compaction.lag.ms``. It is rounded down to a segment boundary, as a pass
+truncated; ``committed`` below), the first unstable offset (the first offset of the
+earliest open transaction, KIP-98: whether its records are aborted is not known yet;
+Kafka's ``firstUncleanableDirtyOffset``), and the base of the first segment holding a
+record newer than ``min.compaction.lag.ms``. It is rounded down to a segment boundary, as a pass
 rewrites whole segments. The dirty ratio is the dirty part's bytes over the clean and
 dirty parts' bytes.
 
@@ -77,6 +79,9 @@ def cleanable_part(
     limit = segments[-1].base_offset
     if committed is not None:
         limit = min(limit, committed)
+    first_unstable = log.first_unstable_offset
+    if first_unstable is not None:
+        limit = min(limit, first_unstable)
     if config.min_compaction_lag_ms > 0:
         newest_allowed = now_ms - config.min_compaction_lag_ms
         for segment in segments[:-1]:

@@ -257,7 +257,17 @@ class LogCleaner:
             producer_last_offsets={
                 pid: entry.last_offset for pid, entry in producers.items() if entry.batches
             },
+            producer_epochs={
+                pid: entry.producer_epoch for pid, entry in producers.items() if not entry.batches
+            },
             hash_seed=(secrets.randbits(64), secrets.randbits(64)),
+            aborted_transactions=tuple(
+                topic_log.collect_aborted_transactions(
+                    part.segments[0].base_offset, part.first_uncleanable_offset
+                )
+                if part.segments
+                else ()
+            ),
         )
 
     def describe(self) -> dict[TopicPartition, dict[str, object]]:

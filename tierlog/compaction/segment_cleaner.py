@@ -23,6 +23,14 @@ A pass, as in Kafka's design (seeds 003/004):
    as an empty batch so the producer's sequence survives. Control batches are kept as they
    are. Every batch's CRC-32C is checked before it is copied: a corrupt segment is never
    rewritten into a valid-looking one.
+
+Transactions (KIP-98, Kafka's ``CleanedTransactionMetadata``; ``txn_tracker``): the job
+carries the aborted transactions of the range (from the ``.txnindex`` files). The offset
+map skips the records of aborted transactions, so they never shadow an earlier committed
+value, and cleaning drops them; markers stay while their transactions have batches left,
+then until their delete horizon (``pass_filter``). Each cleaned group gets the entries of
+the ABORT markers it keeps with data as ``<base>.txnindex.cleaned``. The range never
+reaches the first unstable offset (``cleanable``): every transaction in it is decided.
 """
 
 from __future__ import annotations
@@ -37,13 +45,16 @@ import numpy as np
 
 from tierlog.compaction.offset_map import OffsetMap, OffsetMapFullError
 from tierlog.compaction.pass_filter import CleanStats, PassFilter, is_data, keyed_offsets
+from tierlog.compaction.txn_tracker import TXN_ATTRS, CleanedTransactions
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
 from tierlog.local.segment_swap import CLEANED_SUFFIX, discard_cleaned, write_range
 from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
+from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 from tierlog.records.header import (
     HEADER_SIZE,
+    Attr,
     BatchHeader,
     parse_header,
     peek_size,
@@ -75,7 +86,11 @@ class CleanJob:
 
     ``segments`` are the log's closed segments from the log start, in order, up to the
     first uncleanable offset (a segment boundary). ``producer_last_offsets`` maps each
-    idempotent producer to the last offset of its last batch in the log.
+    idempotent producer to the last offset of its last batch in the log,
+    ``producer_epochs`` each producer whose state holds no data batch to its epoch (its
+    last marker is kept). ``aborted_transactions`` are the ``.txnindex`` entries of every
+    transaction aborted at or after the first segment's base that began before the end
+    of the segments (``Log.collect_aborted_transactions``), in any order.
     """
 
     name: str
@@ -93,6 +108,8 @@ class CleanJob:
     producer_last_offsets: dict[int, int] = field(default_factory=dict)
     # The key digests' seed, random per pass (``key_hash``).
     hash_seed: tuple[int, int] = (0, 0)
+    aborted_transactions: tuple[AbortedTxn, ...] = ()
+    producer_epochs: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +120,8 @@ class CleanedGroup:
     base_offset: int
     log_path: str  # the .log.cleaned file; its indexes sit beside it
     size: int
+    # The .txnindex.cleaned file, None when no aborted transaction's entry is kept.
+    txn_index_path: str | None = None
 
 
 @dataclass(slots=True)
@@ -185,6 +204,10 @@ def build_offset_map(
     """Fill ``offset_map`` from the dirty segments; returns the offset it ends at."""
     offset_map.reset(job.first_dirty_offset)
     end = job.first_dirty_offset
+    # Entries of markers below the walk would keep their producers aborted for ever.
+    txns = CleanedTransactions(
+        t for t in job.aborted_transactions if t.last_offset >= job.first_dirty_offset
+    )
     for segment in job.segments:
         if segment.next_offset <= job.first_dirty_offset:
             continue
@@ -193,11 +216,12 @@ def build_offset_map(
         digest_parts: list[np.ndarray] = []
         offset_parts: list[np.ndarray] = []
         for chunk in read_batches(segment):
-            wanted = [
-                (batch, header)
-                for batch, header in chunk
-                if is_data(header) and header.last_offset >= job.first_dirty_offset
-            ]
+            wanted = []
+            for batch, header in chunk:
+                if header.attributes & TXN_ATTRS and _aborted(txns, batch, header):
+                    continue
+                if is_data(header) and header.last_offset >= job.first_dirty_offset:
+                    wanted.append((batch, header))
             if wanted:
                 digests, offsets = keyed_offsets(wanted, job.first_dirty_offset, job.hash_seed)
                 digest_parts.append(digests)
@@ -218,6 +242,15 @@ def build_offset_map(
     stats.map_keys = offset_map.size
     stats.map_bytes_per_key = offset_map.bytes_per_key
     return end
+
+
+def _aborted(txns: CleanedTransactions, batch: BytesLike, header: BatchHeader) -> bool:
+    """Feed a transactional or control batch to ``txns``: True for a data batch of an
+    aborted transaction (its records are not in the map: Kafka's ``buildOffsetMap``)."""
+    if header.attributes & Attr.CONTROL:
+        txns.on_marker(header, batch)
+        return False
+    return txns.on_batch(header)
 
 
 def group_segments(
@@ -340,6 +373,9 @@ def clean_group(
     directory = Path(group[0].path).parent
     out = _CleanedWriter(directory, group[0].base_offset, job)
     changed = len(group) > 1
+    base, end = group[0].base_offset, group[-1].next_offset
+    rules.transactions.take_kept_entries()
+    txn_index_path = None
     try:
         for segment in group:
             # CRC-checked: a corrupt segment is never rewritten into a valid-looking one.
@@ -347,16 +383,42 @@ def clean_group(
                 changed |= rules.chunk(chunk, out)
             throttle(segment.size)
             rules.stats.bytes_read += segment.size
+        kept_txns = rules.transactions.take_kept_entries()
+        indexed = sorted(
+            (t for t in job.aborted_transactions if base <= t.last_offset < end),
+            key=lambda t: t.last_offset,
+        )
+        changed |= kept_txns != indexed
         if not changed:
             out.abandon()
             return None
         size = out.finish()
-        out.write_range(group[-1].next_offset)
+        if kept_txns or indexed:
+            # Written even empty: without it the swap would carry the replaced segments'
+            # entries over (``segment_swap``), and an entry outliving its marker would hide
+            # its producer's later transactions from read_committed consumers.
+            path = _write_txn_index(directory, base, kept_txns)
+            txn_index_path = path if kept_txns else None
+        out.write_range(end)
     except BaseException:
         out.abandon()
         raise
     rules.stats.bytes_written += size
-    return CleanedGroup(tuple(group), group[0].base_offset, str(out.log_path), size)
+    return CleanedGroup(tuple(group), group[0].base_offset, str(out.log_path), size, txn_index_path)
+
+
+def _write_txn_index(directory: Path, base_offset: int, entries: list[AbortedTxn]) -> str:
+    """``<base>.txnindex.cleaned`` (fsynced): the aborted transactions the cleaned segment
+    keeps markers and data of, in marker order (Kafka's cleaned ``TransactionIndex``);
+    zero bytes for none."""
+    path = directory / (segment_name(base_offset) + TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, encode_entries(entries))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return str(path)
 
 
 def clean(job: CleanJob) -> CleanResult:
@@ -389,6 +451,12 @@ def clean(job: CleanJob) -> CleanResult:
         producer_last_offsets=job.producer_last_offsets,
         stats=stats,
         seed=job.hash_seed,
+        transactions=CleanedTransactions(
+            t
+            for t in job.aborted_transactions
+            if t.last_offset >= (job.segments[0].base_offset if job.segments else 0)
+        ),
+        producer_epochs=job.producer_epochs,
     )
     groups: list[CleanedGroup] = []
     try:
