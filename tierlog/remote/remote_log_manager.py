@@ -62,13 +62,7 @@ from tierlog.local.log import Log
 from tierlog.local.producer_state import snapshot_path
 from tierlog.local.scrubber import verify_segment_crc
 from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
-from tierlog.local.txn_index_codec import (
-    TXN_INDEX_SUFFIX,
-    AbortedTxn,
-    CorruptTxnIndexError,
-    decode_entries,
-)
-from tierlog.records.aborted_filter import search_index
+from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, decode_entries
 from tierlog.remote import manifest as mf
 from tierlog.remote import remote_checkpoint as rc
 from tierlog.remote.api import (
@@ -81,6 +75,7 @@ from tierlog.remote.api import (
     SegmentState,
 )
 from tierlog.remote.chunk_cache import ChunkCache
+from tierlog.remote.remote_txn_index import RemoteTxnIndexes
 from tierlog.remote.segment_reader import RemoteSegmentReader
 from tierlog.util.clock import Clock, SystemClock
 
@@ -91,9 +86,6 @@ T = TypeVar("T")
 READER_CACHE_SIZE = 64
 # Orphans are looked for when a partition is first tracked and every this many cycles.
 ORPHAN_SCAN_EVERY = 20
-# Decoded remote .txnindex objects kept in memory (an LRU by object name). They are small
-# (34 bytes an aborted transaction) and read_committed fetches of a range re-read them.
-TXN_INDEX_CACHE_SIZE = 256
 
 
 class Throttle:
@@ -223,8 +215,8 @@ class RemoteLogManager:
         self.fetch_errors = 0
         self.lost_ranges = 0  # times the remote tier was found to have lost committed data
         self.compaction_errors = 0
-        # Decoded .txnindex objects by object name; touched on the event loop only.
-        self._txn_indexes: OrderedDict[str, list[AbortedTxn]] = OrderedDict()
+        # The remote .txnindex objects, decoded, for read_committed fetches.
+        self.txn_indexes = RemoteTxnIndexes(store, self._off_loop)
         # Cleans compacted topics' remote segments after each cycle (tierlog.compaction
         # sets it; the remote tier does not import the cleaner).
         self.compactor: RemoteCompaction | None = None
@@ -563,7 +555,7 @@ class RemoteLogManager:
         goes first, by name (``RemoteStorage.delete_segment`` knows the data, index and
         auxiliary objects only), the ``.log`` last, so a retry after a crash half-way
         still finds the segment's objects to delete. The decoded index stays in the LRU
-        until evicted: a segment id is never reused, so nothing reads it again."""
+        until evicted: a segment id is never reused, so nothing asks for it again."""
         name = mf.txn_index_object_name(segment)
         if name is not None:
             self.store.delete_object(segment.topic, segment.partition, name)
@@ -766,52 +758,21 @@ class RemoteLogManager:
         overlapping the range, in segment order, until an entry's last stable offset
         reaches ``upper_bound_offset`` or the remote segments run out (the local tier's
         indexes are the caller's to add then). Segments without an index are skipped.
-        Each index is fetched once off the event loop and kept decoded (an LRU).
+        Each index is fetched once off the event loop and kept decoded (an LRU:
+        ``tierlog.remote.remote_txn_index``).
 
         Raises:
             RemoteStorageError: an index cannot be fetched or decoded.
             TimeoutError: the store did not answer within remote.fetch.max.wait.ms.
         """
         state = self.partitions.get((topic, partition))
-        manifest = state.manifest if state is not None else None
-        if manifest is None or upper_bound_offset <= fetch_offset:
+        if state is None or state.manifest is None:
             return []
-        out: list[AbortedTxn] = []
-        segment = mf.segment_for_offset(manifest, fetch_offset)
-        while segment is not None:
-            if segment.has_txn_index:
-                found, complete = search_index(
-                    await self._txn_index(segment), fetch_offset, upper_bound_offset
-                )
-                out += found
-                if complete:
-                    break
-            segment = mf.segment_for_offset(manifest, segment.end_offset + 1)
-        return out
-
-    async def _txn_index(self, segment: RemoteSegment) -> list[AbortedTxn]:
-        """One segment's decoded ``.txnindex``, from the LRU or fetched off the loop."""
-        name = mf.txn_index_object_name(segment)
-        assert name is not None
-        entries = self._txn_indexes.get(name)
-        if entries is not None:
-            self._txn_indexes.move_to_end(name)
-            return entries
         try:
-            data = await self._off_loop(
-                functools.partial(self.store.fetch_index, segment, IndexKind.TRANSACTION)
-            )
-            entries = decode_entries(data, name)
-        except CorruptTxnIndexError as exc:
-            self.fetch_errors += 1
-            raise RemoteStorageError(f"corrupt remote transaction index: {exc}") from None
+            return await self.txn_indexes.collect(state.manifest, fetch_offset, upper_bound_offset)
         except (RemoteStorageError, OSError, TimeoutError):
             self.fetch_errors += 1
             raise
-        self._txn_indexes[name] = entries
-        while len(self._txn_indexes) > TXN_INDEX_CACHE_SIZE:
-            self._txn_indexes.popitem(last=False)
-        return entries
 
     # -- replicas starting at the leader's local log start (KIP-405) --------------------
 
