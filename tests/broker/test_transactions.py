@@ -1,6 +1,7 @@
-"""Transactions with a real client (confluent-kafka's transactional API) against a real
-broker process: commit and abort, read_committed vs read_uncommitted, zombie fencing, a
-producer killed mid-transaction, transaction timeouts, offsets sent to a transaction."""
+"""Transactions with real clients (confluent-kafka's and kafka-python's transactional APIs)
+against a real broker process: commit and abort, read_committed vs read_uncommitted, zombie
+fencing, a producer killed mid-transaction, transaction timeouts, offsets sent to a
+transaction."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTopicPartition
 
 from tests.broker.harness import BrokerProcess
 
@@ -285,3 +288,35 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(
         consumer.close()
     sink = read_values(bootstrap, "sink", 1, "read_committed")
     assert sink == [f"out-{i}".encode() for i in range(10)]
+
+
+def test_kafka_python_transactions_and_read_committed(txn_broker: BrokerProcess) -> None:
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "kp")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-writer")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("kp", b"one", partition=0)
+    producer.commit_transaction()
+    producer.begin_transaction()
+    producer.send("kp", b"two", partition=0)
+    producer.flush()
+    producer.abort_transaction()
+    producer.close()
+
+    def read(isolation: str) -> list[bytes]:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            isolation_level=isolation,
+            consumer_timeout_ms=3000,
+            enable_auto_commit=False,
+        )
+        consumer.assign([KTopicPartition("kp", 0)])
+        consumer.seek(KTopicPartition("kp", 0), 0)
+        try:
+            return [message.value for message in consumer]
+        finally:
+            consumer.close()
+
+    assert read("read_committed") == [b"one"]
+    assert read("read_uncommitted") == [b"one", b"two"]
