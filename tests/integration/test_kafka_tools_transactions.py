@@ -7,7 +7,8 @@ read_committed KafkaConsumer, a transactional KafkaProducer, offsets sent to eac
 transaction, a third of the transactions aborted on purpose) copies records a plain producer
 wrote; read_committed readers (confluent-kafka and Kafka's ConsoleConsumer) then see every
 input value exactly once, in order per partition, and a read_uncommitted reader sees the
-aborted copies too.
+aborted copies too. Two copiers subscribed in one group (``--group-mode``) hand partitions
+over in a rebalance, and still copy each input once (KIP-447 generation fencing).
 
 ``kafka-transactions`` (TransactionsCommand): ``list``, ``describe``, ``describe-producers``
 and ``find-hanging`` on a transaction a confluent-kafka producer leaves open, then ``abort``
@@ -132,6 +133,54 @@ def status_lines(run: ToolRun) -> list[dict[str, Any]]:
     return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
 
 
+def produce_inputs(cluster: ProcessCluster, topic: str, per_partition: int) -> dict[int, list[str]]:
+    """Distinct values, ``p<partition>-<index>``, written by a plain (non-transactional)
+    producer to each partition of ``topic``."""
+    inputs = {p: [f"p{p}-{i:05d}" for i in range(per_partition)] for p in range(PARTITIONS)}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20})
+    for p, values in inputs.items():
+        for value in values:
+            producer.produce(topic, value.encode(), key=value[:2].encode(), partition=p)
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    return inputs
+
+
+def copier(
+    tools: KafkaDist,
+    cluster: ProcessCluster,
+    source: str,
+    target: str,
+    name: str,
+    *extra: str,
+    group: str = "",
+) -> ToolRun:
+    """One TransactionalMessageCopier run, transactional id ``name``, consumer group
+    ``group`` (default ``<name>-group``), aborting a third of its transactions; each record
+    goes to the output partition of its input partition's number."""
+    args = [
+        "--broker-list", cluster.bootstrap,
+        "--input-topic", source,
+        "--output-topic", target,
+        "--transactional-id", name,
+        "--consumer-group", group or f"{name}-group",
+        "--transaction-size", str(TRANSACTION_SIZE),
+        "--enable-random-aborts",
+        *extra,
+    ]  # fmt: skip
+    return kafka_tools.run_tool(tools, MESSAGE_COPIER, args, timeout=120)
+
+
+def shutdown_status(run: ToolRun, name: str) -> dict[str, Any]:
+    """The copier's last status line, after a clean exit."""
+    assert run.returncode == 0, run.output
+    assert "] ERROR " not in run.stderr, run.output
+    done = status_lines(run)[-1]
+    assert done["stage"] == "ShutdownComplete", run.output
+    assert done["transactionalId"] == name, run.output
+    return done
+
+
 # -- TransactionalMessageCopier + read_committed readers -------------------------------------
 
 
@@ -141,42 +190,28 @@ def test_copier_with_random_aborts_then_read_committed_sees_each_input_once(
     c = cluster
     create_topic(c, "copy-in", PARTITIONS)
     create_topic(c, "copy-out", PARTITIONS)
-    inputs = {p: [f"p{p}-{i:05d}" for i in range(PER_PARTITION)] for p in range(PARTITIONS)}
-    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 20})
-    for p, values in inputs.items():
-        for value in values:
-            producer.produce("copy-in", value.encode(), key=value[:2].encode(), partition=p)
-            producer.poll(0)
-    assert producer.flush(30) == 0
+    inputs = produce_inputs(c, "copy-in", PER_PARTITION)
 
     def copy(partition: int) -> ToolRun:
-        args = [
-            "--broker-list", c.bootstrap,
-            "--input-topic", "copy-in",
-            "--input-partition", str(partition),
-            "--output-topic", "copy-out",
-            "--transactional-id", f"copier-{partition}",
-            "--consumer-group", f"copier-group-{partition}",
-            "--transaction-size", str(TRANSACTION_SIZE),
-            "--max-messages", str(PER_PARTITION),
-            "--enable-random-aborts",
-        ]  # fmt: skip
         # Both ways of sending offsets: by group id, and with the consumer's group metadata.
-        if partition % 2:
-            args.append("--use-group-metadata")
-        return kafka_tools.run_tool(tools, MESSAGE_COPIER, args, timeout=120)
+        extra = ["--use-group-metadata"] if partition % 2 else []
+        return copier(
+            tools,
+            c,
+            "copy-in",
+            "copy-out",
+            f"copier-{partition}",
+            *["--input-partition", str(partition), "--max-messages", str(PER_PARTITION)],
+            *extra,
+        )
 
     with ThreadPoolExecutor(PARTITIONS) as pool:
         runs = list(pool.map(copy, range(PARTITIONS)))
     for partition, run in enumerate(runs):
-        assert run.returncode == 0, run.output
-        assert "] ERROR " not in run.stderr, run.output
-        done = status_lines(run)[-1]
-        assert done["stage"] == "ShutdownComplete", run.output
-        assert done["transactionalId"] == f"copier-{partition}", run.output
+        done = shutdown_status(run, f"copier-{partition}")
         assert (done["totalProcessed"], done["remaining"]) == (PER_PARTITION, 0), done
         # The offsets went with the transactions: the group resumes after the last input.
-        assert committed_offsets(c, f"copier-group-{partition}", "copy-in", partition) == (
+        assert committed_offsets(c, f"copier-{partition}-group", "copy-in", partition) == (
             PER_PARTITION
         )
 
@@ -209,6 +244,41 @@ def test_copier_with_random_aborts_then_read_committed_sees_each_input_once(
     for p in range(PARTITIONS):
         assert [v for v in printed if v.startswith(f"p{p}-")] == inputs[p], console.output
     assert len(printed) == total, console.output
+
+
+def test_copiers_sharing_a_group_fence_each_other_across_rebalances(
+    tools: KafkaDist, cluster: ProcessCluster
+) -> None:
+    """Two copiers subscribed in one group (``--group-mode --use-group-metadata``, KIP-447):
+    partitions move between them as each joins and leaves, and a transaction whose offsets
+    carry a stale generation is refused and aborted, so every input is still copied once."""
+    c = cluster
+    per_partition = PER_PARTITION // 2
+    create_topic(c, "group-in", PARTITIONS)
+    create_topic(c, "group-out", PARTITIONS)
+    inputs = produce_inputs(c, "group-in", per_partition)
+
+    def copy(n: int) -> ToolRun:
+        # In group mode --input-partition is required but ignored.
+        return copier(
+            tools,
+            c,
+            "group-in",
+            "group-out",
+            f"group-copier-{n}",
+            *["--input-partition", "0", "--group-mode", "--use-group-metadata"],
+            group="shared-group",
+        )
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(copy, range(2)))
+    done = [shutdown_status(run, f"group-copier-{n}") for n, run in enumerate(runs)]
+    assert [d["remaining"] for d in done] == [0, 0], done
+    # Only committed transactions count: between them, each input once.
+    assert sum(d["totalProcessed"] for d in done) == PARTITIONS * per_partition, done
+    for p in range(PARTITIONS):
+        assert committed_offsets(c, "shared-group", "group-in", p) == per_partition
+    assert read_topic(c, "group-out", PARTITIONS, "read_committed") == inputs
 
 
 # -- kafka-transactions -----------------------------------------------------------------------
