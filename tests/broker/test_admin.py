@@ -266,6 +266,23 @@ def test_delete_topics_by_name_and_id_then_recreate_empty(broker: BrokerProcess)
         consumer.close()
 
 
+def test_the_transaction_state_topic_belongs_to_the_broker(broker: BrokerProcess) -> None:
+    client = admin(broker)
+    made = client.create_topics([NewTopic("__transaction_state", 1, 1)])["__transaction_state"]
+    assert outcome(made)[0] == KafkaError.INVALID_REQUEST
+    raw = RawClient(broker.port)
+    try:
+        answer = metadata(raw, 12, ["__transaction_state"], create=True).topics[0]
+        assert int(answer.error_code) == 0 and answer.is_internal
+        assert len(answer.partitions) == 50  # transaction.state.log.num.partitions
+    finally:
+        raw.close()
+    entries = describe_topic(client, "__transaction_state")
+    assert entries["cleanup.policy"].value == "compact"
+    code, message = outcome(client.delete_topics(["__transaction_state"])["__transaction_state"])
+    assert code == KafkaError.TOPIC_EXCEPTION, message
+
+
 def test_internal_topic_belongs_to_the_broker(broker: BrokerProcess) -> None:
     client = admin(broker)
     # A client cannot make __consumer_offsets its own way (1 partition, not compacted)...

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # Kafka's name and format (version 0, a count, then "topic partition offset" lines).
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 

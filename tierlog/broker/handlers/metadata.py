@@ -163,12 +163,16 @@ async def auto_create(services: BrokerServices, names: list[str]) -> dict[str, i
         if not config["auto.create.topics.enable"]:
             refused[name] = ErrorCode.unknown_topic_or_partition
         elif name in INTERNAL_TOPICS:
-            # Kafka auto-creates __consumer_offsets with its own settings
-            # (AutoTopicCreationManager.creatableTopic). With the defaults of an ordinary
-            # topic (1 partition, not compacted, never loaded into the group coordinator)
-            # every consumer group stopped working.
+            # Kafka auto-creates __consumer_offsets and __transaction_state with their own
+            # settings (AutoTopicCreationManager.creatableTopic). With the defaults of an
+            # ordinary topic (1 partition, not compacted, never loaded into the group or
+            # transaction coordinator) every consumer group, or transaction, stopped working.
+            transactions = services.transactions
             try:
-                await services.offsets_topic.ensure_created()
+                if name == "__transaction_state" and transactions is not None:
+                    await transactions.state_topic.ensure_created()
+                else:
+                    await services.offsets_topic.ensure_created()
             except TopicError as exc:
                 refused[name] = exc.code
         else:
