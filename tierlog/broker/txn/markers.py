@@ -3,7 +3,8 @@
 ``write_markers`` is the partition leader's side (Kafka's
 ``KafkaApis.handleWriteTxnMarkersRequest``): each marker is appended as a control batch,
 acks=all, to every listed partition this broker leads; on ``__consumer_offsets`` the
-group coordinator then commits or drops the producer's pending transactional offsets; and
+group coordinator then (once the marker is replicated) commits or drops the producer's
+pending transactional offsets; and
 any KIP-890 verification of that producer on the partition is cancelled (a produce
 verified before the marker must not open a new transaction after it).
 
@@ -83,7 +84,7 @@ async def write_markers(
     from tierlog.broker.handlers.errors import error_code
 
     results: dict[tuple[int, TopicPartition], int] = {}
-    waits: list[tuple[tuple[int, TopicPartition], Any]] = []
+    waits: list[tuple[tuple[int, TopicPartition], bool, Any]] = []
     for marker in markers:
         for topic, index in marker.partitions:
             key = (marker.producer_id, (topic, index))
@@ -100,18 +101,22 @@ async def write_markers(
             except Exception as exc:
                 results[key] = error_code(exc)
                 continue
-            if topic == OFFSETS_TOPIC and groups is not None:
-                groups.complete_txn(index, marker.producer_id, marker.commit)
             partition = replicas.partition(topic, index)
             if partition is None:
                 results[key] = E.not_leader_or_follower
                 continue
-            waits.append((key, partition.wait_for_replication(info.last_offset + 1, timeout_s)))
+            wait = partition.wait_for_replication(info.last_offset + 1, timeout_s)
+            waits.append((key, marker.commit, wait))
             results[key] = 0
     if waits:
-        codes = await asyncio.gather(*(wait for _, wait in waits))
-        for (key, _), code in zip(waits, codes, strict=True):
+        codes = await asyncio.gather(*(wait for _, _, wait in waits))
+        for (key, commit, _), code in zip(waits, codes, strict=True):
             results[key] = int(code)
+            producer_id, (topic, index) = key
+            if code == 0 and topic == OFFSETS_TOPIC and groups is not None:
+                # Only once the marker is replicated (Kafka too): a new leader without it
+                # would not show these offsets.
+                groups.complete_txn(index, producer_id, commit)
     return results
 
 
