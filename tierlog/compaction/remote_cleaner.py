@@ -26,6 +26,13 @@ interrupted pass belong to no manifest entry and the orphan scan removes them. A
 the replaced objects belong to no entry either: if the broker stops before deleting them,
 the orphan scan does. A failed commit deletes this pass's uploads at once.
 
+Transactions (KIP-98): the aborted transactions come from the remote segments'
+``IndexKind.TRANSACTION`` objects, and each cleaned group is uploaded with its rewritten
+index (``has_txn_index``). Remote segments lie below the last stable offset when
+offloaded, but a transaction's marker may still be in a local segment not offloaded yet:
+a pass stops before the first transaction the downloaded segments open and do not end
+(``txn_tracker.undecided_from``), as the local pass stops at the first unstable offset.
+
 The local part of a tiered compacted log is not cleaned (its closed segments are the
 remote log manager's to upload), so the hot tail keeps every record until it is offloaded
 and cleaned remotely; readers see one log with offset gaps either way.
@@ -47,11 +54,14 @@ from tierlog.compaction.segment_cleaner import (
     CleanResult,
     SegmentFile,
     clean,
+    read_batches,
 )
+from tierlog.compaction.txn_tracker import undecided_from
 from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.log import Log
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
 from tierlog.local.segment_swap import CLEANED_SUFFIX
+from tierlog.local.txn_index_codec import AbortedTxn, decode_entries
 from tierlog.records.header import parse_header
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStore, SegmentState
@@ -123,7 +133,7 @@ class RemoteCompactor:
         due = [segment for when, segment in self._doomed if when <= now]
         self._doomed = [(when, segment) for when, segment in self._doomed if when > now]
         for segment in due:
-            store.delete_segment(segment)
+            _delete_segment(store, segment)
 
     def _due(
         self, tp: TopicPartition, topic_log: Log, committed: list[RemoteSegment], first_dirty: int
@@ -173,6 +183,8 @@ class RemoteCompactor:
         work.mkdir(parents=True)
         try:
             job = self._job(store, topic_log, manifest, committed, first_dirty, work)
+            if job is None:
+                return None
             job = dataclasses.replace(job, producer_last_offsets=producer_last_offsets)
             result = self.run_pass(job)
             stored = self._replace(store, manifest, committed, result, leader_epoch)
@@ -206,9 +218,11 @@ class RemoteCompactor:
         committed: list[RemoteSegment],
         first_dirty: int,
         work: Path,
-    ) -> CleanJob:
-        """Download the committed segments' logs into ``work`` and describe the pass."""
+    ) -> CleanJob | None:
+        """Download the committed segments' logs into ``work`` and describe the pass; None
+        when an undecided transaction leaves nothing to clean."""
         files = []
+        aborted: list[AbortedTxn] = []
         for n, segment in enumerate(committed):
             path = work / (segment_name(segment.base_offset) + LOG_SUFFIX)
             with open(path, "wb") as out:
@@ -224,6 +238,16 @@ class RemoteCompactor:
                 committed[n + 1].base_offset if n + 1 < len(committed) else segment.next_offset
             )
             files.append(SegmentFile(segment.base_offset, str(path), position, end_offset))
+            if segment.has_txn_index:
+                data = store.fetch_index(segment, IndexKind.TRANSACTION)
+                aborted += decode_entries(data, f"{segment.segment_id} txn index")
+        undecided = undecided_from(
+            header for file in files for chunk in read_batches(file) for _, header in chunk
+        )
+        if undecided is not None:
+            files = [f for f in files if f.next_offset <= undecided]
+            if not files or files[-1].next_offset <= first_dirty:
+                return None
         config = topic_log.config
         return CleanJob(
             name=f"{manifest.topic}-{manifest.partition} (remote)",
@@ -237,6 +261,7 @@ class RemoteCompactor:
             max_index_size=config.segment_index_bytes,
             map_memory_bytes=self.map_memory_bytes,
             hash_seed=(secrets.randbits(64), secrets.randbits(64)),
+            aborted_transactions=tuple(aborted),
         )
 
     def _replace(
@@ -259,20 +284,22 @@ class RemoteCompactor:
                 old = [by_base[f.base_offset] for f in group.replaced]
                 new = _new_segment(group, old, self.clock.milliseconds())
                 stem = group.log_path.removesuffix(LOG_SUFFIX + CLEANED_SUFFIX)
-                aux = None
+                aux = {}
                 if new.has_aux_state:
                     aux = {
                         kind: store.fetch_index(old[-1], kind)
                         for kind in (IndexKind.PRODUCER_SNAPSHOT, IndexKind.LEADER_EPOCH)
                     }
+                if group.txn_index_path is not None:
+                    aux[IndexKind.TRANSACTION] = Path(group.txn_index_path).read_bytes()
+                uploaded.append(new)  # before the upload: a partial one is deleted too
                 store.copy_segment(
                     new,
                     Path(group.log_path),
                     Path(stem + INDEX_SUFFIX + CLEANED_SUFFIX),
                     Path(stem + TIME_INDEX_SUFFIX + CLEANED_SUFFIX),
-                    aux,
+                    aux or None,
                 )
-                uploaded.append(new)
                 for segment in old:
                     updated = mf.without(updated, segment.segment_id)
                 updated = mf.with_segment(updated, new)
@@ -285,12 +312,21 @@ class RemoteCompactor:
             )
         except BaseException:
             for segment in uploaded:
-                store.delete_segment(segment)
+                _delete_segment(store, segment)
             raise
         deadline = self.clock.milliseconds() + self.delete_delay_ms
         self._doomed.extend((deadline, segment) for segment in replaced)
         self.replaced_segments += len(replaced)
         return stored
+
+
+def _delete_segment(store: RemoteStore, segment: RemoteSegment) -> None:
+    """Every object of a segment: its ``.txnindex`` by name first (the store's
+    ``delete_segment`` knows the others only), as the remote log manager deletes them."""
+    name = mf.txn_index_object_name(segment)
+    if name is not None:
+        store.delete_object(segment.topic, segment.partition, name)
+    store.delete_segment(segment)
 
 
 def _new_segment(group: CleanedGroup, old: list[RemoteSegment], now_ms: int) -> RemoteSegment:
@@ -319,4 +355,5 @@ def _new_segment(group: CleanedGroup, old: list[RemoteSegment], now_ms: int) -> 
         state=SegmentState.COPY_FINISHED,
         created_ms=now_ms,
         has_aux_state=old[-1].has_aux_state,
+        has_txn_index=group.txn_index_path is not None,
     )
