@@ -20,7 +20,7 @@ from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 from tierlog.remote import manifest as mf
-from tierlog.remote.api import IndexKind, RemoteSegment
+from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStorageError
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.util.clock import ManualClock
 
@@ -226,6 +226,31 @@ def test_segments_at_or_above_the_last_stable_offset_stay_local(
         expected = [t for t in written.aborted if t.last_offset < remote_end]
         assert all(s.has_txn_index for s in committed)
         assert aborted(h, 0, remote_end) == expected
+    finally:
+        h.close()
+        log.close()
+
+
+def test_a_corrupt_or_missing_remote_index_fails_the_read_loudly(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock
+) -> None:
+    log = make_log(tmp_path, clock)
+    write_index(log, 1, [txn(1, 5, 9, 10)])
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        h.cycle()
+        segment = h.committed()[1]
+        name = mf.txn_index_object_name(segment)
+        assert name is not None
+        store.delete_object(TOPIC, PARTITION, name)
+        with pytest.raises(RemoteStorageError):
+            aborted(h, segment.base_offset, segment.next_offset)
+        assert h.manager.fetch_errors == 1
+        path = f"{store.partition_path(TOPIC, PARTITION)}/{name}"
+        store.fs.pipe_file(path, b"\0" * 35)
+        with pytest.raises(RemoteStorageError, match="corrupt remote transaction index"):
+            aborted(h, segment.base_offset, segment.next_offset)
+        assert h.manager.fetch_errors == 2
     finally:
         h.close()
         log.close()
