@@ -3,10 +3,14 @@ leader, follower and recovery alike, and the aborted transactions a fetch is tol
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.local.producer_state import (
     InvalidProducerEpochError,
@@ -16,6 +20,7 @@ from tierlog.local.producer_state import (
 from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.errors import InvalidRecordError
+from tierlog.util.clock import ManualClock
 
 from .conftest import T0, LogFactory, assert_dense, crash, make_batch
 
@@ -263,3 +268,67 @@ def test_closed_segments_give_their_txnindex_fd_back(make_log: LogFactory, log_d
     assert entries(reopened) == EXPECTED
     reopened.truncate_to(12)  # the active segment's file is cut, the others untouched
     assert entries(reopened) == [[], [AbortedTxn(1, 0, 7, 4)], [AbortedTxn(3, 5, 10, 8)]]
+
+
+# -- a model of the rules, against leader, follower and recovery ---------------------------
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("data"), st.integers(1, 3), st.integers(1, 3)),
+        st.tuples(st.just("marker"), st.integers(1, 3), st.booleans()),
+        st.tuples(st.just("plain"), st.just(0), st.integers(1, 2)),
+        st.tuples(st.just("roll"), st.just(0), st.just(0)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_OPS)
+def test_leader_follower_and_recovery_agree_with_the_model(
+    ops: list[tuple[str, int, object]],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        config = LogConfig()
+        leader = Log(root / "leader-0", config, clock=ManualClock(T0))
+        producers = {pid: Producer(pid) for pid in (1, 2, 3)}
+        open_txns: dict[int, int] = {}  # the model: pid -> first offset, in opening order
+        expected: list[AbortedTxn] = []
+        for kind, pid, arg in ops:
+            end = leader.log_end_offset
+            if kind == "data":
+                leader.append(producers[pid].batch(int(arg)))  # type: ignore[call-overload]
+                open_txns.setdefault(pid, end)
+            elif kind == "marker":
+                leader.append_marker(pid, 0, 0, commit=bool(arg), leader_epoch=0)
+                first = open_txns.pop(pid, None)
+                if first is not None and not arg:
+                    lso = min(open_txns.values(), default=end + 1)
+                    expected.append(AbortedTxn(pid, first, end, lso))
+            elif kind == "plain":
+                leader.append(make_batch(int(arg)))  # type: ignore[call-overload]
+            else:
+                leader.roll()
+            assert leader.first_unstable_offset == min(open_txns.values(), default=None)
+        assert [e for seg in entries(leader) for e in seg] == expected
+        assert leader.collect_aborted_transactions(0, leader.log_end_offset + 1) == expected
+        leader.flush()
+
+        follower = Log(root / "follower-0", config, clock=ManualClock(T0))
+        for n, segment in enumerate(leader.segments):
+            if n:
+                follower.roll(segment.base_offset)
+            if segment.size:
+                follower.append_as_follower(segment.path.read_bytes())
+        assert txn_files(follower.directory) == txn_files(leader.directory)
+        assert dict(follower.producer_state.ongoing_transactions) == open_txns
+        follower.close()
+
+        crash(leader)
+        for path in [*leader.directory.glob("*.txnindex"), *leader.directory.glob("*.snapshot")]:
+            path.unlink()
+        recovered = Log(leader.directory, config, clock=ManualClock(T0), had_clean_shutdown=False)
+        assert [e for seg in entries(recovered) for e in seg] == expected
+        assert dict(recovered.producer_state.ongoing_transactions) == open_txns
+        recovered.close()
