@@ -232,9 +232,8 @@ class RemoteStorage(Protocol):
         ...
 
     def delete_segment(self, segment: RemoteSegment) -> None:
-        """Delete the segment's objects; objects already gone are fine. (The remote log
-        manager deletes a ``has_txn_index`` segment's ``.txnindex`` object itself, by name
-        with ``delete_object``, before calling this.)"""
+        """Delete the segment's objects (its ``.txnindex`` too when ``has_txn_index``),
+        the ``.log`` last; objects already gone are fine."""
         ...
 
     def list_objects(self, topic: str, partition: int) -> list[str]:

@@ -53,6 +53,7 @@ from tierlog.remote.api import (
 from tierlog.remote.manifest import (
     FORMAT_VERSION,
     MANIFEST_NAME,
+    TXN_INDEX_KIND,
     ZERO_UUID,
     Manifest,
     aux_object_names,
@@ -308,9 +309,11 @@ class FsspecRemoteStore:
         return self._retrying(f"read {self.url_of(path)}", lambda: bytes(self.fs.cat_file(path)))
 
     def delete_segment(self, segment: RemoteSegment) -> None:
-        """Delete the auxiliary state and indexes, then the ``.log``; missing objects are
-        fine."""
-        for kind in (*aux_object_names(segment), "index", "timeindex", "log"):
+        """Delete the auxiliary state and indexes (the aborted-transaction one included),
+        then the ``.log`` last, so a retry after a crash half-way still finds the segment;
+        missing objects are fine."""
+        txn_index = (TXN_INDEX_KIND,) if segment.has_txn_index else ()
+        for kind in (*txn_index, *aux_object_names(segment), "index", "timeindex", "log"):
             path = self.object_path(segment, kind)
             self._retrying(f"delete {self.url_of(path)}", functools.partial(self._rm, path))
 

@@ -551,14 +551,9 @@ class RemoteLogManager:
         return manifest
 
     def _delete_segment_objects(self, segment: RemoteSegment) -> None:
-        """Every object of one remote segment and what is cached of it. The ``.txnindex``
-        goes first, by name (``RemoteStorage.delete_segment`` knows the data, index and
-        auxiliary objects only), the ``.log`` last, so a retry after a crash half-way
-        still finds the segment's objects to delete. The decoded index stays in the LRU
-        until evicted: a segment id is never reused, so nothing asks for it again."""
-        name = mf.txn_index_object_name(segment)
-        if name is not None:
-            self.store.delete_object(segment.topic, segment.partition, name)
+        """Every object of one remote segment and what is cached of it. A decoded
+        ``.txnindex`` stays in its LRU until evicted: a segment id is never reused, so
+        nothing asks for it again."""
         self.store.delete_segment(segment)
         self.cache.remove_segment(segment.segment_id)
 
