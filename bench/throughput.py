@@ -334,6 +334,8 @@ def describe(name: str, broker: str, r: dict[str, Any]) -> str:
         parts.append(f"first record after {r['first_record_s']:.2f} s")
     if "x_paper" in r:
         parts.append(f"x_paper {r['x_paper']:.2f}")
+    if "commit_p50_ms" in r:
+        parts.append(f"{r['txn_per_s']:g} txn/s, commit p50 {r['commit_p50_ms']:g} ms")
     if "records_per_batch" in r:
         parts.append(f"{r['records_per_batch']:g} rec/batch")
     if r.get("errors"):
