@@ -332,3 +332,38 @@ def test_leader_follower_and_recovery_agree_with_the_model(
         assert [e for seg in entries(recovered) for e in seg] == expected
         assert dict(recovered.producer_state.ongoing_transactions) == open_txns
         recovered.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_OPS, cut=st.floats(0, 1))
+def test_truncation_leaves_what_a_replay_of_the_rest_gives(
+    ops: list[tuple[str, int, object]], cut: float
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        config = LogConfig()
+        leader = Log(root / "leader-0", config, clock=ManualClock(T0))
+        producers = {pid: Producer(pid) for pid in (1, 2, 3)}
+        for kind, pid, arg in ops:
+            if kind == "data":
+                leader.append(producers[pid].batch(int(arg)))  # type: ignore[call-overload]
+            elif kind == "marker":
+                leader.append_marker(pid, 0, 0, commit=bool(arg), leader_epoch=0)
+            elif kind == "plain":
+                leader.append(make_batch(int(arg)))  # type: ignore[call-overload]
+            else:
+                leader.roll()
+        leader.truncate_to(int(leader.log_end_offset * cut))
+        replayed = Log(root / "replayed-0", config, clock=ManualClock(T0))
+        for n, segment in enumerate(leader.segments):
+            if n:
+                replayed.roll(segment.base_offset)
+            if segment.size:
+                replayed.append_as_follower(segment.path.read_bytes())
+        assert entries(replayed) == entries(leader)
+        assert dict(replayed.producer_state.ongoing_transactions) == dict(
+            leader.producer_state.ongoing_transactions
+        )
+        assert replayed.first_unstable_offset == leader.first_unstable_offset
+        replayed.close()
+        leader.close()
