@@ -317,15 +317,17 @@ async def handle_describe_producers(services: BrokerServices, request: Request) 
                 "active_producers": [],
             }
             partition = services.replicas.partition(topic.name, int(index))
-            if partition is None:
+            # Any replica answers from its own producer state, as Kafka's
+            # Partition.activeProducerState: the admin client sends to the leader unless
+            # told a broker id (kafka-transactions describe-producers --broker-id, and
+            # find-hanging --broker-id asks one broker for every partition it hosts).
+            if partition is None or not partition.hosted:
                 known = services.cluster.topic(topic.name)
                 answer["error_code"] = (
                     E.not_leader_or_follower
                     if known is not None and int(index) in known.replicas
                     else E.unknown_topic_or_partition
                 )
-            elif not partition.is_leader:
-                answer["error_code"] = E.not_leader_or_follower
             else:
                 answer["active_producers"] = [
                     {
