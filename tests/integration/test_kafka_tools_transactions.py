@@ -342,20 +342,34 @@ def test_transactions_tool_lists_describes_and_aborts_an_open_transaction(
     assert sorted(row["TopicPartitions"].split(",")) == ["open-txn-0", "open-txn-1"], row
     assert int(row["TransactionDurationMs"]) >= 0, row
 
-    def producers(partition: int) -> dict[str, dict[str, str]]:
-        run = transactions(
-            tools, c.bootstrap, f"describe-producers --topic open-txn --partition {partition}"
-        )
-        return {r["ProducerId"]: r for r in table(run)}
+    def producers(partition: int, on: str = "") -> dict[str, dict[str, str]]:
+        command = f"describe-producers --topic open-txn --partition {partition} {on}"
+        return {r["ProducerId"]: r for r in table(transactions(tools, c.bootstrap, command))}
 
     state = producers(0)[producer_id]
     assert state["CurrentTransactionStartOffset"] == "3", state
     assert state["LastSequence"] == "4", state  # five records, sequences 0..4
     assert state["ProducerEpoch"] == row["ProducerEpoch"], (state, row)
     assert producers(1)[producer_id]["CurrentTransactionStartOffset"] == "0"
+    # --broker-id asks that replica, leader or follower, for its own producer state.
+    replicas = sorted(c.partitions("open-txn")[0].replicas)
+    for broker in replicas:
+        on_replica = producers(0, f"--broker-id {broker}")[producer_id]
+        assert on_replica["CurrentTransactionStartOffset"] == "3", (broker, on_replica)
+        assert on_replica["ProducerEpoch"] == row["ProducerEpoch"], (broker, on_replica)
 
-    # The coordinator still holds both partitions of the transaction: not hanging.
-    hanging = transactions(tools, c.bootstrap, "find-hanging --topic open-txn")
+    # Open for longer than a zero timeout, so a candidate: its transactional id is looked
+    # up (ListTransactions by producer id) and described, and the coordinator still holds
+    # both partitions of the transaction: not hanging. Also broker by broker (every
+    # partition it hosts, followers included).
+    hanging = transactions(
+        tools, c.bootstrap, "find-hanging --topic open-txn --max-transaction-timeout 0"
+    )
+    assert table(hanging) == [], hanging.output
+    follower = next(b for b in replicas if b != c.leader_of("open-txn", 0))
+    hanging = transactions(
+        tools, c.bootstrap, f"find-hanging --broker-id {follower} --max-transaction-timeout 0"
+    )
     assert table(hanging) == [], hanging.output
 
     # An operator's abort of partition 0's transaction, found by its start offset.
