@@ -336,6 +336,10 @@ def describe(name: str, broker: str, r: dict[str, Any]) -> str:
         parts.append(f"x_paper {r['x_paper']:.2f}")
     if "commit_p50_ms" in r:
         parts.append(f"{r['txn_per_s']:g} txn/s, commit p50 {r['commit_p50_ms']:g} ms")
+        if "rtt_p50_ms" in r:
+            parts.append(f"produce rtt p50 {r['rtt_p50_ms']:g} p99 {r['rtt_p99_ms']:g} ms")
+        if "coordinator_rtt_p50_ms" in r:
+            parts.append(f"coordinator rtt p50 {r['coordinator_rtt_p50_ms']:g} ms")
     if "records_per_batch" in r:
         parts.append(f"{r['records_per_batch']:g} rec/batch")
     if r.get("errors"):
@@ -359,6 +363,9 @@ RATIO_KEYS = (
     "txn_per_s",
     "commit_p50_ms",
     "commit_p99_ms",
+    "rtt_p50_ms",
+    "rtt_p99_ms",
+    "coordinator_rtt_p50_ms",
 )
 
 

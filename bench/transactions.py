@@ -42,6 +42,7 @@ The LAST line printed is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -120,12 +121,16 @@ def produce_transactions(
         else:
             errors.append(str(err))
 
+    stats: list[str] = []
     conf = {
         **wl._base_conf(target),
         **settings,
         "transactional.id": f"tierlog-bench-{topic}",
         "delivery.report.only.error": True,
         "on_delivery": on_error,
+        # librdkafka's own per-broker request round-trip times, in 1 s windows
+        "statistics.interval.ms": 1000,
+        "stats_cb": stats.append,
     }
     wl.create_topic(target, topic)
     producer = Producer(conf)
@@ -140,6 +145,7 @@ def produce_transactions(
     commit_s: list[float] = []  # per transaction: its records' acks, then EndTxn
     sent = committed = aborted = 0
     now = time.perf_counter
+    stats.clear()
     cpu0, t0 = wl._client_cpu(), now()
     until = t0 + seconds
     while sent < max_messages and now() < until:
@@ -183,6 +189,7 @@ def produce_transactions(
         "errors": len(errors),
         "client_cpu_s": round(wl._client_cpu() - cpu0, 2),
     }
+    result.update(rtt_figures(stats))
     if errors:
         result["first_error"] = errors[0]
     producer.flush(wl.FLUSH_TIMEOUT)
@@ -190,6 +197,34 @@ def produce_transactions(
     if not keep:
         result["deleted"] = wl.delete_topic(target, topic)
     return result
+
+
+def rtt_figures(stats: list[str]) -> dict[str, float]:
+    """Request round trips from librdkafka's statistics (``rtt``, per 1 s window): the
+    median over the windows of their p50 and p99, to the broker itself (``rtt_*``: its
+    Produce requests) and to the logical ``TxnCoordinator`` broker (``coordinator_rtt_*``:
+    AddPartitionsToTxn, EndTxn), which has a connection of its own."""
+    windows: dict[str, tuple[list[float], list[float]]] = {"rtt": ([], []), "coord": ([], [])}
+    for text in stats:
+        for broker in json.loads(text).get("brokers", {}).values():
+            rtt = broker.get("rtt", {})
+            if rtt.get("cnt", 0) == 0:
+                continue
+            if broker.get("name") == "TxnCoordinator":
+                kind = "coord"
+            elif broker.get("nodeid", -1) >= 0:
+                kind = "rtt"
+            else:
+                continue  # bootstrap connections
+            windows[kind][0].append(rtt["p50"] / 1000)
+            windows[kind][1].append(rtt["p99"] / 1000)
+    out = {}
+    for kind, prefix in (("rtt", "rtt"), ("coord", "coordinator_rtt")):
+        p50s, p99s = windows[kind]
+        if p50s:
+            out[f"{prefix}_p50_ms"] = round(statistics.median(p50s), 2)
+            out[f"{prefix}_p99_ms"] = round(statistics.median(p99s), 2)
+    return out
 
 
 def _p50_p99(name: str, seconds: list[float]) -> dict[str, float]:
