@@ -11,9 +11,12 @@ aborted copies too. Two copiers subscribed in one group (``--group-mode``) hand 
 over in a rebalance, and still copy each input once (KIP-447 generation fencing).
 
 ``kafka-transactions`` (TransactionsCommand): ``list``, ``describe``, ``describe-producers``
-and ``find-hanging`` on a transaction a confluent-kafka producer leaves open, then ``abort``
-by start offset (DescribeProducers, then WriteTxnMarkers sent by the admin client to the
-partition leader), checked on the tools' printed tables and on the partition's LSO.
+(leader and each replica) and ``find-hanging`` on a transaction a confluent-kafka producer
+leaves open, then ``abort`` by start offset (DescribeProducers, then WriteTxnMarkers sent by
+the admin client to the partition leader); ``list --duration-filter`` and
+``forceTerminateTransaction`` (an epoch bump that aborts and fences). Checked on the tools'
+printed tables and on the partitions' LSO. Not covered: ``list --transactional-id-pattern``
+needs ListTransactions v2 (KIP-1152), which tierlog does not offer (v0-v1).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.integration import kafka_tools
@@ -424,3 +427,59 @@ def stable_and_high(cluster: ProcessCluster, topic: str, partition: int) -> tupl
     finally:
         committed.close()
         plain.close()
+
+
+def test_transactions_tool_force_terminates_an_open_transaction(
+    tools: KafkaDist, cluster: ProcessCluster
+) -> None:
+    """``forceTerminateTransaction`` (Admin.forceTerminateTransaction: an InitProducerId for
+    the transactional id, as a new instance of the producer sends) bumps the producer epoch,
+    which aborts the open transaction and fences the producer that opened it."""
+    c = cluster
+    create_topic(c, "doomed", 1)
+    producer = Producer(
+        {
+            "bootstrap.servers": c.bootstrap,
+            "transactional.id": "doomed",
+            "transaction.timeout.ms": 120_000,
+            "linger.ms": 5,
+            "log_level": 0,  # its fencing is expected
+        }
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("doomed", b"doomed-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    time.sleep(1.5)  # open for longer than the one-second duration filter below
+
+    # ListTransactions v1 (KIP-994): only transactions open for longer than the filter.
+    def listed(duration_ms: int) -> list[str]:
+        run = transactions(tools, c.bootstrap, f"list --duration-filter {duration_ms}")
+        return [r["TransactionalId"] for r in table(run)]
+
+    assert "doomed" in listed(1000)
+    assert "doomed" not in listed(600_000)
+
+    [before] = table(transactions(tools, c.bootstrap, "describe --transactional-id doomed"))
+    assert before["TransactionState"] == "Ongoing", before
+    run = transactions(tools, c.bootstrap, "forceTerminateTransaction --transactionalId doomed")
+    assert run.stdout.strip() == "", run.output
+    [after] = table(transactions(tools, c.bootstrap, "describe --transactional-id doomed"))
+    # As Kafka's coordinator: one bump fences the open transaction's producer and aborts it
+    # (the admin client is told CONCURRENT_TRANSACTIONS and retries), the retried
+    # InitProducerId then bumps again and leaves the id Empty.
+    assert after["ProducerId"] == before["ProducerId"], (before, after)
+    assert int(after["ProducerEpoch"]) == int(before["ProducerEpoch"]) + 2, (before, after)
+    assert after["TransactionState"] == "Empty", after
+    assert after["TopicPartitions"] == "", after
+
+    c.wait_until(
+        lambda: stable_and_high(c, "doomed", 0) == (4, 4),
+        "doomed-0 stable past the ABORT marker (LSO = high watermark = 4)",
+        timeout=15,
+    )
+    assert read_topic(c, "doomed", 1, "read_committed") == {0: []}
+    producer.produce("doomed", b"late", partition=0)
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(30)
