@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Iterator
 
+from tierlog.broker import internal_topics
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.group import AppendError, GroupConfig, GroupCoordinator, partition_for
@@ -21,7 +22,7 @@ from tierlog.broker.group.manager import LogBatch
 from tierlog.broker.group.placement import OFFSETS_TOPIC
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition
-from tierlog.broker.replica_manager import TOPIC_ALREADY_EXISTS, ReplicaManager, TopicError
+from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.local.log import Log
 from tierlog.protocol.errors import ErrorCode
 from tierlog.records.reader import decode_batch
@@ -70,23 +71,18 @@ class OffsetsTopic:
         return self.cluster.topic(OFFSETS_TOPIC) is not None
 
     async def ensure_created(self) -> None:
-        if self.exists:
-            return
         config = self.config
-        try:
-            await self.replicas.create_topic(
-                OFFSETS_TOPIC,
-                self.partitions,
-                config["offsets.topic.replication.factor"],
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-                },
-            )
-        except TopicError as exc:
-            # Another broker created it first (cluster mode): fine, it exists.
-            if exc.code != TOPIC_ALREADY_EXISTS:
-                raise
+        await internal_topics.ensure_created(
+            self.replicas,
+            self.cluster,
+            OFFSETS_TOPIC,
+            self.partitions,
+            config["offsets.topic.replication.factor"],
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+            },
+        )
 
     def on_leadership_change(self, partition: Partition) -> None:
         """A group's coordinator is the leader of its offsets partition: load the groups
@@ -108,16 +104,8 @@ class OffsetsTopic:
 
     async def coordinator_node(self, group_id: str) -> BrokerRegistration | None:
         """The broker leading the group's offsets partition (creating the topic first), or
-        None for COORDINATOR_NOT_AVAILABLE: the client asks again.
-
-        A full disk (issue 10, item 9) makes creating the topic or hosting its partitions
-        fail half-way: the metadata may list a partition this broker leads whose log or
-        leader-epoch checkpoint could not be written, so it is not hosted and every group
-        on it answered NOT_COORDINATOR until a restart. Hosting is retried here, on the
-        FindCoordinator a client sends after each NOT_COORDINATOR, so groups come back by
-        themselves once space is freed; a failure answers "not available" instead of
-        closing the connection with a traceback.
-        """
+        None for COORDINATOR_NOT_AVAILABLE: the client asks again (a failure to create or
+        host the topic answers so too, rather than closing the connection)."""
         try:
             await self.ensure_created()
         except Exception as exc:
@@ -125,20 +113,9 @@ class OffsetsTopic:
             return None
         topic = self.cluster.topic(OFFSETS_TOPIC)
         if topic is None:
-            return None  # created by another broker a moment ago: ask again
+            return None
         index = partition_for(group_id, topic.partitions)
-        state = topic.partition_states.get(index)
-        if state is None:
-            return None  # no leader elected yet
-        me = self.replicas.broker_id
-        if state.leader == me and self.replicas.partition(OFFSETS_TOPIC, index) is None:
-            try:
-                self.replicas.sync()
-            except Exception as exc:
-                log.warning("cannot host %s-%d (will retry): %s", OFFSETS_TOPIC, index, exc)
-            if self.replicas.partition(OFFSETS_TOPIC, index) is None:
-                return None
-        return next((b for b in self.cluster.brokers() if b.broker_id == state.leader), None)
+        return internal_topics.leader_node(self.replicas, self.cluster, OFFSETS_TOPIC, index)
 
     async def append(self, partition: int, records: bytes) -> None:
         if self.replicas.partition(OFFSETS_TOPIC, partition) is None:

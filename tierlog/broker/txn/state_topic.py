@@ -11,11 +11,12 @@ import logging
 import os
 from collections.abc import Iterator
 
+from tierlog.broker import internal_topics
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition
-from tierlog.broker.replica_manager import TOPIC_ALREADY_EXISTS, ReplicaManager, TopicError
+from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.txn.coordinator import TransactionCoordinator
 from tierlog.broker.txn.log_codec import (
     TxnLogCodecError,
@@ -97,23 +98,19 @@ class TransactionStateTopic:
         return self.cluster.topic(TXN_STATE_TOPIC) is not None
 
     async def ensure_created(self) -> None:
-        if self.exists:
-            return
         config = self.config
-        try:
-            await self.replicas.create_topic(
-                TXN_STATE_TOPIC,
-                config["transaction.state.log.num.partitions"],
-                config["transaction.state.log.replication.factor"],
-                {
-                    "cleanup.policy": "compact",
-                    "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
-                    "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-                },
-            )
-        except TopicError as exc:
-            if exc.code != TOPIC_ALREADY_EXISTS:
-                raise
+        await internal_topics.ensure_created(
+            self.replicas,
+            self.cluster,
+            TXN_STATE_TOPIC,
+            config["transaction.state.log.num.partitions"],
+            config["transaction.state.log.replication.factor"],
+            {
+                "cleanup.policy": "compact",
+                "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+                "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+            },
+        )
 
     def on_leadership_change(self, partition: Partition) -> None:
         """A transactional id's coordinator is the leader of its partition: load the ids
@@ -140,13 +137,8 @@ class TransactionStateTopic:
         except Exception as exc:
             log.warning("cannot create %s (will retry): %s", TXN_STATE_TOPIC, exc)
             return None
-        topic = self.cluster.topic(TXN_STATE_TOPIC)
-        if topic is None:
-            return None
-        state = topic.partition_states.get(self.coordinator.partition_for(transactional_id))
-        if state is None or state.leader < 0:
-            return None
-        return next((b for b in self.cluster.brokers() if b.broker_id == state.leader), None)
+        index = self.coordinator.partition_for(transactional_id)
+        return internal_topics.leader_node(self.replicas, self.cluster, TXN_STATE_TOPIC, index)
 
     async def write(
         self, index: int, coordinator_epoch: int, transactional_id: str, value: TxnLogValue | None
