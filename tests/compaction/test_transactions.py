@@ -415,3 +415,25 @@ def test_undecided_from_is_the_first_open_transaction() -> None:
     assert undecided_from([header(0, 1, txn), header(1, 1, ctl)]) is None
     assert undecided_from([header(0, 1, txn), header(1, 2, txn), header(2, 1, ctl)]) == 1
     assert undecided_from([header(0, 1, 0), header(3, 2, txn), header(4, 2, txn)]) == 3
+
+
+def test_a_producers_last_marker_stays_empty_when_it_has_no_data_batch_left(
+    manager: LogManager, cleaner: LogCleaner, clock: ManualClock
+) -> None:
+    log = manager.get_or_create_log("t", 0, compacted(delete_retention_ms=HOUR))
+    p = Producer(4)
+    p.send(log, [(b"a", b"aborted")], clock)
+    # The coordinator aborts with a bumped epoch (a timed-out transaction): the producer's
+    # state keeps no data batch, only the epoch, which the marker carries.
+    log.append_marker(4, 1, 0, commit=False, leader_epoch=0)
+    log.append(build_batch([Record(b"a", b"plain", timestamp=0)]))
+    close_all(log, clock)
+    entry = log.producer_state.last_entry(4)
+    assert entry is not None and not entry.batches and entry.producer_epoch == 1
+    assert cleaner.clean_once()
+    _force(cleaner, log)
+    clock.advance(HOUR + 1)
+    assert cleaner.clean_once()
+    mine = [h for h, _ in raw_batches(log) if h.producer_id == 4]
+    assert [(h.is_control, h.record_count, h.producer_epoch) for h in mine] == [(True, 0, 1)]
+    assert [r[2] for r in committed_view(log)] == [b"plain", b"x"]

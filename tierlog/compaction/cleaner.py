@@ -348,7 +348,8 @@ class LogCleaner:
         log.info(
             "%s-%d cleaned: offsets %d-%d, %.1f MB dirty of %.1f MB in %.2f s "
             "(%.1f MB/s of dirty log; map %.2f s, clean %.2f s), %d groups, %.1f MB written, "
-            "%d of %d records kept, %d tombstones removed, offset map %d keys (%.1f B/key)",
+            "%d of %d records kept, %d tombstones removed, offset map %d keys (%.1f B/key), "
+            "%d aborted records and %d markers removed",
             *tp,
             topic_log.log_start_offset,
             result.map_end_offset - 1,
@@ -365,6 +366,8 @@ class LogCleaner:
             s.tombstones_removed,
             s.map_keys,
             s.map_bytes_per_key,
+            s.aborted_removed,
+            s.markers_removed,
         )
         self.checkpoint()
         return swapped

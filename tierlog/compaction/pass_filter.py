@@ -181,7 +181,10 @@ class PassFilter:
         verdicts: list[_Verdict] = []
         if data:
             located = locate(data) if self.vectorised else None
-            verdicts = self._located(data, located) if located else self._reference(data)
+            if located is not None:
+                verdicts = self._located(data, located)
+            else:
+                verdicts = self._reference(data)
         changed = False
         n = 0
         for (batch, header), kind in zip(batches, kinds, strict=True):

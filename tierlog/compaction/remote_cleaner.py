@@ -197,7 +197,8 @@ class RemoteCompactor:
         s = result.stats
         log.info(
             "%s-%d remote segments cleaned: offsets %d-%d, %d segments replaced by %d, "
-            "%.1f MB written, %d of %d records kept, %d tombstones removed",
+            "%.1f MB written, %d of %d records kept, %d tombstones removed, %d aborted "
+            "records and %d markers removed",
             *tp,
             committed[0].base_offset,
             result.map_end_offset - 1,
@@ -207,6 +208,8 @@ class RemoteCompactor:
             s.records_kept,
             s.records_read,
             s.tombstones_removed,
+            s.aborted_removed,
+            s.markers_removed,
         )
         return stored
 

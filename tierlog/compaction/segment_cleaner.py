@@ -20,8 +20,9 @@ A pass, as in Kafka's design (seeds 003/004):
    not a tombstone past its delete horizon (KIP-534: a tombstone's first pass stamps the
    batch with ``now + delete.retention.ms``; a pass after that time drops it). A batch left
    with no record is dropped, unless it is an idempotent producer's last batch, which stays
-   as an empty batch so the producer's sequence survives. Control batches are kept as they
-   are. Every batch's CRC-32C is checked before it is copied: a corrupt segment is never
+   as an empty batch so the producer's sequence survives (an empty batch that is no longer
+   its producer's last goes). Markers follow the transaction rules below. Every batch's
+   CRC-32C is checked before it is copied: a corrupt segment is never
    rewritten into a valid-looking one.
 
 Transactions (KIP-98, Kafka's ``CleanedTransactionMetadata``; ``txn_tracker``): the job
