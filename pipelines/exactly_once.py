@@ -32,6 +32,7 @@ records the group has committed, and each row names its input record (``source``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -48,10 +49,11 @@ from pipelines.common import (
     load_config,
     main,
     non_empty,
+    offsets_json,
     positive,
     table_location,
 )
-from pipelines.ingest import IngestResult, plan_ingest, write_ingest
+from pipelines.ingest import IngestPlan, IngestResult, plan_ingest, write_ingest
 
 DEFAULT_GROUP = "tierlog-exactly-once"
 # The demo's pages (tierlog.tools.activity.PAGES) by section of the site.
@@ -374,17 +376,28 @@ def _ensure_sink(bootstrap: str, source: str, sink: str, consumer: Any) -> None:
 
 
 def committed_offsets(
-    bootstrap_servers: str, group_id: str, topic: str, partitions: Sequence[int] | None = None
+    bootstrap_servers: str,
+    group_id: str,
+    topic: str,
+    partitions: Sequence[int] | None = None,
+    *,
+    wait_stable: bool = True,
 ) -> dict[int, int]:
-    """The group's committed offset per partition of ``topic`` (-1: none), stable ones
-    only (a read_committed consumer waits out offsets pending in an open transaction)."""
+    """The group's committed offset per partition of ``topic`` (-1: none).
+
+    Args:
+        wait_stable: wait until no open transaction holds offsets of the group (a
+            read_committed consumer's OffsetFetch, KIP-447 ``require_stable``); False:
+            the offsets committed so far at once, even while one does (a killed job's
+            open transaction holds them until it is aborted).
+    """
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap_servers,
             "group.id": group_id,
-            "isolation.level": "read_committed",
+            "isolation.level": "read_committed" if wait_stable else "read_uncommitted",
             "log_level": 4,
         }
     )
@@ -430,9 +443,23 @@ def to_delta(
         storage_options=storage_options or {},
     )
     path = table_location(table_path)
-    return write_ingest(
-        spark, source, plan_ingest(spark, source, path, max_offsets=max_offsets), path
+    plan = plan_ingest(spark, source, path, max_offsets=max_offsets)
+    if plan.offsets_to_read and _no_records(spark, source, plan):
+        # The table's offsets end one short of each partition's last stable offset: the
+        # COMMIT marker after its last record, which read_committed never returns. Without
+        # this, every re-run would commit an empty append for it.
+        plan = dataclasses.replace(plan, start=dict(plan.end))
+    return write_ingest(spark, source, plan, path)
+
+
+def _no_records(spark: Any, source: TopicSource, plan: IngestPlan) -> bool:
+    """Whether the plan's ranges hold no record a read_committed reader gets."""
+    rows = source.read(
+        spark,
+        startingOffsets=offsets_json(plan.topic, plan.start),
+        endingOffsets=offsets_json(plan.topic, plan.end),
     )
+    return rows.limit(1).count() == 0
 
 
 # -- the CLI ---------------------------------------------------------------------------------
