@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ def append(
     items: Sequence[KeyValue],
     clock: ManualClock,
     codec: Compression = Compression.NONE,
-    **producer: int,
+    **producer: Any,
 ) -> tuple[int, int]:
     """Append one batch of ``items`` stamped with the clock; returns (first, last) offset."""
     now = clock.milliseconds()

@@ -21,7 +21,7 @@ import pytest
 from tierlog.compaction.cleaner import LogCleaner
 from tierlog.compaction.offset_map import OffsetMap
 from tierlog.compaction.pass_filter import CleanStats, PassFilter, keyed_offsets
-from tierlog.compaction.segment_cleaner import clean
+from tierlog.compaction.segment_cleaner import clean, remove_cleaned
 from tierlog.compaction.txn_tracker import CleanedTransactions, undecided_from
 from tierlog.local.log import Log
 from tierlog.local.log_manager import LogManager
@@ -437,3 +437,35 @@ def test_a_producers_last_marker_stays_empty_when_it_has_no_data_batch_left(
     mine = [h for h, _ in raw_batches(log) if h.producer_id == 4]
     assert [(h.is_control, h.record_count, h.producer_epoch) for h in mine] == [(True, 0, 1)]
     assert [r[2] for r in committed_view(log)] == [b"plain", b"x"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_whole_pass_writes_the_same_bytes_on_both_paths(
+    seed: int,
+    manager: LogManager,
+    cleaner: LogCleaner,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log = manager.get_or_create_log("t", 0, compacted(delete_retention_ms=HOUR))
+    fill(log, clock, random.Random(100 + seed))
+    close_all(log, clock)
+    tp = ("t", 0)
+    job = cleaner.job_for(tp, cleaner.cleanable(tp, log))
+
+    def written() -> dict[str, bytes]:
+        result = clean(job)
+        out = {}
+        for group in result.groups:
+            stem = group.log_path.removesuffix(".log.cleaned")
+            for path in Path(stem).parent.glob(Path(stem).name + ".*.cleaned"):
+                out[path.name] = path.read_bytes()
+            remove_cleaned(group.log_path)
+        assert result.stats.aborted_removed > 0
+        return out
+
+    vectorised = written()
+    monkeypatch.setattr("tierlog.compaction.pass_filter.locate", lambda batches: None)
+    reference = written()
+    assert vectorised == reference
+    assert any(name.endswith(".txnindex.cleaned") for name in vectorised)
