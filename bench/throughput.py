@@ -332,6 +332,8 @@ def describe(name: str, broker: str, r: dict[str, Any]) -> str:
         parts.append(f"{r['msgs_per_s']:>11,.0f} msgs/s {r['mib_per_s']:>8.2f} MiB/s")
     if r.get("first_record_s") is not None:
         parts.append(f"first record after {r['first_record_s']:.2f} s")
+        if "rtt_p50_ms" in r:
+            parts.append(f"fetch rtt p50 {r['rtt_p50_ms']:g} p99 {r['rtt_p99_ms']:g} ms")
     if "x_paper" in r:
         parts.append(f"x_paper {r['x_paper']:.2f}")
     if "commit_p50_ms" in r:

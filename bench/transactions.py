@@ -201,9 +201,10 @@ def produce_transactions(
 
 def rtt_figures(stats: list[str]) -> dict[str, float]:
     """Request round trips from librdkafka's statistics (``rtt``, per 1 s window): the
-    median over the windows of their p50 and p99, to the broker itself (``rtt_*``: its
-    Produce requests) and to the logical ``TxnCoordinator`` broker (``coordinator_rtt_*``:
-    AddPartitionsToTxn, EndTxn), which has a connection of its own."""
+    median over the windows of their p50 and p99, to the broker itself (``rtt_*``: a
+    producer's Produce requests, a consumer's Fetch requests) and to the logical
+    ``TxnCoordinator`` broker (``coordinator_rtt_*``: AddPartitionsToTxn, EndTxn), which has
+    a connection of its own."""
     windows: dict[str, tuple[list[float], list[float]]] = {"rtt": ([], []), "coord": ([], [])}
     for text in stats:
         for broker in json.loads(text).get("brokers", {}).values():
@@ -265,8 +266,9 @@ def read_committed(
     target: Target, topic: str, plan: Plan, written: dict[str, Any]
 ) -> dict[str, Any]:
     """Every committed record of the backlog, read_committed, from offset 0."""
-    wanted = written.get("committed_on_topic")
-    result = wl.consume_backlog(target, topic, plan, "read_committed", wanted)
+    wanted, stats = written.get("committed_on_topic"), []
+    result = wl.consume_backlog(target, topic, plan, "read_committed", wanted, stats)
+    result.update(rtt_figures(stats))  # the Fetch requests' round trips
     result["backlog_mib"] = round(result["backlog_msgs"] * 200 / MiB, 1)
     result["backlog_transactions"] = written.get("transactions")
     result["backlog_aborted_msgs"] = written.get("aborted_msgs")

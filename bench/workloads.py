@@ -303,6 +303,7 @@ def consume_backlog(
     plan: Plan,
     isolation: str = "read_uncommitted",
     wanted: int | None = None,
+    stats: list[str] | None = None,
 ) -> dict[str, Any]:
     """Read the whole partition from offset 0 with an assigned (group-less) consumer.
 
@@ -315,10 +316,14 @@ def consume_backlog(
         wanted: records to read before stopping; default the high watermark, which is
             right only without transactions (markers and aborted records are never read
             by a ``read_committed`` consumer).
+        stats: if given, librdkafka's statistics JSON is appended to it every second.
     """
     if wanted is None:
         wanted = _Watermarks(target, topic).high()
-    consumer = Consumer({**_consumer_conf(target, topic), "isolation.level": isolation})
+    conf = {**_consumer_conf(target, topic), "isolation.level": isolation}
+    if stats is not None:
+        conf.update({"statistics.interval.ms": 1000, "stats_cb": stats.append})
+    consumer = Consumer(conf)
     got = size = errors = first_got = 0
     try:
         cpu0, t0 = _client_cpu(), time.perf_counter()
