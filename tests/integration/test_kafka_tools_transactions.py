@@ -8,7 +8,8 @@ transaction, a third of the transactions aborted on purpose) copies records a pl
 wrote; read_committed readers (confluent-kafka and Kafka's ConsoleConsumer) then see every
 input value exactly once, in order per partition, and a read_uncommitted reader sees the
 aborted copies too. Two copiers subscribed in one group (``--group-mode``) hand partitions
-over in a rebalance, and still copy each input once (KIP-447 generation fencing).
+over in a rebalance, and still copy each input once (KIP-447 generation fencing); copiers
+whose transaction coordinator is SIGKILLed mid-copy and restarted copy each input once too.
 
 ``kafka-transactions`` (TransactionsCommand): ``list``, ``describe``, ``describe-producers``
 (leader and each replica) and ``find-hanging`` on a transaction a confluent-kafka producer
@@ -42,14 +43,16 @@ from tests.integration.kafka_tools import (
     KafkaUnavailable,
     ToolRun,
 )
+from tierlog.broker.group.placement import partition_for
 
 # The copier test takes about a minute once the jars are cached; a cold fetch (mvn) first.
 pytestmark = pytest.mark.timeout(
     180 if kafka_tools.cached_tools() else kafka_tools.kafka_ref.MVN_TIMEOUT + 180
 )
 
+TXN_PARTITIONS_KEY = "transaction.state.log.num.partitions"
 TXN_OVERRIDES = {
-    "transaction.state.log.num.partitions": "3",
+    TXN_PARTITIONS_KEY: "3",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
 }
@@ -483,3 +486,48 @@ def test_transactions_tool_force_terminates_an_open_transaction(
     producer.produce("doomed", b"late", partition=0)
     with pytest.raises(KafkaException):
         producer.commit_transaction(30)
+
+
+def test_copiers_survive_the_coordinator_killed_mid_copy(
+    tools: KafkaDist, cluster: ProcessCluster
+) -> None:
+    """As Kafka's transactions system test with a hard bounce: the broker coordinating one
+    copier's transactional id is SIGKILLed while both copy, and restarted; the Java clients
+    find the new coordinator and leaders, and the output is still each input once."""
+    c = cluster
+    per_partition = 3000
+    create_topic(c, "bounce-in", PARTITIONS)
+    create_topic(c, "bounce-out", PARTITIONS)
+    inputs = produce_inputs(c, "bounce-in", per_partition)
+    state_partition = partition_for("bounce-copier-0", int(TXN_OVERRIDES[TXN_PARTITIONS_KEY]))
+    victim = c.leader_of("__transaction_state", state_partition)
+
+    def copy(partition: int) -> ToolRun:
+        return copier(
+            tools,
+            c,
+            "bounce-in",
+            "bounce-out",
+            f"bounce-copier-{partition}",
+            *["--input-partition", str(partition), "--max-messages", str(per_partition)],
+            *["--transaction-size", "50", "--use-group-metadata"],
+        )
+
+    with ThreadPoolExecutor(PARTITIONS) as pool:
+        running = [pool.submit(copy, p) for p in range(PARTITIONS)]
+        c.wait_until(
+            lambda: stable_and_high(c, "bounce-out", 0)[0] > 0,
+            "the first copied transaction committed",
+        )
+        copied, _ = stable_and_high(c, "bounce-out", 0)
+        assert not any(f.done() for f in running), "the copiers finished before the kill"
+        c.brokers[victim].kill()
+        time.sleep(3)
+        c.brokers[victim].start(timeout=60)
+        runs = [f.result() for f in running]
+    assert copied < per_partition  # (plus its markers) killed mid-copy, not after
+    for partition, run in enumerate(runs):
+        done = shutdown_status(run, f"bounce-copier-{partition}")
+        assert (done["totalProcessed"], done["remaining"]) == (per_partition, 0), done
+    assert read_topic(c, "bounce-out", PARTITIONS, "read_committed") == inputs
+    c.wait_for_full_isr("bounce-out", PARTITIONS, 3)
