@@ -138,7 +138,7 @@ def transform(
 ) -> TransformResult:
     """Stage 1: process the source's records up to its last stable offset now into the
     sink, exactly once (see the module docstring). The sink is created with the source's
-    partition count when missing.
+    partitions, replication factor and retention when missing.
 
     Args:
         group_id: the consumer group holding the job's offsets, and the job's name.
@@ -350,16 +350,17 @@ def _partitions(consumer: Any, topic: str) -> list[int]:
 
 
 def _ensure_sink(bootstrap: str, source: str, sink: str, consumer: Any) -> None:
-    """Create ``sink`` unless it exists, with ``source``'s partition count and retention:
-    output records keep their input's timestamps, so a sink with a shorter retention.ms
-    than the source would delete old events as soon as they land."""
+    """Create ``sink`` unless it exists, with ``source``'s partitions, replication factor
+    and retention: output records keep their input's timestamps, so a sink with a shorter
+    retention.ms than the source would delete old events as soon as they land."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     if sink in admin.list_topics(timeout=CALL_TIMEOUT_S).topics:
         return
-    count = len(_partitions(consumer, source))
+    metadata = consumer.list_topics(source, timeout=CALL_TIMEOUT_S).topics[source]
+    count, replicas = len(metadata.partitions), len(metadata.partitions[0].replicas)
     resource = ConfigResource(ResourceType.TOPIC, source)
     entries = admin.describe_configs([resource])[resource].result(CALL_TIMEOUT_S)
     config = {
@@ -367,7 +368,7 @@ def _ensure_sink(bootstrap: str, source: str, sink: str, consumer: Any) -> None:
         for name in ("retention.ms", "retention.bytes")
         if name in entries and entries[name].value is not None
     }
-    future = admin.create_topics([NewTopic(sink, count, 1, config=config)])[sink]
+    future = admin.create_topics([NewTopic(sink, count, replicas, config=config)])[sink]
     try:
         future.result(CALL_TIMEOUT_S)
     except KafkaException as exc:
