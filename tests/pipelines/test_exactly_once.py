@@ -284,3 +284,35 @@ def test_the_notebook_shows_the_table_equals_the_committed_input(
     assert summary["distinct_inputs_in_table"] == total
     assert summary["records_transformed"] == total
     assert summary["invalid_in_table"] == len(MALFORMED)
+
+
+def test_enrich_keeps_one_output_per_input() -> None:
+    event = b'{"user":"user-1","event":"click","page":"/cart","ts":5}'
+    assert enrich(event, "t", 1, 7) == {
+        "user": "user-1",
+        "event": "click",
+        "page": "/cart",
+        "ts": 5,
+        "section": "shop",
+        "valid": True,
+        "source": {"topic": "t", "partition": 1, "offset": 7},
+    }
+    for bad in (b"not json", b"[1]", b'{"user":"u"}', None, b"\xff"):
+        out = enrich(bad, "t", 0, 1)
+        assert out["valid"] is False and out["source"]["offset"] == 1
+    assert encode(enrich(event, "t", 1, 7)) == encode(enrich(event, "t", 1, 7))
+
+
+def test_the_cli_names_a_missing_or_bad_key() -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "pipelines.exactly_once", *args]
+        return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    base = ("--set", "bootstrap_servers=127.0.0.1:1", "--set", "sink_topic=out")
+    missing = run("transform", *base)
+    assert missing.returncode == 2
+    assert "'source_topic': required by the transform stage" in missing.stderr
+    bad = run("transform", *base, "--set", "source_topic=in", "--set", "partitions=[-1]")
+    assert bad.returncode == 2 and "'partitions': -1 is below 0" in bad.stderr
+    refused = run("transform", *base, "--set", "source_topic=in")
+    assert refused.returncode == 1 and "cannot reach a broker at 127.0.0.1:1" in refused.stderr
