@@ -45,7 +45,8 @@ from tests.integration.kafka_tools import (
 )
 from tierlog.broker.group.placement import partition_for
 
-# The copier test takes about a minute once the jars are cached; a cold fetch (mvn) first.
+# Each test takes under a minute once the jars are cached (the file ~2 min on 2 cores);
+# a cold fetch (mvn) comes first.
 pytestmark = pytest.mark.timeout(
     180 if kafka_tools.cached_tools() else kafka_tools.kafka_ref.MVN_TIMEOUT + 180
 )
