@@ -97,7 +97,15 @@ def no_open_transactions(cluster: ProcessCluster) -> bool:
             "log_level": 2,
         }
     )
-    plain = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "hw", "log_level": 2})
+    # librdkafka's default is read_committed: the high watermark needs read_uncommitted.
+    plain = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "hw",
+            "isolation.level": "read_uncommitted",
+            "log_level": 2,
+        }
+    )
     try:
         for p in range(PARTITIONS):
             tp = TopicPartition(TOPIC, p)
