@@ -12,28 +12,29 @@ workloads (issue 13), all with confluent-kafka (librdkafka's transactional produ
   read_committed  a backlog of 200-byte records (``--backlog-mb``) written once per broker by a
                   transactional producer in transactions of 10,000 records, every 10th one
                   aborted (the same backlog on both brokers: 3 aborts in the quick run's
-                  64 MiB, 26 in the full run's 512 MiB), then read from offset 0 every
-                  round by an assigned consumer with
-                  ``isolation.level=read_committed`` (the broker serves up to the last stable
-                  offset with the aborted transactions of each range; the client drops those).
+                  64 MiB, 26 in the full run's 512 MiB), then read from offset 0 every round
+                  by an assigned consumer with ``isolation.level=read_committed`` (the broker
+                  serves up to the last stable offset with the aborted transactions of each
+                  range; the client drops those).
 
 ``msgs_per_s`` counts committed records only (the producers: from before the first
-``begin_transaction()`` to the return of the last ``commit_transaction()``, which flushes and
-waits for the markers' EndTxn; the consumer: from the first record to the last committed one).
-Beside it: transactions per second and ``commit_transaction()`` p50/p99 in milliseconds.
+``begin_transaction()`` to the return of the last ``commit_transaction()``, which flushes the
+transaction's records and waits for EndTxn; the consumer: from the first record to the last
+committed one). Beside it: transactions per second, ``commit_transaction()`` p50/p99, and
+librdkafka's request round trips (Produce or Fetch, and the transaction coordinator's).
 Rounds alternate brokers, the best counts (quick 2 x 3 s, full 3 x 10 s).
 
 With ``--profile`` (``auto``, the default: for the workloads whose tierlog/kafka msgs/s ratio
 is below 1; ``on``: all), after the measured run a tierlog broker is started per workload by
 ``bench/profiling.py``, the workload runs twice, and cProfile (on the broker's event-loop
 thread, switched on by a signal) sees only the second round: the functions with the most own
-time are reported (``profile`` in the JSON), as shares of the time the loop was busy.
-cProfile slows the broker down: those rounds' rates are not figures.
+time are reported (``profile`` in the JSON), as shares of the time the loop was busy
+(~40 s per profiled workload). cProfile slows the broker down: those rates are not figures.
 
 Run (from the repository root)::
 
-    .venv/bin/python bench/transactions.py --quick      # ~2 minutes
-    .venv/bin/python bench/transactions.py              # full, ~5 minutes (make bench-transactions)
+    .venv/bin/python bench/transactions.py --quick      # ~3 minutes
+    .venv/bin/python bench/transactions.py              # full, ~6 min (make bench-transactions)
     .venv/bin/python bench/transactions.py --only kafka --quick --profile off
 
 The LAST line printed is one JSON object with every figure.
