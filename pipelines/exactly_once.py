@@ -49,7 +49,6 @@ from pipelines.common import (
     load_config,
     main,
     non_empty,
-    offsets_json,
     positive,
     table_location,
 )
@@ -445,7 +444,7 @@ def to_delta(
     )
     path = table_location(table_path)
     plan = plan_ingest(spark, source, path, max_offsets=max_offsets)
-    if plan.offsets_to_read and _no_records(spark, source, plan):
+    if plan.offsets_to_read and not _holds_records(bootstrap_servers, plan):
         # The table's offsets end one short of each partition's last stable offset: the
         # COMMIT marker after its last record, which read_committed never returns. Without
         # this, every re-run would commit an empty append for it.
@@ -453,14 +452,46 @@ def to_delta(
     return write_ingest(spark, source, plan, path)
 
 
-def _no_records(spark: Any, source: TopicSource, plan: IngestPlan) -> bool:
-    """Whether the plan's ranges hold no record a read_committed reader gets."""
-    rows = source.read(
-        spark,
-        startingOffsets=offsets_json(plan.topic, plan.start),
-        endingOffsets=offsets_json(plan.topic, plan.end),
+def _holds_records(bootstrap_servers: str, plan: IngestPlan) -> bool:
+    """Whether the plan's ranges hold a record a read_committed reader gets. A consumer
+    answers with the first one, so a long range costs one fetch (Spark would plan and
+    start a job); a range at the end of its partition answers with end-of-partition.
+
+    Raises:
+        KafkaException: the range's offsets were deleted (the write would say so too).
+        TimeoutError: no answer in ``CALL_TIMEOUT_S``.
+    """
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    pending = {p for p, end in plan.end.items() if end > plan.start[p]}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "tierlog-exactly-once-probe",  # never commits
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+            "log_level": 4,
+        }
     )
-    return rows.limit(1).count() == 0
+    try:
+        consumer.assign([TopicPartition(plan.topic, p, plan.start[p]) for p in pending])
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no answer from {plan.topic} in {CALL_TIMEOUT_S} s")
+            for msg in consumer.consume(100, 0.5):
+                error, partition, offset = msg.error(), msg.partition(), msg.offset()
+                if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+                assert partition is not None and offset is not None
+                if error is None and offset < plan.end[partition]:
+                    return True
+                pending.discard(partition)  # at the end, or past the range
+        return False
+    finally:
+        consumer.close()
 
 
 # -- the CLI ---------------------------------------------------------------------------------
