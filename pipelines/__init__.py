@@ -8,6 +8,9 @@ data in Delta tables.
 * ``ingest_stream``: the same with Structured Streaming (``Trigger.AvailableNow``).
 * ``replay``: rebuild a table for an offset or time range straight from object storage.
 * ``aggregate``: page views per minute per page, bronze -> silver.
+* ``changelog_merge``: a compacted topic -> one row per live key, by MERGE.
+* ``exactly_once``: consume-transform-produce between two topics in Kafka transactions,
+  then the sink into Delta read_committed; kills and re-runs never duplicate or lose a row.
 * ``explore``: what the ``explore_events`` notebook shows (offsets per tier, samples, the
   event rate by tier with the tier boundary marked); no CLI.
 """

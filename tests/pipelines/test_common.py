@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipelines import aggregate, ingest, ingest_stream, replay
+from pipelines import aggregate, exactly_once, ingest, ingest_stream, replay
 from pipelines.common import (
     EXIT_CONFIG,
     TopicSource,
@@ -27,6 +27,7 @@ PIPELINES = {
     "ingest_stream": ingest_stream,
     "replay": replay,
     "aggregate": aggregate,
+    "exactly_once": exactly_once,
 }
 
 
