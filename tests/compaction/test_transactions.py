@@ -290,6 +290,8 @@ def test_the_cleaned_txnindex_keeps_entries_of_markers_with_data(
     _force(cleaner, log)
     # Second pass: no data of them left, so no entry; the markers are stamped.
     assert log.collect_aborted_transactions(0, log.log_end_offset) == []
+    empty = [p.name for p in log.directory.glob("*.txnindex") if p.stat().st_size == 0]
+    assert empty == [], "an emptied index is removed, not left as an empty file"
     assert [has for _, pid, has in markers(log) if pid in (1, 2)] == [True, True, False, False]
 
 

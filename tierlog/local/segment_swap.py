@@ -7,8 +7,9 @@ live log, on its own thread) and ``finish_interrupted_swaps`` (the loader, at st
 Files of one replacement, named by the base offset of the first replaced segment::
 
     <base>.log.cleaned  <base>.index.cleaned  <base>.timeindex.cleaned
-    <base>.txnindex.cleaned       the aborted transactions kept (only when there are any;
-                                  without one from the cleaner, the replaced segments')
+    <base>.txnindex.cleaned       the aborted transactions kept (empty: none, and no index
+                                  is left; without one from the cleaner, the replaced
+                                  segments')
     <base>.swaprange.cleaned      one line: the end offset (exclusive) of the replaced run
 
 A swap, in this order:
@@ -161,7 +162,11 @@ def _promote(directory: Path, base: int) -> None:
         swap = _path(directory, base, suffix, SWAP_SUFFIX)
         if suffix == RANGE_SUFFIX:
             continue
-        if swap.exists():
+        if suffix == TXN_INDEX_SUFFIX and swap.exists() and swap.stat().st_size == 0:
+            # The cleaner kept no aborted transaction (an empty file only told the swap
+            # not to carry the replaced ones over): no empty index is left (Kafka).
+            swap.unlink()
+        elif swap.exists():
             os.replace(swap, _path(directory, base, suffix))
     _path(directory, base, RANGE_SUFFIX, SWAP_SUFFIX).unlink(missing_ok=True)
     _fsync_dir(directory)
