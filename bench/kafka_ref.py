@@ -260,6 +260,16 @@ def _server_properties(
     )
 
 
+def _cluster_id() -> str:
+    """A random cluster id as Kafka's ``Uuid.randomUuid`` makes them: base64url without
+    padding, never starting with "-" (kafka-storage's argument parser would take one that
+    does for an option: "argument --cluster-id/-t: expected one argument", 1 run in 64)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def start_kafka(
     dist: KafkaDist, run_dir: Path, extra: dict[str, str] | None = None
 ) -> tuple[ManagedProcess, str]:
@@ -280,7 +290,7 @@ def start_kafka(
     log4j = run_dir / "log4j2.yaml"
     log4j.write_text(LOG4J2_YAML)
     classpath = f"{dist.libs}/*"
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = _cluster_id()
     java = ["java", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
     fmt = [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)]
     try:

@@ -638,7 +638,10 @@ class ProducerStateManager:
 
     def _delete_snapshot(self, offset: int, why: str) -> None:
         path = snapshot_path(self.directory, offset)
-        log.info("%s: deleting producer snapshot (%s)", path, why)
+        # Routine (a snapshot outside the log after truncation, retention or recovery):
+        # debug, so a restart of a log with many segments does not print one line each;
+        # a corrupt one is reported as a warning where it is found.
+        log.debug("%s: deleting producer snapshot (%s)", path, why)
         path.unlink(missing_ok=True)
 
     def take_snapshot(self, offset: int) -> Path:
