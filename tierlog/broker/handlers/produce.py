@@ -60,15 +60,8 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
             if data.records is None:
                 answers.append((index, ErrorCode.invalid_record, -1, -1, -1))
                 continue
-            check = verified.get((topic.name, index))
-            if check is not None:
-                code, token = check
-                transactions = services.transactions
-                if code == 0 and not (
-                    transactions is not None
-                    and transactions.guards.holds(topic.name, index, _producer_id(data), token)
-                ):
-                    code = ErrorCode.invalid_txn_state  # the transaction ended meanwhile
+            if verified:
+                code = verified.get((topic.name, index), (0, None))[0]
                 if code:
                     answers.append((index, code, -1, -1, -1))
                     continue
@@ -85,6 +78,13 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
                     # budget of decompressed bytes for the whole request (issue 10, item 6).
                     records, spent = await asyncio.to_thread(_check_keys, records, key_budget)
                     key_budget -= spent
+                if body.transactional_id is not None:
+                    # Right before the append, with no await between: the transaction may
+                    # have ended while this request waited (verification, key checks).
+                    code = _transaction_ended(services, topic.name, index, data, verified)
+                    if code:
+                        answers.append((index, code, -1, -1, -1))
+                        continue
                 partition, info = replicas.append_records(topic.name, index, records, acks)
             except Exception as exc:
                 answers.append((index, error_code(exc), -1, -1, -1))
@@ -125,9 +125,47 @@ def _first_header(records: Any) -> Any:
         return None  # the append rejects it with the right code
 
 
-def _producer_id(data: Any) -> int:
+def _open_here(services: BrokerServices, topic: str, index: int, header: Any) -> bool:
+    """Whether the producer has its transaction open in this partition's log already."""
+    hosted = services.replicas.partition(topic, index)
+    if hosted is None:
+        return False
+    entry = hosted.local.producer_state.last_entry(header.producer_id)
+    return (
+        entry is not None
+        and entry.producer_epoch == header.producer_epoch
+        and entry.current_txn_first_offset >= 0
+    )
+
+
+def _transaction_ended(
+    services: BrokerServices,
+    topic: str,
+    index: int,
+    data: Any,
+    verified: dict[tuple[str, int], tuple[int, object | None]],
+) -> int:
+    """INVALID_TXN_STATE when a transactional batch would open a transaction nobody
+    verified (Kafka's log-side VerificationGuard check): its check's guard was cleared by a
+    marker, or, for a batch that needed none because the transaction was open here, a
+    marker has closed it since. 0 when the append may go ahead."""
     header = _first_header(data.records)
-    return -1 if header is None else int(header.producer_id)
+    if header is None or not header.attributes & Attr.TRANSACTIONAL:
+        return 0
+    hosted = services.replicas.partition(topic, index)
+    if hosted is None or not hosted.is_leader:
+        return 0  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+    if _open_here(services, topic, index, header):
+        return 0
+    transactions = services.transactions
+    token = verified.get((topic, index), (0, None))[1]
+    if (
+        token is not None
+        and transactions is not None
+        and transactions.guards.holds(topic, index, header.producer_id, token)
+    ):
+        return 0
+    return int(ErrorCode.invalid_txn_state)
 
 
 def _has_transactional_batches(body: Any) -> bool:
@@ -156,12 +194,7 @@ async def _verify_transactional(
             hosted = services.replicas.partition(topic.name, data.index)
             if hosted is None or not hosted.is_leader:
                 continue  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC
-            entry = hosted.local.producer_state.last_entry(header.producer_id)
-            if (
-                entry is not None
-                and entry.producer_epoch == header.producer_epoch
-                and entry.current_txn_first_offset >= 0
-            ):
+            if _open_here(services, topic.name, data.index, header):
                 continue  # already in the producer's open transaction here
             wanted[(topic.name, data.index)] = (header.producer_id, header.producer_epoch)
     if not wanted or transactions is None:
