@@ -147,9 +147,6 @@ class TransactionCoordinator:
         self._loading.discard(partition)
         self._loaded.pop(partition, None)
 
-    def is_loading(self, partition: int) -> bool:
-        return partition in self._loading
-
     def owns(self, transactional_id: str) -> bool:
         """Whether this broker coordinates the id (loaded, or loading its partition)."""
         partition = self.partition_for(transactional_id)

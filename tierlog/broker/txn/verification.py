@@ -34,6 +34,3 @@ class VerificationGuards:
 
     def clear(self, topic: str, index: int, producer_id: int) -> None:
         self._tokens.pop((topic, index, producer_id), None)
-
-    def __len__(self) -> int:
-        return len(self._tokens)
