@@ -93,11 +93,24 @@ class ProcessCluster:
     def wait_for_full_isr(
         self, topic: str, partitions: int, rf: int, timeout: float = 30.0
     ) -> None:
+        # Every live broker is asked: each learns partition states from its own ZooKeeper
+        # watches, so one may still answer leader -1 a moment after another has the
+        # elected leader (Kafka's metadata caches converge the same way). A check that
+        # ends here lets the next question go to any broker.
         def full() -> bool:
-            found = self.partitions(topic)
-            return len(found) == partitions and all(
-                p.leader >= 0 and len(p.isrs) == rf for p in found.values()
-            )
+            for broker in self.brokers:
+                if broker.proc is None:
+                    continue
+                admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+                found = admin.list_topics(topic, timeout=10).topics.get(topic)
+                if found is None or found.error is not None:
+                    return False
+                states = found.partitions
+                if len(states) != partitions or not all(
+                    p.leader >= 0 and len(p.isrs) == rf for p in states.values()
+                ):
+                    return False
+            return True
 
         self.wait_until(full, f"{topic}: every partition with {rf} in sync", timeout)
 
