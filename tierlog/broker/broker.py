@@ -28,6 +28,7 @@ from tierlog.broker.offsets_topic import OffsetsTopic
 from tierlog.broker.partition import Partition
 from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replica_manager import ReplicaManager
+from tierlog.broker.segment_repair import SegmentRepairer
 from tierlog.broker.server import ConnectionLimits, KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.broker.txn import Transactions
@@ -68,6 +69,7 @@ class Broker:
         self.services: BrokerServices | None = None
         self.cluster: ClusterMembership | None = None
         self.scrubber: Scrubber | None = None
+        self.repairer: SegmentRepairer | None = None
         self.cleaner: LogCleaner | None = None
         self.port = 0
         self.metrics_port = -1
@@ -201,8 +203,23 @@ class Broker:
         self._schedule_background_tasks(scheduler)
         rate = config["log.scrubber.bytes.per.second"]
         if rate > 0:  # re-checks closed segments' CRC-32C in the background (issue 10)
-            self.scrubber = Scrubber(lambda: log_manager.logs, rate)
+            self.scrubber = Scrubber(
+                lambda: log_manager.logs,
+                rate,
+                min_pass_interval_s=config["log.scrubber.pass.interval.ms"] / 1000,
+            )
             self.scrubber.start()
+        if self.cluster is not None:  # damaged ranges are fetched again from the ISR
+            scrubber = self.scrubber
+            self.repairer = SegmentRepairer(
+                config.broker_id,
+                lambda: replicas.partitions.values(),
+                self._address_of,
+                on_repaired=(lambda p: scrubber.forget_repaired(p.local)) if scrubber else None,
+            )
+            if scrubber is not None:
+                scrubber.on_damage = self.repairer.wake
+            self.repairer.start()
         if config["log.cleaner.enable"]:
             cleaner = self.cleaner = LogCleaner(
                 log_manager, cleaner_config(config), clock=self.clock
@@ -294,6 +311,7 @@ class Broker:
             scrubber=self.scrubber,
             server=self.server,
             cleaner=self.cleaner,
+            repairs=self.repairer.stats if self.repairer else None,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]
@@ -392,6 +410,7 @@ class Broker:
             ("groups", groups.close if groups else None),
             ("transactions", self.transactions.close if self.transactions else None),
             ("scrubber", self.scrubber.stop if self.scrubber else None),
+            ("segment repair", self.repairer.stop if self.repairer else None),
             ("log cleaner", self.cleaner.stop if self.cleaner else None),
             ("remote tier", remote.close if remote else None),
             ("high watermarks", replicas.checkpoint_high_watermarks if replicas else None),

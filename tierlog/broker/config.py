@@ -70,6 +70,13 @@ BROKER_CONFIG = ConfigDef(
             at_least(0),
         ),
         ConfigKey(
+            "log.scrubber.pass.interval.ms",
+            "long",
+            60_000,
+            "least time from the start of one scrubber pass to the next",
+            at_least(1),
+        ),
+        ConfigKey(
             "log.flush.offset.checkpoint.interval.ms",
             "int",
             60_000,

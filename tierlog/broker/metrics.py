@@ -19,6 +19,7 @@ from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
     from tierlog.broker.replica_manager import ReplicaManager
+    from tierlog.broker.segment_repair import RepairStats
     from tierlog.broker.server import KafkaServer
     from tierlog.compaction.cleaner import LogCleaner
     from tierlog.local.scrubber import Scrubber
@@ -87,6 +88,7 @@ class MetricsCollector:
         scrubber: Scrubber | None = None,
         server: KafkaServer | None = None,
         cleaner: LogCleaner | None = None,
+        repairs: RepairStats | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
@@ -96,6 +98,7 @@ class MetricsCollector:
         self.scrubber = scrubber
         self.server = server
         self.cleaner = cleaner
+        self.repairs = repairs
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -185,6 +188,8 @@ class MetricsCollector:
             )
         if self.scrubber is not None:
             yield from _scrubber_metrics(self.scrubber)
+        if self.repairs is not None:
+            yield from _repair_metrics(self.repairs)
         if self.cleaner is not None:
             yield from _cleaner_metrics(self.cleaner, self.remote)
         if self.server is not None:
@@ -299,6 +304,18 @@ def _cleaner_metrics(cleaner: LogCleaner, remote: RemoteLogManager | None) -> It
     for (topic, index), state in sorted(states.items()):
         dirty.add_metric([f"{topic}-{index}"], float(state["dirty_ratio"]))  # type: ignore[arg-type]
     yield dirty
+
+
+def _repair_metrics(repairs: RepairStats) -> Iterator[Any]:
+    """Damaged ranges rewritten from an in-sync replica (tierlog's own, as the scrubber)."""
+    from prometheus_client.core import CounterMetricFamily
+
+    for name, value, text in (
+        ("ranges", repairs.repaired_ranges, "Damaged ranges repaired from a replica"),
+        ("bytes", repairs.repaired_bytes, "Bytes rewritten from a replica's copy"),
+        ("failed_attempts", repairs.failed_attempts, "Repair attempts a replica could not serve"),
+    ):
+        yield CounterMetricFamily(f"tierlog_segment_repair_{name}", text, value=value)
 
 
 def _scrubber_metrics(scrubber: Scrubber) -> Iterator[Any]:

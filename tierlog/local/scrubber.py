@@ -10,8 +10,9 @@ What a finding does: one ERROR log line naming the partition, the offset range, 
 and the byte range; the damaged byte range is marked on the segment
 (``LogSegment.mark_damaged``), so reads of it (consumers and followers alike) answer
 KAFKA_STORAGE_ERROR instead of bad bytes, while the intact data before it is still
-served; and the findings are counted for the metrics (``ScrubberStats``). Repair from an
-in-sync replica is not done yet. The marks are saved in the partition directory
+served; and the findings are counted for the metrics (``ScrubberStats``). In a cluster the
+broker's repairer (``tierlog/broker/segment_repair.py``, woken through ``on_damage``)
+rewrites the range from an in-sync replica. The marks are saved in the partition directory
 (``damage_marks.py``) and applied again when the log loads.
 
 Threads: the checking (reading and CRC) runs on a worker thread through its own file
@@ -271,6 +272,8 @@ class Scrubber:
         self.bytes_per_second = bytes_per_second
         self.min_pass_interval_s = min_pass_interval_s
         self.stats = ScrubberStats()
+        # Called after new damage is marked (the broker's repairer, in a cluster).
+        self.on_damage: Callable[[], None] | None = None
         self._stop = threading.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -360,7 +363,8 @@ class Scrubber:
             last = problem.last_offset if problem.last_offset >= 0 else segment.next_offset - 1
             log.error(
                 "scrubber: %s offsets %d-%d are damaged in %s (bytes %d-%d: %s); reads of "
-                "them answer KAFKA_STORAGE_ERROR until the segment is replaced",
+                "them answer KAFKA_STORAGE_ERROR until they are repaired from a replica or the "
+                "segment is replaced",
                 topic_log.name,
                 problem.first_offset,
                 last,
@@ -376,3 +380,26 @@ class Scrubber:
             damage_marks.save(topic_log)  # the marks outlive a restart
         except OSError as exc:
             log.warning("%s: damage marks not saved (%s); kept in memory", topic_log.name, exc)
+        if self.on_damage is not None:
+            self.on_damage()
+
+    def forget_repaired(self, topic_log: Log) -> None:
+        """Drop the findings of ``topic_log`` whose bytes are no longer marked (repaired
+        from a replica): the damaged-ranges gauge counts what is still unreadable."""
+        marked = {
+            (str(segment.path), start)
+            for segment in topic_log.segments
+            for start, _, _ in segment.damaged
+        }
+        name = topic_log.name
+        kept = [
+            p
+            for p in self.stats.damaged.get(name, [])
+            if any(
+                path == p.path and p.position <= start < p.end_position for path, start in marked
+            )
+        ]
+        if kept:
+            self.stats.damaged[name] = kept
+        else:
+            self.stats.damaged.pop(name, None)
