@@ -58,6 +58,8 @@ def test_retention_ms_wins_over_minutes_and_hours() -> None:
         ("listeners", "SSL://127.0.0.1:9093", "only PLAINTEXT"),
         ("listeners", "PLAINTEXT://nohost", "expected NAME://host:port"),
         ("log.segment.bytes", "10", "must be >= 14"),
+        ("replica.selector.class", "com.example.Nearest", "must be one of"),
+        ("log.scrubber.pass.interval.ms", "0", "must be >= 1"),
     ],
 )
 def test_bad_config_names_the_key_and_the_reason(key: str, value: str, reason: str) -> None:

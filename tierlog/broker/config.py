@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tierlog.broker.replica_selector import SELECTORS
 from tierlog.local.config import LogConfig, check_kafka_ranges
 from tierlog.remote._errors import missing_package
 from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
@@ -29,6 +30,15 @@ BROKER_CONFIG = ConfigDef(
             "string",
             "",
             "this broker's rack (e.g. its host): replicas of a partition go to different racks",
+        ),
+        ConfigKey(
+            "replica.selector.class",
+            "string",
+            "",
+            "KIP-392 fetch from the closest replica: "
+            "org.apache.kafka.common.replica.RackAwareReplicaSelector sends consumers with "
+            "client.rack to a replica in their rack; empty: always the leader",
+            one_of(*SELECTORS),
         ),
         ConfigKey("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "where to listen"),
         ConfigKey("advertised.listeners", "list", [], "what clients are told; default listeners"),

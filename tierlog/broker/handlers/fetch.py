@@ -11,9 +11,13 @@ v15, KIP-903) comes from a follower: each partition is read with
 whatever the isolation level, and a long poll waits for the leader's next append rather
 than for the high watermark. A read_committed consumer reads up to the last stable offset
 and is told the aborted transactions (producer id, first offset) overlapping what it got
-(an empty list when none); other readers get null there (Kafka). Records go out as
-file slices (``encode_fetch_response``), never copied into Python. Fetch sessions (KIP-227)
-are refused politely: the answer's session id is 0, so clients keep sending full fetches.
+(an empty list when none); other readers get null there (Kafka). With
+``replica.selector.class`` set, a leader may answer a consumer's partition with a
+preferred read replica in the consumer's rack instead of records (KIP-392,
+``replica_selector.py``); every replica serves consumers up to its high watermark.
+Records go out as file slices (``encode_fetch_response``), never copied into Python.
+Fetch sessions (KIP-227) are refused politely: the answer's session id is 0, so clients
+keep sending full fetches.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition, ReadResult
+from tierlog.broker.replica_selector import ReplicaView, preferred_read_replica
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
     AbortedTransaction,
@@ -44,7 +49,14 @@ READ_COMMITTED = 1
 
 
 class _Wanted:
-    __slots__ = ("answer", "current_leader_epoch", "offset", "partition", "partition_max_bytes")
+    __slots__ = (
+        "answer",
+        "current_leader_epoch",
+        "offset",
+        "partition",
+        "partition_max_bytes",
+        "redirect",
+    )
 
     def __init__(
         self,
@@ -59,6 +71,8 @@ class _Wanted:
         self.offset = offset
         self.partition_max_bytes = partition_max_bytes
         self.current_leader_epoch = current_leader_epoch
+        # KIP-392: the follower this consumer should read the partition from; -1: here.
+        self.redirect = -1
 
 
 def _plan(services: BrokerServices, request: Request) -> tuple[list[FetchTopicData], list[_Wanted]]:
@@ -136,7 +150,8 @@ def follower_read(replica_id: int) -> PartitionRead:
 async def _read_all(
     wanted: list[_Wanted], max_bytes: int, read: PartitionRead, *, follower: bool
 ) -> tuple[int, bool]:
-    """Fill each answer; returns (bytes read, whether any partition has an error)."""
+    """Fill each answer; returns (bytes read, whether to answer at once: a partition has
+    an error or a preferred read replica)."""
     total = 0
     errors = False
     for w in wanted:
@@ -146,6 +161,15 @@ async def _read_all(
             errors = True
             continue
         answer.error_code = 0
+        if w.redirect >= 0:
+            # No records: the client goes to the preferred replica, and at once (Kafka
+            # answers a fetch with a redirection without waiting for min_bytes).
+            answer.preferred_read_replica = w.redirect
+            answer.high_watermark = partition.high_watermark
+            answer.last_stable_offset = partition.last_stable_offset
+            answer.log_start_offset = partition.log.earliest_offset()
+            errors = True
+            continue
         if isinstance(answer.records, FileSlice):
             # A long poll reads again: the earlier slice is dropped unsent, so its lease on
             # the segment file goes back now (the server releases only what it sends).
@@ -209,6 +233,9 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
     max_wait_s = max(0, millis(body.max_wait)) / 1000
     deadline = time.monotonic() + max_wait_s
     read = follower_read(replica_id) if from_follower else consumer_read(read_committed)
+    selector = services.config["replica.selector.class"]
+    if selector and not from_follower and request.api_version >= 11:
+        _choose_read_replicas(services, selector, field(body, "rack_id", ""), wanted)
     while True:
         total, errors = await _read_all(wanted, max_bytes, read, follower=from_follower)
         remaining = deadline - time.monotonic()
@@ -229,3 +256,37 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
         for future in pending:
             future.cancel()
     return encode_fetch_response(request.api_version, request.correlation_id, topics)
+
+
+def _choose_read_replicas(
+    services: BrokerServices, selector: str, client_rack: str, wanted: list[_Wanted]
+) -> None:
+    """KIP-392 on the leader: mark the partitions a follower in the consumer's rack
+    should serve (``replica_selector``)."""
+    if not client_rack:
+        return
+    brokers = {b.broker_id: b.rack for b in services.cluster.brokers()}
+    for w in wanted:
+        partition = w.partition
+        if partition is None or not partition.is_leader:
+            continue
+        leader = ReplicaView(
+            partition.broker_id,
+            brokers.get(partition.broker_id),
+            partition.local.log_end_offset,
+            partition.now_ms(),
+        )
+        followers = []
+        for replica_id in partition.replicas:
+            progress = partition.follower(replica_id)
+            if progress is None or replica_id not in brokers:
+                continue
+            followers.append(
+                ReplicaView(
+                    replica_id,
+                    brokers[replica_id],
+                    progress.log_end_offset,
+                    progress.last_caught_up_time_ms,
+                )
+            )
+        w.redirect = preferred_read_replica(selector, client_rack, leader, followers, w.offset)
