@@ -14,7 +14,8 @@ and is told the aborted transactions (producer id, first offset) overlapping wha
 (an empty list when none); other readers get null there (Kafka). With
 ``replica.selector.class`` set, a leader may answer a consumer's partition with a
 preferred read replica in the consumer's rack instead of records (KIP-392,
-``replica_selector.py``); every replica serves consumers up to its high watermark.
+``replica_selector.py``); every replica serves consumers' Fetch v11+ up to its high
+watermark, and only the leader older ones.
 Records go out as file slices (``encode_fetch_response``), never copied into Python.
 Fetch sessions (KIP-227) are refused politely: the answer's session id is 0, so clients
 keep sending full fetches.
@@ -28,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
-from tierlog.broker.partition import Partition, ReadResult
+from tierlog.broker.partition import Partition, PartitionError, ReadResult
 from tierlog.broker.replica_selector import ReplicaView, preferred_read_replica
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
@@ -117,12 +118,19 @@ def _plan(services: BrokerServices, request: Request) -> tuple[list[FetchTopicDa
 PartitionRead = Callable[[_Wanted, int, bool], Awaitable[ReadResult]]
 
 
-def consumer_read(read_committed: bool) -> PartitionRead:
+def consumer_read(read_committed: bool, *, from_followers: bool = True) -> PartitionRead:
     """A consumer's read: up to the high watermark (or LSO), from whichever tier holds the
-    offset (the partition's ``UnifiedLog`` decides)."""
+    offset (the partition's ``UnifiedLog`` decides). ``from_followers``: a follower
+    answers too (Fetch v11+, KIP-392); older fetches are for the leader only, as in
+    Kafka, so a client with stale metadata is sent to the new leader at once."""
 
     async def read(w: _Wanted, limit: int, first: bool) -> ReadResult:
         assert w.partition is not None
+        if not from_followers and not w.partition.is_leader:
+            raise PartitionError(
+                ErrorCode.not_leader_or_follower,
+                f"broker {w.partition.broker_id} does not lead {w.partition}",
+            )
         return await w.partition.read(
             w.offset,
             limit,
@@ -232,7 +240,11 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
     min_bytes = body.min_bytes
     max_wait_s = max(0, millis(body.max_wait)) / 1000
     deadline = time.monotonic() + max_wait_s
-    read = follower_read(replica_id) if from_follower else consumer_read(read_committed)
+    read = (
+        follower_read(replica_id)
+        if from_follower
+        else consumer_read(read_committed, from_followers=request.api_version >= 11)
+    )
     selector = services.config["replica.selector.class"]
     if selector and not from_follower and request.api_version >= 11:
         _choose_read_replicas(services, selector, field(body, "rack_id", ""), wanted)
