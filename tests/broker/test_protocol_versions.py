@@ -333,6 +333,13 @@ def delete_groups(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {"groups_names": ["pv-no-such-group"]}
 
 
+def offset_delete(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "group_id": "pv-no-such-group",
+        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}],
+    }
+
+
 def incremental_alter_configs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {
         "resources": [
@@ -498,6 +505,7 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.ALTER_CONFIGS: alter_configs,
     ApiKey.CREATE_PARTITIONS: create_partitions,
     ApiKey.DELETE_GROUPS: delete_groups,
+    ApiKey.OFFSET_DELETE: offset_delete,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     ApiKey.ALTER_PARTITION: alter_partition,
     ApiKey.ELECT_LEADERS: elect_leaders,

@@ -39,6 +39,8 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 # bin/kafka-dump-log.sh (moved from core's kafka.tools to kafka-tools in 4.x).
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
+# bin/kafka-consumer-groups.sh.
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 # Transactions: bin/kafka-transactions.sh, bin/kafka-console-consumer.sh, and the
 # exactly-once copier Kafka's system tests run (tests/kafkatest/services/
 # transactional_message_copier.py); its options take --broker-list, not --bootstrap-server.

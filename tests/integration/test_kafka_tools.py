@@ -26,7 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import OFFSET_INVALID, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.broker.harness import BrokerProcess
 from tests.cleaned_log import PRODUCER_ID, clean_a_log
 from tests.integration import kafka_tools
 from tests.integration.cluster_harness import ProcessCluster
@@ -319,3 +322,79 @@ def test_kafka_dump_log_reads_a_cleaned_segment(tools: KafkaDist, tmp_path: Path
         if line.startswith("baseOffset:")
     ]  # fmt: skip
     assert ours_batches == batches
+
+
+# -- kafka-consumer-groups --------------------------------------------------------------------
+
+
+def test_consumer_groups_describe_reset_and_delete_offsets(
+    tools: KafkaDist, tmp_path: Path
+) -> None:
+    """``kafka-consumer-groups``: --list, --describe (committed offsets and lag),
+    --reset-offsets --to-earliest --execute, --delete-offsets (OffsetDelete, API 47) and
+    --delete, on a single broker; each result checked with confluent-kafka."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        bootstrap = broker.bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("cg", 2, 1), NewTopic("cg-other", 1, 1)])["cg"].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(20):
+            producer.produce("cg", value=b"%d" % i, partition=i % 2)
+            producer.produce("cg-other", value=b"%d" % i)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tools-cg"})
+        consumer.commit(
+            offsets=[
+                TopicPartition("cg", 0, 7),
+                TopicPartition("cg", 1, 3),
+                TopicPartition("cg-other", 0, 5),
+            ],
+            asynchronous=False,
+        )
+        consumer.close()
+
+        def committed() -> dict[tuple[str, int], int]:
+            c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tools-cg"})
+            try:
+                wanted = [
+                    TopicPartition("cg", 0),
+                    TopicPartition("cg", 1),
+                    TopicPartition("cg-other", 0),
+                ]
+                return {
+                    (tp.topic, tp.partition): tp.offset for tp in c.committed(wanted, timeout=10)
+                }
+            finally:
+                c.close()
+
+        group = kafka_tools.CONSUMER_GROUPS
+        assert "tools-cg" in tool(tools, group, bootstrap, "--list").stdout
+        described = tool(tools, group, bootstrap, "--describe --group tools-cg").stdout
+        # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+        rows = {
+            (m[0], int(m[1])): (int(m[2]), int(m[3]), int(m[4]))
+            for m in re.findall(r"tools-cg\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", described)
+        }
+        assert rows == {
+            ("cg", 0): (7, 10, 3),
+            ("cg", 1): (3, 10, 7),
+            ("cg-other", 0): (5, 20, 15),
+        }, described
+
+        tool(
+            tools,
+            group,
+            bootstrap,
+            "--reset-offsets --group tools-cg --topic cg:1 --to-earliest --execute",
+        )
+        assert committed() == {("cg", 0): 7, ("cg", 1): 0, ("cg-other", 0): 5}
+
+        tool(tools, group, bootstrap, "--delete-offsets --group tools-cg --topic cg-other")
+        assert committed() == {("cg", 0): 7, ("cg", 1): 0, ("cg-other", 0): OFFSET_INVALID}
+
+        tool(tools, group, bootstrap, "--delete --group tools-cg")
+        assert "tools-cg" not in tool(tools, group, bootstrap, "--list").stdout
+        assert set(committed().values()) == {OFFSET_INVALID}
+    finally:
+        broker.stop()

@@ -76,6 +76,7 @@ class ApiKey(IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -157,6 +158,8 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.DELETE_GROUPS: (0, 2),
+        # OffsetDelete (KIP-496): one version; kafka-consumer-groups --delete-offsets.
+        ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         # ElectLeaders: v0 is preferred-only (KIP-183), v1 adds the election type (KIP-460:
         # PREFERRED or UNCLEAN) and a top-level error, v2 is flexible; all of kio's.

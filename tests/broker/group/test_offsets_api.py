@@ -287,3 +287,46 @@ def test_group_config_from_broker_properties() -> None:
     assert (config.offsets_retention_ms, config.max_size) == (2 * MINUTE, 7)
     assert (config.num_partitions, config.initial_rebalance_delay_ms) == (50, 3000)
     assert config.min_session_timeout_ms == 6000
+
+
+def test_offset_delete() -> None:
+    """OffsetDelete (KIP-496): Kafka's rules for Empty groups, consumer groups with
+    members (subscribed topics kept) and other groups with members."""
+
+    async def go() -> None:
+        log = FakeLog()
+        c = make_coordinator(log)
+        other = ("u", 0)
+        await c.commit_offsets("idle", "", -1, {T1: (1, -1, ""), T2: (2, -1, "")})
+        error, partitions = await c.delete_offsets("idle", [T1, ("nothing", 0)])
+        assert (error, partitions) == (E.none, {T1: E.none, ("nothing", 0): E.none})
+        assert c.fetch_offsets("idle", [T1]).partitions[T1].offset == -1
+        assert c.fetch_offsets("idle", [T2]).partitions[T2].offset == 2
+        assert (OffsetCommitKey("idle", "t", 1), None) in log.all_decoded()
+        # The last offset of an Empty group goes: so does the group.
+        assert (await c.delete_offsets("idle", [T2]))[0] == E.none
+        assert "idle" not in [g.group_id for g in c.list_groups().groups]
+        assert (await c.delete_offsets("idle", [T2]))[0] == E.group_id_not_found
+
+        # A consumer group with a member subscribed to "t": those offsets stay.
+        subscription = bytes.fromhex("0000 00000001 0001 74 ffffffff".replace(" ", ""))
+        (a,) = await stable_group(c, 1, protocols=[("range", subscription)])
+        await c.commit_offsets("g", a.member_id, 1, {T1: (4, -1, ""), other: (5, -1, "")})
+        error, partitions = await c.delete_offsets("g", [T1, other])
+        assert error == E.none
+        assert partitions == {T1: E.group_subscribed_to_topic, other: E.none}
+        fetched = c.fetch_offsets("g", [T1, other]).partitions
+        assert (fetched[T1].offset, fetched[other].offset) == (4, -1)
+
+        # Members of a group that is not a consumer group: nothing can be told apart.
+        await stable_group(c, 1, group_id="connect", protocol_type="connect")
+        assert (await c.delete_offsets("connect", [T1]))[0] == E.non_empty_group
+        assert (await c.delete_offsets("g", [other]))[0] == E.none  # nothing left to delete
+        # A failed write keeps the offsets.
+        await c.commit_offsets("g", a.member_id, 1, {other: (6, -1, "")})
+        log.fail_with = E.not_leader_or_follower
+        assert (await c.delete_offsets("g", [other]))[0] == E.not_coordinator
+        assert c.fetch_offsets("g", [other]).partitions[other].offset == 6
+        await c.close()
+
+    run(go())

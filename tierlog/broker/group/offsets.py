@@ -23,7 +23,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 
-from tierlog.broker.group.group import GroupMetadata, GroupState
+from tierlog.broker.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
 from tierlog.broker.group.manager import group_store_error
 from tierlog.broker.group.offsets_codec import OffsetCommitValue
 from tierlog.broker.group.rebalance import UNKNOWN_MEMBER_ID, GroupCoordinatorBase
@@ -363,6 +363,51 @@ class OffsetsApi(GroupCoordinatorBase):
                 else:
                     group.transition_to(S.DEAD, self._now())
         return [DeleteGroupResult(gid, code) for gid, code in results.items()]
+
+    # ================================================================ OffsetDelete
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """OffsetDelete (KIP-496, ``kafka-consumer-groups --delete-offsets``): remove the
+        group's committed offsets of ``partitions``. Returns (group error, per-partition
+        errors). As in Kafka: an Empty group's offsets all go; a consumer group with
+        members keeps those of topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC) and
+        loses the others; any other group with members is NON_EMPTY_GROUP. A partition
+        without an offset is answered 0. An Empty group left without offsets is removed,
+        as expiration does."""
+        wanted = list(dict.fromkeys(partitions))
+        error = self._validate(group_id, require_id=False)
+        if error:
+            return error, {}
+        group = self._manager.get_group(group_id)
+        if group is None or group.is_(S.DEAD):
+            return E.group_id_not_found, {}
+        errors: dict[TopicPartition, int] = {}
+        if group.is_(S.EMPTY):
+            eligible = wanted
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            subscribed = group.subscribed_topics or set()
+            eligible = [tp for tp in wanted if tp[0] not in subscribed]
+            errors = {tp: E.group_subscribed_to_topic for tp in wanted if tp[0] in subscribed}
+        else:
+            return E.non_empty_group, {}
+        removed = {tp: group.offsets.pop(tp) for tp in eligible if tp in group.offsets}
+        dead = group.is_(S.EMPTY) and not group.has_offsets()
+        if dead:
+            self._detach(group)
+        if removed or dead:
+            dead_ids = [group.group_id] if dead and group.generation_id > 0 else []
+            error = await self._manager.write_tombstones(
+                self.partition_for(group_id), [(group_id, tp) for tp in removed], dead_ids
+            )
+            if error:
+                self._reattach(group, removed) if dead else _restore(group, removed)
+                return group_store_error(error), {}
+            if dead:
+                group.transition_to(S.DEAD, self._now())
+        errors.update({tp: E.none for tp in eligible})
+        return E.none, errors
 
     # ================================================================ expiration
 

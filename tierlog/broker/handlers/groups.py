@@ -403,3 +403,19 @@ async def handle_delete_groups(services: BrokerServices, request: Request) -> An
     return _answer(
         request, {"results": [{"group_id": r.group_id, "error_code": r.error} for r in results]}
     )
+
+
+async def handle_offset_delete(services: BrokerServices, request: Request) -> Any:
+    body: Any = request.body
+    wanted = [(str(t.name), int(p.partition_index)) for t in body.topics for p in t.partitions]
+    error, partitions = await services.groups.delete_offsets(body.group_id, wanted)
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for (topic, index), code in partitions.items():
+        by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": code})
+    return _answer(
+        request,
+        {
+            "error_code": error,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        },
+    )
