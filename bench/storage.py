@@ -16,11 +16,17 @@ the last line printed is one JSON object with every figure.
    itself: counting an uncompressed batch's records by their length prefixes (the Python
    walk, ``record_walk.count_records``), the CRC-32C for scale, and a compressed batch's
    declared-size check. ``--only append,checks`` runs a subset.
+6. Roll (issue 10, "Full disk"): ``Log.roll`` with the indexes' first blocks reserved by
+   ``posix_fallocate`` (what the broker does) vs sparse indexes (before it, still the
+   fallback where the file system has no fallocate), and vs reserving both whole 10 MiB
+   indexes for scale. Each round alternates the three, best of N.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import shutil
@@ -28,10 +34,11 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
+from tierlog.local import index as index_module
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.local.log_manager import LogManager
@@ -176,6 +183,65 @@ def bench_checks(appends: dict[str, dict[str, float]]) -> dict[str, dict[str, fl
         )
         out[name] = figures
     return out
+
+
+# -- 6. roll ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def reservation(mode: str) -> Iterator[None]:
+    """``chunk``: as shipped; ``sparse``: posix_fallocate "unsupported" (the fallback, as
+    before reservations); ``whole``: chunks as large as the index (2 x 10 MiB a roll)."""
+    real_fallocate, real_chunk = os.posix_fallocate, index_module.RESERVE_CHUNK
+
+    def unsupported(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+
+    if mode == "sparse":
+        os.posix_fallocate = unsupported
+    elif mode == "whole":
+        index_module.RESERVE_CHUNK = 1 << 40
+    try:
+        yield
+    finally:
+        os.posix_fallocate, index_module.RESERVE_CHUNK = real_fallocate, real_chunk
+
+
+def rolls(work: Path, mode: str, count: int, batch: bytes) -> float:
+    """Seconds per ``Log.roll`` of a log taking one small batch per segment."""
+    log = Log(
+        work / f"roll-{mode}-0",
+        LogConfig.from_props({}),  # 10 MiB indexes (segment.index.bytes default)
+        had_clean_shutdown=True,
+        scheduler=ManualScheduler(ManualClock()),  # the rolled-segment flush stays out
+    )
+    spent = 0.0
+    with reservation(mode):
+        for _ in range(count):
+            log.append(batch)
+            started = time.perf_counter()
+            log.roll()
+            spent += time.perf_counter() - started
+    log.close()
+    shutil.rmtree(log.directory)
+    return spent / count
+
+
+def bench_roll(work: Path, count: int, rounds: int) -> dict[str, float]:
+    batch = make_batches(1024, distinct=1)[0]
+    best = {"sparse": float("inf"), "chunk": float("inf"), "whole": float("inf")}
+    for _ in range(rounds):
+        for mode in best:
+            os.sync()
+            best[mode] = min(best[mode], rolls(work, mode, count, batch))
+    return {
+        "sparse_us": best["sparse"] * 1e6,
+        "chunk_us": best["chunk"] * 1e6,
+        "whole_us": best["whole"] * 1e6,
+        "ratio": best["sparse"] / best["chunk"],
+        "whole_ratio": best["sparse"] / best["whole"],
+        "rolls": count,
+    }
 
 
 # -- 2. read ------------------------------------------------------------------------------
@@ -389,7 +455,7 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
     parser.add_argument(
         "--only",
-        default="append,read,recovery,memory,checks",
+        default="append,read,recovery,memory,checks,roll",
         help="comma-separated parts to run (default: all)",
     )
     args = parser.parse_args()
@@ -422,6 +488,14 @@ def main() -> None:
                     f"{c.get('os_write_us', float('nan')):.1f} us",
                     flush=True,
                 )
+        if "roll" in only:
+            figures["roll"] = r = bench_roll(base, 400 // scale, rounds=5)
+            print(
+                f"roll: {r['chunk_us']:.0f} us with the first index blocks reserved vs "
+                f"{r['sparse_us']:.0f} us sparse -> ratio {r['ratio']:.2f}; whole 2 x 10 MiB "
+                f"reserved {r['whole_us']:.0f} us -> ratio {r['whole_ratio']:.2f}",
+                flush=True,
+            )
         if only & {"read", "recovery", "memory"}:
             _rest(base, scale, figures, only)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import subprocess
 import time
@@ -12,7 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.harness import BrokerProcess
@@ -233,4 +241,159 @@ def test_groups_recover_by_themselves_once_space_is_freed(disk: Path) -> None:
     finally:
         if consumer is not None:
             consumer.close()
+        broker.stop()
+
+
+PAGE = 4096
+
+
+def alive(broker: BrokerProcess) -> bool:
+    return broker.proc is not None and broker.proc.poll() is None
+
+
+def exit_status(broker: BrokerProcess) -> int | None:
+    """The broker's exit status if it ends within 2 s (a process killed by a signal takes
+    a moment to be reaped): -7 is SIGBUS. None if it is still running."""
+    if broker.proc is None:
+        return None
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        return broker.proc.wait(2)
+    return None
+
+
+class Sender:
+    """A producer that sends one batch at a time and keeps what was acknowledged.
+
+    ``retries=0`` so the broker's own error code reaches the test (librdkafka would retry
+    KAFKA_STORAGE_ERROR until its timeout, as a real client does)."""
+
+    def __init__(self, broker: BrokerProcess, retries: int = 0) -> None:
+        self.broker = broker
+        self.producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "acks": "all",
+                "linger.ms": 0,
+                "enable.idempotence": False,
+                "retries": retries,
+                "message.timeout.ms": 5000,
+                "request.timeout.ms": 5000,
+            }
+        )
+        self.acked: dict[str, list[bytes]] = {}
+        self.errors: list[KafkaError] = []
+
+    def send(self, topic: str, value: bytes) -> KafkaError | None:
+        outcome: list[KafkaError | None] = []
+
+        def delivered(err: KafkaError | None, _msg: object) -> None:
+            outcome.append(err)
+            if err is None:
+                self.acked.setdefault(topic, []).append(value)
+            else:
+                self.errors.append(err)
+
+        self.producer.produce(topic, value=value, on_delivery=delivered)
+        deadline = time.monotonic() + 10
+        while self.producer.flush(0.2) and time.monotonic() < deadline:
+            # Fail at once, not after the client's timeouts, when the broker is gone.
+            assert alive(self.broker), f"the broker died:\n{self.broker.log_text()[-3000:]}"
+        assert outcome, "no answer in 10 s"
+        return outcome[0]
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 20.0) -> list[bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value() or b"")
+    finally:
+        consumer.close()
+    return values
+
+
+def test_produce_on_a_full_disk_answers_storage_errors_and_recovers(disk: Path) -> None:
+    """Not a SIGBUS: an index entry written through the map into a page with no block
+    behind it ended the broker on a full disk. Here the batch that fills the disk's last
+    page is followed by an offset-index entry starting a new index page, the case that did
+    (index.interval.bytes=0: every batch after the first has an entry, 512 to a page). The
+    broker must stay up, answer KAFKA_STORAGE_ERROR while the disk is full, including for
+    produces that roll a segment, work again once space is freed, and lose nothing it
+    acknowledged."""
+    broker = start_broker(disk).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        new = [
+            NewTopic("dense", 1, 1, config={"index.interval.bytes": "0"}),
+            # One-page indexes: a rolled segment keeps its index pages (they hold
+            # entries), so on a full disk the new segment cannot have its first blocks.
+            NewTopic(
+                "rolls", 1, 1, config={"segment.bytes": "65536", "segment.index.bytes": "4096"}
+            ),
+        ]
+        for future in admin.create_topics(new).values():
+            future.result(timeout=10)
+        sender = Sender(broker)
+        log_file = disk / "data" / "dense-0" / f"{0:020d}.log"
+        index_file = log_file.with_suffix(".index")
+        sizes = []
+        for i in range(PAGE // 8 + 1):  # 513 batches: 512 entries, the first page full
+            assert sender.send("dense", b"dense-%06d" % i + b"." * 90) is None
+            sizes.append(log_file.stat().st_size)
+        batch = sizes[-1] - sizes[-2]
+        assert all(b - a == batch for a, b in itertools.pairwise(sizes))
+        entries = index_file.read_bytes()[: PAGE + 8]
+        assert entries[PAGE - 8 : PAGE] != bytes(8) and entries[PAGE:] == bytes(8), (
+            "the setup expects the offset index's first page full and the next entry to "
+            "start the second"
+        )
+        # "rolls" one batch short of a roll: its next produce rolls, on the full disk.
+        for i in range(7):
+            assert sender.send("rolls", b"rolls-first-%06d" % i + b"r" * 8192) is None
+        assert len(list((disk / "data" / "rolls-0").glob("*.log"))) == 1
+        # Fill the disk, then give back exactly the pages the next batch's .log write needs:
+        # the write succeeds and the index entry after it finds no page left.
+        ballast = fill(disk)
+        end = log_file.stat().st_size
+        log_pages = -(-(end + batch) // PAGE) - -(-end // PAGE)
+        os.truncate(ballast, ballast.stat().st_size - log_pages * PAGE)
+        # It fits: the .log has its page and the index entry its reserved block. (Before
+        # the blocks were reserved, the broker died here with SIGBUS: a transport error.)
+        error = sender.send("dense", b"dense-%06d" % len(sizes) + b"." * 90)
+        assert error is None, f"{error}; broker exit status {exit_status(broker)} (-7: SIGBUS)"
+        # Then produce until the disk refuses: to "dense" (a .log write) and to "rolls"
+        # (64 KiB segments, 8 KiB batches: a roll every few produces).
+        for i in range(40):
+            error = sender.send("dense", b"dense-more-%06d" % i + b"." * 90) or error
+            sender.send("rolls", b"rolls-%06d" % i + b"r" * 8192)
+        assert alive(broker), f"the broker died:\n{broker.log_text()[-3000:]}"
+        codes = {err.code() for err in sender.errors}
+        assert codes == {KafkaError.KAFKA_STORAGE_ERROR}, [str(e) for e in sender.errors]
+        assert error is not None, "a produce to a full disk succeeded every time"
+        # Segments of "rolls" made while the disk was full are whole, or not there at all.
+        for index in (disk / "data" / "rolls-0").glob("*.index"):
+            assert index.with_suffix(".log").exists(), index
+        ballast.unlink()
+        # Space freed: produce works again without a restart, rolls included.
+        for topic in ("dense", "rolls"):
+            for i in range(20):
+                assert sender.send(topic, b"%s-after-%06d" % (topic.encode(), i)) is None
+        for topic in ("dense", "rolls"):
+            acked = sender.acked[topic]
+            got = consume_all(broker.bootstrap, topic, len(acked))
+            assert got == acked, f"{topic}: {len(got)} consumed, {len(acked)} acknowledged"
+        assert broker.stop() == 0
+        # And after a clean restart: the segments left are all loadable.
+        broker.start(timeout=20)
+        for topic in ("dense", "rolls"):
+            acked = sender.acked[topic]
+            assert consume_all(broker.bootstrap, topic, len(acked)) == acked, topic
+    finally:
         broker.stop()

@@ -7,16 +7,34 @@ trimmed to the valid entries when the segment is rolled or closed. A file left a
 preallocated size by an unclean stop is never trusted: the log rebuilds the indexes of every
 segment it recovers.
 
+Blocks (issue 10, "Full disk"). Growing the file with ``ftruncate`` makes it sparse: the
+pages behind the map have no blocks yet, and on a full disk a store into such a page cannot
+get one and kills the whole process with SIGBUS. So no entry is written into the map before
+``reserve`` has given its page a block with ``posix_fallocate``, which fails with ENOSPC up
+front instead. Blocks are reserved a chunk (``RESERVE_CHUNK``) ahead of the entries, not for
+the whole preallocated size: ten MiB per index, two indexes per partition, would be real
+disk (and RAM on tmpfs) for entries a segment rarely fills, where Kafka's sparse files cost
+nothing. ``writable`` counts the entries that fit in reserved blocks; every write path
+checks it (``append_unchecked``'s caller too).
+
 Not thread-safe; owned by one ``LogSegment``.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+
+# Blocks reserved ahead of the entries: one ``posix_fallocate`` per 64 KiB of index, i.e.
+# per 8192 offset entries (32 MiB of log at the default 4 KiB index interval), so the call
+# is rare and a rolled segment holds at most 2 x 64 KiB of blocks it does not use.
+RESERVE_CHUNK = 64 << 10
+# posix_fallocate errors meaning "this file system cannot" rather than "no room".
+_UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 
 class CorruptIndexError(Exception):
@@ -49,6 +67,11 @@ class MappedIndex:
             raise
         self._map: mmap.mmap | None = None
         self._map_size = 0
+        # Bytes [0, _reserved) have blocks. Unknown for a file opened from disk (a crash
+        # may have left it sparse), so 0: its first reservation covers it from the start.
+        self._reserved = 0
+        # False once posix_fallocate said the file system cannot: see ``reserve``.
+        self._can_reserve = True
         self._remap(length)
 
     # -- mapping -----------------------------------------------------------------------
@@ -62,6 +85,62 @@ class MappedIndex:
         self._map_size = size
         self._map = mmap.mmap(self._fd, size) if size else None
         self.capacity = size // self.entry_size
+        # Shrinking frees the blocks past the end; growing adds none (sparse).
+        self._reserved = min(self._reserved, size)
+        self._set_writable()
+
+    def _set_writable(self) -> None:
+        if self._can_reserve:
+            self.writable = min(self.capacity, self._reserved // self.entry_size)
+        else:
+            self.writable = self.capacity
+
+    def reserve(self, count: int = 1) -> None:
+        """Make sure the next ``count`` entries (as many as fit) land on real blocks,
+        growing the file to ``max_index_size`` first if they do not fit in it.
+
+        Raises:
+            OSError: ENOSPC (or another I/O error) from ``posix_fallocate``, with the
+                index's path; nothing was written and the index is as it was.
+        """
+        wanted = self._entries + count
+        if wanted <= self.writable:
+            return
+        if wanted > self.capacity:
+            self.make_appendable()
+        need = min(wanted, self.capacity) * self.entry_size
+        if not self._can_reserve or need <= self._reserved:
+            return
+        # A chunk ahead, rounded to whole chunks, never past the file's end: fallocate
+        # past it would grow the file behind the map's back.
+        end = min(self._map_size, -(-need // RESERVE_CHUNK) * RESERVE_CHUNK)
+        try:
+            os.posix_fallocate(self._fd, self._reserved, end - self._reserved)
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED:
+                # The file system has no fallocate (glibc emulates it where it can, so
+                # this is rare): keep the behaviour from before reservations, a sparse
+                # map, where a full disk can still end the process with SIGBUS.
+                self._can_reserve = False
+                self._set_writable()
+                return
+            # Blocks a partial allocation got stay inside the file and are reused.
+            raise OSError(
+                exc.errno, f"{exc.strerror} (reserving index blocks)", str(self.path)
+            ) from exc
+        self._reserved = end
+        self._set_writable()
+
+    def can_append(self) -> bool:
+        """Whether one more entry fits, blocks included, without raising: for the last
+        entries written at roll and close, which are optional and must not fail those."""
+        if self.is_full:
+            return False
+        try:
+            self.reserve(1)
+        except OSError:
+            return False
+        return self._entries < self.writable
 
     @property
     def max_entries(self) -> int:
@@ -102,8 +181,8 @@ class MappedIndex:
             yield self.entry(n)
 
     def _append_raw(self, *fields: int) -> None:
-        if self.is_full:
-            self.make_appendable()
+        if self._entries >= self.writable:
+            self.reserve(1)  # grows the file if it is full; raises OSError on ENOSPC
             if self.is_full:
                 raise OverflowError(f"{self.path}: index is full ({self._entries} entries)")
         assert self._map is not None
@@ -111,7 +190,8 @@ class MappedIndex:
         self._entries += 1
 
     def append_unchecked(self, first: int, second: int) -> None:
-        """Write an entry the caller knows is in order and fits (the append fast path)."""
+        """Write an entry the caller knows is in order and fits in reserved blocks
+        (``entries < writable``; the append fast path)."""
         assert self._map is not None
         self.ENTRY.pack_into(self._map, self._entries * self.entry_size, first, second)
         self._entries += 1

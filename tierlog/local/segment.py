@@ -288,6 +288,7 @@ class LogSegment:
         self.state = SegmentState.ACTIVE
         stem = self.directory / segment_name(base_offset)
         self.path = stem.with_suffix(LOG_SUFFIX)
+        created = not self.path.exists()
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         # The open file behind ``fd``, shared with the leases of slices read from it.
         self._file = SegmentFile(self.fd)
@@ -315,6 +316,29 @@ class LogSegment:
         self.next_offset = base_offset
         # Byte ranges the scrubber found damaged: reads of them raise (mark_damaged).
         self.damaged: list[tuple[int, int, str]] = []
+        if created:
+            self._reserve_new_indexes()
+
+    def _reserve_new_indexes(self) -> None:
+        """A new segment (a roll) gets its indexes' first blocks now, or is not made.
+
+        On a full disk the reservation fails with ENOSPC (see ``tierlog.local.index``);
+        the files just created are removed again, so a roll that fails leaves nothing
+        behind and the next one, once there is room, starts from scratch. The OSError
+        reaches the produce path, which answers KAFKA_STORAGE_ERROR.
+        """
+        try:
+            for index in self._indexes:
+                index.make_appendable()
+                index.reserve(1)
+        except BaseException:
+            self.offset_index.delete()
+            self.time_index.delete()
+            self.txn_index.delete()
+            self._file.retire()
+            self.fd = -1
+            self.path.unlink(missing_ok=True)
+            raise
 
     def _open_index(self, kind: type[_I], path: Path, max_index_size: int) -> _I:
         if not path.exists():
@@ -397,6 +421,13 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        # Blocks for every entry the scan can write, before it writes any: on a full disk
+        # this is an ENOSPC (start-up stops with one line), not a SIGBUS mid-scan. An
+        # entry needs more than index_interval_bytes of log since the last one, and a
+        # batch is at least a header.
+        most = self.size // max(self.index_interval_bytes + 1, HEADER_SIZE) + 1
+        self.offset_index.reserve(most)
+        self.time_index.reserve(most)
         self.txn_index.reset()
         self._bytes_since_index_entry = 0
         self.max_timestamp = NO_TIMESTAMP
@@ -472,7 +503,16 @@ class LogSegment:
 
     def append(self, buffers: Sequence[bytes | memoryview], batches: Sequence[BatchEntry]) -> None:
         """Write ``buffers`` (whole batches, offsets already assigned) at the end of the file
-        and index ``batches``, whose positions are relative to the start of ``buffers``."""
+        and index ``batches``, whose positions are relative to the start of ``buffers``.
+
+        Raises:
+            OSError: a write failed, or (ENOSPC) the indexes could not get blocks for the
+                entries these batches may add; checked first, so nothing is written then.
+        """
+        if batches:
+            # At most one entry per batch (fewer: one per index interval).
+            self.offset_index.reserve(len(batches))
+            self.time_index.reserve(len(batches))
         start = self.size
         written = 0
         for i in range(0, len(buffers), _IOV_MAX):
@@ -507,8 +547,19 @@ class LogSegment:
         ``verify`` runs after the bytes are written and before the segment takes them in
         (size, offsets, indexes); if it raises, the bytes are cut off again. Readers never
         look past ``size``, and recovery re-checks CRCs, so nothing unverified is served.
+
+        Raises:
+            OSError: the write failed, or (ENOSPC) an index entry is due and its blocks
+                could not be reserved; checked before the write, so nothing is written.
         """
         position = self.size
+        index_due = self._bytes_since_index_entry > self.index_interval_bytes
+        if index_due:
+            offsets, times = self.offset_index, self.time_index
+            # Both have reserved room (the usual case), or get it now: grown back from a
+            # trimmed size, or a new chunk of blocks (may raise ENOSPC, before the write).
+            room = offsets._entries < offsets.writable and times._entries < times.writable
+            index_due = room or self._indexes_have_room()
         written = os.pwritev(self.fd, (prefix, body), position)
         if written != size:
             os.ftruncate(self.fd, position)  # a torn batch must not stay behind
@@ -526,15 +577,11 @@ class LogSegment:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
-        if self._bytes_since_index_entry > self.index_interval_bytes:
-            offsets, times = self.offset_index, self.time_index
-            # Both have room (the usual case), or can be grown back from a trimmed size.
-            room = offsets._entries < offsets.capacity and times._entries < times.capacity
-            if room or self._indexes_have_room():
-                # Offsets only grow here, so the order check of OffsetIndex.append is moot.
-                offsets.append_unchecked(last_offset - self.base_offset, position)
-                times.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self._bytes_since_index_entry = 0
+        if index_due:
+            # Offsets only grow here, so the order check of OffsetIndex.append is moot.
+            self.offset_index.append_unchecked(last_offset - self.base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
         self._bytes_since_index_entry += size
 
     def _index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
@@ -544,20 +591,34 @@ class LogSegment:
         # A full index just stops growing: entries are sparse hints. Raising here (possible
         # within one multi-batch append, as the roll check runs once per append) would
         # leave the batches written but next_offset not advanced, so the next append would
-        # reuse offsets.
-        if self._bytes_since_index_entry > self.index_interval_bytes and self._indexes_have_room():
+        # reuse offsets. Blocks were reserved before the write (append, recover); an
+        # ENOSPC here anyway (a bound too low) skips the entry for the same reason.
+        if self._bytes_since_index_entry > self.index_interval_bytes and self._indexes_room():
             self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
         self._bytes_since_index_entry += size
 
     def _indexes_have_room(self) -> bool:
+        """Whether both indexes take one more entry, reserving its blocks (growing a
+        trimmed index first). False when one is at its maximum size.
+
+        Raises:
+            OSError: ENOSPC reserving blocks.
+        """
         for index in self._indexes:
+            index.reserve(1)
             if index.is_full:
-                index.make_appendable()
-                if index.is_full:
-                    return False
+                return False
         return True
+
+    def _indexes_room(self) -> bool:
+        """``_indexes_have_room`` for paths that must not raise: no room on ENOSPC."""
+        try:
+            return self._indexes_have_room()
+        except OSError as exc:
+            log.warning("%s: index entry skipped: %s", self.path, exc)
+            return False
 
     def _note_timestamp(self, max_timestamp: int, last_offset: int) -> None:
         if max_timestamp > self.max_timestamp:
@@ -793,7 +854,9 @@ class LogSegment:
 
     def close_for_append(self) -> None:
         """Become CLOSED at roll: record the final max timestamp and trim the indexes."""
-        if self.max_timestamp != NO_TIMESTAMP and not self.time_index.is_full:
+        # Optional (load rescans the tail for the max timestamp): skipped when the index is
+        # full, or its blocks cannot be had on a full disk, rather than fail the roll.
+        if self.max_timestamp != NO_TIMESTAMP and self.time_index.can_append():
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
@@ -816,7 +879,7 @@ class LogSegment:
         if (
             self.state is SegmentState.ACTIVE
             and self.max_timestamp != NO_TIMESTAMP
-            and not self.time_index.is_full  # as in close_for_append: never raise here
+            and self.time_index.can_append()  # as in close_for_append: never raise here
         ):
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()
