@@ -340,6 +340,22 @@ def offset_delete(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def describe_client_quotas(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"components": [], "strict": False}
+
+
+def alter_client_quotas(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "entries": [
+            {
+                "entity": [{"entity_type": "client-id", "entity_name": f"pv-{v}"}],
+                "ops": [{"key": "consumer_byte_rate", "value": 1e9, "remove": False}],
+            }
+        ],
+        "validate_only": True,
+    }
+
+
 def incremental_alter_configs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {
         "resources": [
@@ -506,6 +522,8 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.CREATE_PARTITIONS: create_partitions,
     ApiKey.DELETE_GROUPS: delete_groups,
     ApiKey.OFFSET_DELETE: offset_delete,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     ApiKey.ALTER_PARTITION: alter_partition,
     ApiKey.ELECT_LEADERS: elect_leaders,
@@ -564,6 +582,8 @@ MUST_SUCCEED = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS,
     ApiKey.DESCRIBE_PRODUCERS,
     ApiKey.LIST_TRANSACTIONS,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS,
+    ApiKey.ALTER_CLIENT_QUOTAS,
 }
 
 

@@ -41,6 +41,8 @@ LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
 # bin/kafka-consumer-groups.sh.
 CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+# bin/kafka-configs.sh.
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 # Transactions: bin/kafka-transactions.sh, bin/kafka-console-consumer.sh, and the
 # exactly-once copier Kafka's system tests run (tests/kafkatest/services/
 # transactional_message_copier.py); its options take --broker-list, not --bootstrap-server.

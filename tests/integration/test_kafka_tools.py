@@ -398,3 +398,71 @@ def test_consumer_groups_describe_reset_and_delete_offsets(
         assert set(committed().values()) == {OFFSET_INVALID}
     finally:
         broker.stop()
+
+
+# -- kafka-configs: client quotas --------------------------------------------------------------
+
+
+def produce_seconds(bootstrap: str, client_id: str, total: int) -> float:
+    """Seconds to have ``total`` bytes of 10 KB records acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5})
+    started = time.monotonic()
+    for _ in range(total // 10_000):
+        producer.produce("quota", value=b"x" * 10_000)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return time.monotonic() - started
+
+
+def test_client_quotas_set_with_kafka_configs_throttle_producers(
+    tools: KafkaDist, tmp_path: Path
+) -> None:
+    """``kafka-configs --alter/--describe --entity-type clients`` (AlterClientQuotas and
+    DescribeClientQuotas, API 49/48); the quota survives a restart, slows exactly the
+    client it names, and goes with --delete-config."""
+    # Two 1 s samples: the rate reacts within a second or two, so the test stays short.
+    broker = BrokerProcess(
+        tmp_path / "data", {"quota.window.num": "2", "quota.window.size.seconds": "1"}
+    ).start()
+    try:
+        bootstrap = broker.bootstrap
+        configs = kafka_tools.CONFIGS
+        tool(
+            tools,
+            configs,
+            bootstrap,
+            "--alter --entity-type clients --entity-name slow "
+            "--add-config producer_byte_rate=500000",
+        )
+        refused = tool(
+            tools,
+            configs,
+            bootstrap,
+            "--alter --entity-type clients --entity-name slow --add-config request_percentage=50",
+            ok=False,
+        )
+        assert refused.returncode != 0 and "request_percentage" in refused.output
+        broker.stop()
+        broker.start()  # the quota is kept in the metadata
+        described = tool(
+            tools, configs, bootstrap, "--describe --entity-type clients --entity-name slow"
+        ).stdout
+        assert "producer_byte_rate=500000" in described, described
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("quota", 1, 1)])["quota"].result(30)
+
+        fast = produce_seconds(bootstrap, "fast", 3_000_000)
+        slow = produce_seconds(bootstrap, "slow", 3_000_000)
+        # 3 MB at 500 KB/s takes about 5 s (the first second's burst is free).
+        assert slow > 3.0 and slow > 4 * fast, (slow, fast)
+
+        tool(
+            tools,
+            configs,
+            bootstrap,
+            "--alter --entity-type clients --entity-name slow --delete-config producer_byte_rate",
+        )
+        described = tool(tools, configs, bootstrap, "--describe --entity-type clients").stdout
+        assert "producer_byte_rate" not in described, described
+    finally:
+        broker.stop()

@@ -26,6 +26,7 @@ from tierlog.broker.meta_properties import read as read_meta_properties
 from tierlog.broker.metrics import MetricsCollector, serve_metrics
 from tierlog.broker.offsets_topic import OffsetsTopic
 from tierlog.broker.partition import Partition
+from tierlog.broker.quotas import ClientQuotaManager
 from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.segment_repair import SegmentRepairer
@@ -199,6 +200,11 @@ class Broker:
             # The cleaner starts below; until then (and when disabled) there is no state.
             cleaner_state=lambda: None if self.cleaner is None else self.cleaner.describe(),
             transactions=transactions,
+            quotas=ClientQuotaManager(
+                coordinator.client_quotas,
+                samples=config["quota.window.num"],
+                window_ms=config["quota.window.size.seconds"] * 1000,
+            ),
         )
         self._schedule_background_tasks(scheduler)
         rate = config["log.scrubber.bytes.per.second"]
@@ -312,6 +318,7 @@ class Broker:
             server=self.server,
             cleaner=self.cleaner,
             repairs=self.repairer.stats if self.repairer else None,
+            quotas=self.services.quotas.stats if self.services and self.services.quotas else None,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]
@@ -449,6 +456,9 @@ class Broker:
         # The server accepts connections only once start() has built every service.
         assert self.services is not None and self.replicas is not None
         metrics = self.replicas.metrics
+        if self.services.quotas is not None:
+            # A throttled client's next request waits here (Kafka mutes its channel).
+            await self.services.quotas.wait_if_throttled()
         started = time.perf_counter()
         failed = True
         try:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
+    from tierlog.broker.quotas import QuotaStats
     from tierlog.broker.replica_manager import ReplicaManager
     from tierlog.broker.segment_repair import RepairStats
     from tierlog.broker.server import KafkaServer
@@ -89,6 +90,7 @@ class MetricsCollector:
         server: KafkaServer | None = None,
         cleaner: LogCleaner | None = None,
         repairs: RepairStats | None = None,
+        quotas: QuotaStats | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
@@ -99,6 +101,7 @@ class MetricsCollector:
         self.server = server
         self.cleaner = cleaner
         self.repairs = repairs
+        self.quotas = quotas
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -190,6 +193,8 @@ class MetricsCollector:
             yield from _scrubber_metrics(self.scrubber)
         if self.repairs is not None:
             yield from _repair_metrics(self.repairs)
+        if self.quotas is not None:
+            yield from _quota_metrics(self.quotas)
         if self.cleaner is not None:
             yield from _cleaner_metrics(self.cleaner, self.remote)
         if self.server is not None:
@@ -304,6 +309,27 @@ def _cleaner_metrics(cleaner: LogCleaner, remote: RemoteLogManager | None) -> It
     for (topic, index), state in sorted(states.items()):
         dirty.add_metric([f"{topic}-{index}"], float(state["dirty_ratio"]))  # type: ignore[arg-type]
     yield dirty
+
+
+def _quota_metrics(quotas: QuotaStats) -> Iterator[Any]:
+    """Requests answered with a client-quota throttle time, and that time in total."""
+    from prometheus_client.core import CounterMetricFamily
+
+    throttled = CounterMetricFamily(
+        "tierlog_quota_throttled_requests",
+        "Requests answered with a throttle time (client byte-rate quotas)",
+        labels=["request"],
+    )
+    seconds = CounterMetricFamily(
+        "tierlog_quota_throttle_seconds",
+        "Throttle time handed out to clients over their quota",
+        labels=["request"],
+    )
+    for api in sorted(quotas.throttled):
+        throttled.add_metric([api], quotas.throttled[api])
+        seconds.add_metric([api], quotas.throttle_ms.get(api, 0) / 1000)
+    yield throttled
+    yield seconds
 
 
 def _repair_metrics(repairs: RepairStats) -> Iterator[Any]:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tierlog.broker.controller import Controller
     from tierlog.broker.group import GroupCoordinator
     from tierlog.broker.offsets_topic import OffsetsTopic
+    from tierlog.broker.quotas import ClientQuotaManager
     from tierlog.broker.txn import Transactions
 
 # Producer ids are reserved from the coordinator in blocks, as Kafka does, so a restart
@@ -88,6 +89,7 @@ class BrokerServices:
     cleaner_state: the log cleaner's state of every compacted log here
         (``LogCleaner.describe``), None when the cleaner is off; read on the event loop.
     transactions: the transaction coordinator, its topic and the marker writer.
+    quotas: client byte-rate quotas (produce and fetch throttling).
     """
 
     config: BrokerConfig
@@ -103,3 +105,4 @@ class BrokerServices:
     controller: Controller | None = None
     cleaner_state: Callable[[], CleanerStates | None] = lambda: None
     transactions: Transactions | None = None
+    quotas: ClientQuotaManager | None = None

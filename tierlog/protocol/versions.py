@@ -77,6 +77,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     ALTER_PARTITION = 56
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -160,6 +162,9 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.DELETE_GROUPS: (0, 2),
         # OffsetDelete (KIP-496): one version; kafka-consumer-groups --delete-offsets.
         ApiKey.OFFSET_DELETE: (0, 0),
+        # Client quotas (KIP-546): v1 is flexible; byte-rate quotas only (quotas.py).
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+        ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         # ElectLeaders: v0 is preferred-only (KIP-183), v1 adds the election type (KIP-460:
         # PREFERRED or UNCLEAN) and a top-level error, v2 is flexible; all of kio's.

@@ -163,3 +163,22 @@ def test_concurrent_changes_to_one_topic_both_stay(tmp_path: Path) -> None:
     asyncio.run(scenario())
     topic = LocalCoordinator(tmp_path).topic("t")
     assert topic is not None and topic.partitions == 3 and topic.configs == {"retention.ms": "5"}
+
+
+def test_client_quotas_survive_a_restart_from_the_journal_and_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        coordinator = await started(tmp_path)
+        await coordinator.set_client_quotas("clients/app", {"producer_byte_rate": 1024.0})
+        await coordinator.set_client_quotas("users/<default>", {"consumer_byte_rate": 10.0})
+        await coordinator.set_client_quotas("users/<default>", {})  # removed
+        before = coordinator.client_quotas()
+        assert before == {"clients/app": {"producer_byte_rate": 1024.0}}
+        # Unclean: only the journal has them.
+        assert LocalCoordinator(tmp_path).client_quotas() == before
+        await coordinator.stop()  # folds the journal into the snapshot
+        assert not (tmp_path / JOURNAL_NAME).exists() or not (tmp_path / JOURNAL_NAME).read_bytes()
+        assert LocalCoordinator(tmp_path).client_quotas() == before
+
+    asyncio.run(scenario())

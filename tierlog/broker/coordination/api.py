@@ -105,6 +105,15 @@ class Coordinator(Protocol):
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
+    def client_quotas(self) -> dict[str, dict[str, float]]:
+        """Client quotas in force: entity path (``clients/app``, Kafka's ZooKeeper layout
+        under ``/config``) -> quota key -> value."""
+        ...
+
+    async def set_client_quotas(self, entity: str, values: dict[str, float]) -> None:
+        """Replace the quotas of ``entity`` (an empty dict removes the entity)."""
+        ...
+
     async def alter_partition(
         self,
         name: str,

@@ -5,6 +5,7 @@ There is one broker, which is also the controller. Two files in the first log di
 ``tierlog-metadata.json``, the snapshot, replaced atomically (write, fsync, rename)::
 
     {"version": 1, "cluster_id": "...", "next_producer_id": 2000,
+     "client_quotas": {"clients/app": {"producer_byte_rate": 1048576.0}},
      "topics": {"orders": {"topic_id": "<uuid>", "configs": {"retention.ms": "1000"},
                            "replicas": {"0": [0]},
                            "states": {"0": {"leader": 0, "leader_epoch": 3, "isr": [0],
@@ -15,6 +16,7 @@ There is one broker, which is also the controller. Two files in the first log di
     {"topic": "orders", "record": {<the topic's whole record, as in the snapshot>}}
     {"deleted": "orders"}
     {"next_producer_id": 3000}
+    {"client_quotas": "clients/app", "values": {"producer_byte_rate": 1048576.0}}
 
 Why a journal: the snapshot used to be rewritten and fsynced on every change, so creating
 the n-th topic wrote all n (1,000 auto-created topics: 500,000 topic records written).
@@ -170,6 +172,7 @@ class LocalCoordinator:
         self._queue_frees_space = False
         self._group_frees_space = False
         self._topics: dict[str, TopicMetadata] = {}
+        self._client_quotas: dict[str, dict[str, float]] = {}
         self._me: BrokerRegistration | None = None
         self._listeners: list[Callable[[], None]] = []
         self.cluster_id = new_cluster_id()
@@ -198,6 +201,8 @@ class LocalCoordinator:
             self._next_producer_id = int(doc.get("next_producer_id", 0))
             for name, t in doc["topics"].items():
                 self._topics[name] = _topic_from_record(name, t)
+            for entity, values in doc.get("client_quotas", {}).items():
+                self._client_quotas[str(entity)] = {str(k): float(v) for k, v in values.items()}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # Refuse to start rather than forget topics: the logs on disk would be orphaned.
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -245,6 +250,8 @@ class LocalCoordinator:
             self._topics.pop(change["deleted"], None)
         elif "next_producer_id" in change:
             self._next_producer_id = int(change["next_producer_id"])
+        elif "client_quotas" in change:
+            self._set_quotas(str(change["client_quotas"]), change["values"])
         else:
             raise ValueError(f"unknown change {sorted(change)}")
 
@@ -254,6 +261,7 @@ class LocalCoordinator:
             "cluster_id": self.cluster_id,
             "next_producer_id": self._next_producer_id,
             "topics": {name: _topic_record(t) for name, t in self._topics.items()},
+            "client_quotas": self._client_quotas,
         }
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
@@ -526,6 +534,25 @@ class LocalCoordinator:
 
             await self._commit({"next_producer_id": after}, apply)
             return first
+
+    def client_quotas(self) -> dict[str, dict[str, float]]:
+        return self._client_quotas
+
+    async def set_client_quotas(self, entity: str, values: dict[str, float]) -> None:
+        async with self._serial:
+            kept = dict(values)
+            await self._commit(
+                {"client_quotas": entity, "values": kept}, lambda: self._set_quotas(entity, kept)
+            )
+
+    def _set_quotas(self, entity: str, values: dict[str, Any]) -> None:
+        # Replaced whole: readers hold the previous dict, never one being changed.
+        quotas = dict(self._client_quotas)
+        if values:
+            quotas[entity] = {str(k): float(v) for k, v in values.items()}
+        else:
+            quotas.pop(entity, None)
+        self._client_quotas = quotas
 
     async def _replace(self, topic: TopicMetadata) -> None:
         await self._commit(

@@ -692,6 +692,49 @@ class ZkClient:
             sequence=True,
         )
 
+    def get_client_quotas(self) -> dict[str, dict[str, float]]:
+        """Client quotas by entity path (``clients/<c>``, ``users/<u>``,
+        ``users/<u>/clients/<c>``, Kafka's ``/config`` layout); entities without quota
+        keys are left out."""
+        found: dict[str, dict[str, float]] = {}
+        paths = [f"clients/{c}" for c in self._children(f"{zk_data.CONFIG}/clients")]
+        for user in self._children(f"{zk_data.CONFIG}/users"):
+            paths.append(f"users/{user}")
+            clients = self._children(f"{zk_data.CONFIG}/users/{user}/clients")
+            paths += [f"users/{user}/clients/{c}" for c in clients]
+        for path in paths:
+            got = self._get(f"{zk_data.CONFIG}/{path}")
+            if got is None or not got[0]:
+                continue
+            try:
+                config = zk_data.decode_config_at(f"{zk_data.CONFIG}/{path}", got[0])
+            except zk_data.ZkDataError:
+                continue  # not ours to judge: what Kafka's own tools wrote may differ
+            values = {}
+            for key, value in config.items():
+                try:
+                    values[key] = float(value)
+                except ValueError:
+                    continue  # not a quota (Kafka's SCRAM credentials live here too)
+            if values:
+                found[path] = values
+        return found
+
+    def set_client_quotas(self, entity: str, values: Mapping[str, float]) -> None:
+        """Replace ``entity``'s quotas and announce the change (Kafka's
+        ``changeClientIdConfig`` / ``changeUserOrUserClientIdConfig``)."""
+        path = f"{zk_data.CONFIG}/{entity}"
+        data = zk_data.encode_config({k: _quota_text(v) for k, v in values.items()})
+        try:
+            self._zk.set(path, data)
+        except NoNodeError:
+            self._zk.create(path, data, makepath=True)
+        self._zk.create(
+            zk_data.config_change_prefix_path(),
+            zk_data.encode_config_change(entity),
+            sequence=True,
+        )
+
     def request_topic_deletion(self, topic: str) -> None:
         """Create ``/admin/delete_topics/<t>`` for the controller to act on; asking twice is
         harmless (Kafka would say TopicAlreadyMarkedForDeletion).
@@ -790,3 +833,8 @@ def _check_growth(
         raise ValueError(f"{topic}: has {len(current.partitions)} partitions, none added")
     if sorted(assignment) != list(range(len(assignment))):
         raise ValueError(f"{topic}: partitions must be numbered 0..{len(assignment) - 1}")
+
+
+def _quota_text(value: float) -> str:
+    # Byte rates are whole numbers: stored as Kafka writes them ("1048576").
+    return str(int(value)) if value == int(value) else repr(value)

@@ -513,7 +513,11 @@ def encode_config(configs: Mapping[str, str]) -> bytes:
 
 def decode_config(entity_type: str, name: str, data: bytes | None) -> dict[str, str]:
     """An empty znode is an entity without overrides (Kafka reads null data as {})."""
-    path = config_entity_path(entity_type, name)
+    return decode_config_at(config_entity_path(entity_type, name), data)
+
+
+def decode_config_at(path: str, data: bytes | None) -> dict[str, str]:
+    """``decode_config`` of the znode at ``path`` (client quota entities are nested)."""
     if not data:
         return {}
     obj = _load(path, data)

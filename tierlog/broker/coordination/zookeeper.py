@@ -59,6 +59,7 @@ class ClusterSnapshot:
     broker_epochs: dict[int, int] = field(default_factory=dict)
     controller_id: int = -1
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    client_quotas: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class ZkCoordinator:
@@ -215,6 +216,16 @@ class ZkCoordinator:
             f"the new configs of {name}",
         )
 
+    def client_quotas(self) -> dict[str, dict[str, float]]:
+        return self._snapshot.client_quotas
+
+    async def set_client_quotas(self, entity: str, values: dict[str, float]) -> None:
+        await self._call(lambda: self.zk.set_client_quotas(entity, values))
+        await self.wait_for(
+            lambda s: s.client_quotas.get(entity, {}) == values,
+            f"the new quotas of {entity}",
+        )
+
     async def alter_partition(
         self,
         name: str,
@@ -319,7 +330,13 @@ class ZkCoordinator:
                 continue
             topics[name] = self._read_topic(name, assignment)
         controller = zk.get_controller_id()
-        return ClusterSnapshot(brokers, epochs, -1 if controller is None else controller, topics)
+        return ClusterSnapshot(
+            brokers,
+            epochs,
+            -1 if controller is None else controller,
+            topics,
+            zk.get_client_quotas(),
+        )
 
     def _read_topic(self, name: str, assignment: TopicAssignment) -> TopicMetadata:
         states: dict[int, PartitionState] = {}

@@ -42,6 +42,10 @@ from tierlog.broker.handlers.offsets import (
     handle_offset_for_leader_epoch,
 )
 from tierlog.broker.handlers.produce import handle_produce
+from tierlog.broker.handlers.quotas import (
+    handle_alter_client_quotas,
+    handle_describe_client_quotas,
+)
 from tierlog.broker.handlers.reassignment import (
     handle_alter_partition_reassignments,
     handle_elect_leaders,
@@ -92,6 +96,8 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition, PartitionError, ReadResult
+from tierlog.broker.quotas import CONSUMER_BYTE_RATE
 from tierlog.broker.replica_selector import ReplicaView, preferred_read_replica
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
@@ -267,7 +268,15 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
         )
         for future in pending:
             future.cancel()
-    return encode_fetch_response(request.api_version, request.correlation_id, topics)
+    throttle_ms = 0
+    quotas = services.quotas
+    if quotas is not None and not from_follower:
+        # Followers replicate under no client quota (Kafka throttles them separately).
+        throttle_ms = quotas.record(CONSUMER_BYTE_RATE, request.client_id, total)
+        quotas.throttle("Fetch", throttle_ms)
+    return encode_fetch_response(
+        request.api_version, request.correlation_id, topics, throttle_time_ms=throttle_ms
+    )
 
 
 def _choose_read_replicas(

@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.quotas import PRODUCER_BYTE_RATE
 from tierlog.broker.replica_manager import INTERNAL_TOPICS
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
@@ -110,10 +111,17 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
                 # Kafka keeps the append's offsets and sets the error (DelayedProduce).
                 index, _, base_offset, append_time, log_start = answers[position]
                 answers[position] = (index, code, base_offset, append_time, log_start)
+    throttle_ms = 0
+    quotas = services.quotas
+    if quotas is not None:
+        throttle_ms = quotas.record(PRODUCER_BYTE_RATE, request.client_id, request.size)
+        quotas.throttle("Produce", throttle_ms)
     if acks == 0:
         return None
     # Laid out by hand: the generic kio writer cost more than the append (profiled).
-    return encode_produce_response(request.api_version, request.correlation_id, responses)
+    return encode_produce_response(
+        request.api_version, request.correlation_id, responses, throttle_time_ms=throttle_ms
+    )
 
 
 def _first_header(records: Any) -> Any:

@@ -1,0 +1,117 @@
+"""tierlog.broker.quotas: entities, Kafka's order of precedence, the sampled rate and the
+throttle time (client quotas)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tierlog.broker.quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    ClientQuotaManager,
+    QuotaError,
+    SampledRate,
+    applicable,
+    check_value,
+    entity_components,
+    entity_path,
+)
+
+
+def test_entities_are_kafkas_zookeeper_paths() -> None:
+    assert entity_path({"client-id": "app"}) == "clients/app"
+    assert entity_path({"client-id": None}) == "clients/<default>"
+    assert entity_path({"client-id": "a b/c", "user": None}) == "users/<default>/clients/a%20b%2Fc"
+    for components in (
+        {"client-id": "app"},
+        {"user": "alice", "client-id": None},
+        {"user": None},
+    ):
+        assert entity_components(entity_path(components)) == components
+    with pytest.raises(QuotaError, match="ip quotas"):
+        entity_path({"ip": "127.0.0.1"})
+    with pytest.raises(QuotaError, match="invalid quota entity types"):
+        entity_path({"group": "g"})
+
+
+def test_only_byte_rates_are_accepted() -> None:
+    check_value(PRODUCER_BYTE_RATE, 1024)
+    for key, value, reason in (
+        ("request_percentage", 50, "not enforced"),
+        ("nonsense", 1, "unknown quota key"),
+        (CONSUMER_BYTE_RATE, 0, "> 0"),
+        (CONSUMER_BYTE_RATE, 1.5, "whole number"),
+    ):
+        with pytest.raises(QuotaError, match=reason):
+            check_value(key, value)
+
+
+def test_the_most_specific_entity_wins_in_kafkas_order() -> None:
+    key = PRODUCER_BYTE_RATE
+    quotas: dict[str, dict[str, float]] = {"clients/<default>": {key: 8}}
+    assert applicable(quotas, "ANONYMOUS", "app", key) == ("", "app", 8)
+    quotas["clients/app"] = {key: 7}
+    assert applicable(quotas, "ANONYMOUS", "app", key) == ("", "app", 7)
+    quotas["users/<default>"] = {key: 6}
+    assert applicable(quotas, "ANONYMOUS", "app", key) == ("ANONYMOUS", "", 6)
+    quotas["users/<default>/clients/<default>"] = {key: 5}
+    quotas["users/<default>/clients/app"] = {key: 4}
+    assert applicable(quotas, "ANONYMOUS", "app", key)[2] == 4
+    quotas["users/ANONYMOUS"] = {key: 3}
+    assert applicable(quotas, "ANONYMOUS", "app", key) == ("ANONYMOUS", "", 3)
+    quotas["users/ANONYMOUS/clients/app"] = {key: 1}
+    assert applicable(quotas, "ANONYMOUS", "app", key) == ("ANONYMOUS", "app", 1)
+    assert applicable(quotas, "ANONYMOUS", "app", CONSUMER_BYTE_RATE) is None
+
+
+def test_the_rate_spans_at_least_all_windows_but_one() -> None:
+    rate = SampledRate(samples=11, window_ms=1000)
+    rate.record(10_000, now_ms=0)
+    # 10 KB in the first instant counts over 10 s, as Kafka's Rate does.
+    assert rate.rate(now_ms=0) == pytest.approx(1000)
+    for t in range(1, 30):
+        rate.record(1000, now_ms=t * 1000)
+    # Old windows expire: 11 windows of 1 KB over 10-11 s.
+    assert 900 < rate.rate(now_ms=29_000) < 1200
+
+
+def test_a_client_over_its_quota_is_throttled_for_as_long_as_it_overshot() -> None:
+    now = [0.0]
+    quotas = {"clients/slow": {PRODUCER_BYTE_RATE: 1000.0}}
+    manager = ClientQuotaManager(lambda: quotas, samples=11, window_ms=1000, clock=lambda: now[0])
+    assert manager.record(PRODUCER_BYTE_RATE, "fast", 10**9) == 0  # no quota
+    assert manager.record(PRODUCER_BYTE_RATE, "slow", 10_000) == 0  # exactly 1000 B/s over 10 s
+    # 10 KB more: 2000 B/s over the 10 s span, so 10 s of silence brings it back.
+    assert manager.record(PRODUCER_BYTE_RATE, "slow", 10_000) == 10_000
+    # Never more than the whole sample span.
+    assert manager.record(PRODUCER_BYTE_RATE, "slow", 10**9) == 11_000
+    assert manager.record(CONSUMER_BYTE_RATE, "slow", 10**9) == 0
+
+
+def test_a_throttled_connection_waits_before_its_next_request() -> None:
+    manager = ClientQuotaManager(lambda: {})
+
+    async def one_connection() -> float:
+        manager.throttle("Produce", 300)
+        started = time.monotonic()
+        await manager.wait_if_throttled()
+        return time.monotonic() - started
+
+    async def other_connection() -> float:
+        started = time.monotonic()
+        await manager.wait_if_throttled()
+        return time.monotonic() - started
+
+    async def both() -> tuple[float, float]:
+        # Each task is one connection (its own context).
+        a = asyncio.ensure_future(one_connection())
+        b = asyncio.ensure_future(other_connection())
+        return await a, await b
+
+    waited, other = asyncio.run(both())
+    assert 0.25 < waited < 2
+    assert other < 0.1
+    assert manager.stats.throttled["Produce"] == 1
