@@ -19,6 +19,7 @@ from tierlog.broker.cluster import ClusterMembership
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.coordination.local import LocalCoordinator
+from tierlog.broker.fetch_sessions import FetchSessionCache
 from tierlog.broker.handlers import HANDLERS
 from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
 from tierlog.broker.meta_properties import check_or_write
@@ -200,6 +201,7 @@ class Broker:
             # The cleaner starts below; until then (and when disabled) there is no state.
             cleaner_state=lambda: None if self.cleaner is None else self.cleaner.describe(),
             transactions=transactions,
+            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
             quotas=ClientQuotaManager(
                 coordinator.client_quotas,
                 samples=config["quota.window.num"],
@@ -319,6 +321,7 @@ class Broker:
             cleaner=self.cleaner,
             repairs=self.repairer.stats if self.repairer else None,
             quotas=self.services.quotas.stats if self.services and self.services.quotas else None,
+            fetch_sessions=self.services.fetch_sessions if self.services else None,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]

@@ -41,6 +41,13 @@ BROKER_CONFIG = ConfigDef(
             one_of(*SELECTORS),
         ),
         ConfigKey(
+            "max.incremental.fetch.session.cache.slots",
+            "int",
+            1000,
+            "incremental fetch sessions (KIP-227) kept at most; 0 opens none",
+            at_least(0),
+        ),
+        ConfigKey(
             "quota.window.num",
             "int",
             11,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
+    from tierlog.broker.fetch_sessions import FetchSessionCache
     from tierlog.broker.quotas import QuotaStats
     from tierlog.broker.replica_manager import ReplicaManager
     from tierlog.broker.segment_repair import RepairStats
@@ -91,6 +92,7 @@ class MetricsCollector:
         cleaner: LogCleaner | None = None,
         repairs: RepairStats | None = None,
         quotas: QuotaStats | None = None,
+        fetch_sessions: FetchSessionCache | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
@@ -102,6 +104,7 @@ class MetricsCollector:
         self.cleaner = cleaner
         self.repairs = repairs
         self.quotas = quotas
+        self.fetch_sessions = fetch_sessions
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -195,6 +198,8 @@ class MetricsCollector:
             yield from _repair_metrics(self.repairs)
         if self.quotas is not None:
             yield from _quota_metrics(self.quotas)
+        if self.fetch_sessions is not None:
+            yield from _fetch_session_metrics(self.fetch_sessions)
         if self.cleaner is not None:
             yield from _cleaner_metrics(self.cleaner, self.remote)
         if self.server is not None:
@@ -309,6 +314,27 @@ def _cleaner_metrics(cleaner: LogCleaner, remote: RemoteLogManager | None) -> It
     for (topic, index), state in sorted(states.items()):
         dirty.add_metric([f"{topic}-{index}"], float(state["dirty_ratio"]))  # type: ignore[arg-type]
     yield dirty
+
+
+def _fetch_session_metrics(cache: FetchSessionCache) -> Iterator[Any]:
+    """Kafka's FetchSessionCache metrics (KIP-227)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    yield GaugeMetricFamily(
+        "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+        "Incremental fetch sessions open",
+        value=len(cache),
+    )
+    yield GaugeMetricFamily(
+        "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+        "Partitions held by the open fetch sessions",
+        value=cache.partitions_cached(),
+    )
+    yield CounterMetricFamily(
+        "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+        "Fetch sessions evicted to make room for new ones",
+        value=cache.evictions,
+    )
 
 
 def _quota_metrics(quotas: QuotaStats) -> Iterator[Any]:

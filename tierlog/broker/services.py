@@ -19,6 +19,7 @@ from tierlog.broker.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
     from tierlog.broker.controller import Controller
+    from tierlog.broker.fetch_sessions import FetchSessionCache
     from tierlog.broker.group import GroupCoordinator
     from tierlog.broker.offsets_topic import OffsetsTopic
     from tierlog.broker.quotas import ClientQuotaManager
@@ -90,6 +91,7 @@ class BrokerServices:
         (``LogCleaner.describe``), None when the cleaner is off; read on the event loop.
     transactions: the transaction coordinator, its topic and the marker writer.
     quotas: client byte-rate quotas (produce and fetch throttling).
+    fetch_sessions: incremental fetch sessions (KIP-227); None: none are opened.
     """
 
     config: BrokerConfig
@@ -106,3 +108,4 @@ class BrokerServices:
     cleaner_state: Callable[[], CleanerStates | None] = lambda: None
     transactions: Transactions | None = None
     quotas: ClientQuotaManager | None = None
+    fetch_sessions: FetchSessionCache | None = None

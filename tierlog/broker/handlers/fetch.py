@@ -17,17 +17,25 @@ preferred read replica in the consumer's rack instead of records (KIP-392,
 ``replica_selector.py``); every replica serves consumers' Fetch v11+ up to its high
 watermark, and only the leader older ones.
 Records go out as file slices (``encode_fetch_response``), never copied into Python.
-Fetch sessions (KIP-227) are refused politely: the answer's session id is 0, so clients
-keep sending full fetches.
+Incremental fetch sessions (KIP-227, ``fetch_sessions.py``): a full fetch with epoch 0
+opens one, later requests name only what changed and get only what changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    NO_SESSION,
+    FetchSession,
+    SessionPartition,
+    partition_key,
+)
 from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition, PartitionError, ReadResult
 from tierlog.broker.quotas import CONSUMER_BYTE_RATE
@@ -77,42 +85,67 @@ class _Wanted:
         self.redirect = -1
 
 
-def _plan(services: BrokerServices, request: Request) -> tuple[list[FetchTopicData], list[_Wanted]]:
+def _requested(services: BrokerServices, request: Request) -> list[SessionPartition]:
+    """The partitions a Fetch names, in order, with topic names resolved (v13+ names
+    topics by id; an unknown id keeps the name "")."""
     body: Any = request.body
     by_id = request.api_version >= 13
     replicas = services.replicas
-    topics: list[FetchTopicData] = []
-    wanted: list[_Wanted] = []
+    out = []
     for topic in body.topics:
-        if by_id:
-            name = replicas.topic_name(topic.topic_id)
-            answer_topic = FetchTopicData(topic_id=topic.topic_id)
-        else:
-            name = topic.topic
-            answer_topic = FetchTopicData(topic=topic.topic)
-        answers = []
+        topic_id = topic.topic_id if by_id else None
+        name = (replicas.topic_name(topic.topic_id) or "") if by_id else str(topic.topic)
         for p in topic.partitions:
-            answer = FetchPartitionData(partition_index=p.partition)
-            partition = replicas.partition(name, p.partition) if name else None
-            if partition is None:
-                answer.error_code = (
-                    ErrorCode.unknown_topic_id
-                    if by_id and name is None
-                    else ErrorCode.unknown_topic_or_partition
-                )
-            answers.append(answer)
-            wanted.append(
-                _Wanted(
-                    answer,
-                    partition,
-                    p.fetch_offset,
-                    p.partition_max_bytes,
-                    field(p, "current_leader_epoch", -1),
+            out.append(
+                SessionPartition(
+                    name,
+                    topic_id,
+                    int(p.partition),
+                    int(p.fetch_offset),
+                    int(p.partition_max_bytes),
+                    int(field(p, "current_leader_epoch", -1)),
                 )
             )
-        answer_topic.partitions = answers
-        topics.append(answer_topic)
-    return topics, wanted
+    return out
+
+
+def _plan(
+    services: BrokerServices, entries: Iterable[SessionPartition], by_id: bool
+) -> tuple[list[FetchTopicData], list[_Wanted]]:
+    """One answer per partition, grouped by topic in the order first named."""
+    replicas = services.replicas
+    topics: dict[object, FetchTopicData] = {}
+    wanted: list[_Wanted] = []
+    for entry in entries:
+        key = entry.topic_id if by_id else entry.topic
+        answer_topic = topics.get(key)
+        if answer_topic is None:
+            answer_topic = topics[key] = (
+                FetchTopicData(topic_id=entry.topic_id)
+                if by_id
+                else FetchTopicData(topic=entry.topic)
+            )
+            answer_topic.partitions = []
+        answer = FetchPartitionData(partition_index=entry.partition)
+        partition = replicas.partition(entry.topic, entry.partition) if entry.topic else None
+        if partition is None:
+            answer.error_code = (
+                ErrorCode.unknown_topic_id
+                if by_id and not entry.topic
+                else ErrorCode.unknown_topic_or_partition
+            )
+        assert isinstance(answer_topic.partitions, list)
+        answer_topic.partitions.append(answer)
+        wanted.append(
+            _Wanted(
+                answer,
+                partition,
+                entry.fetch_offset,
+                entry.max_bytes,
+                entry.current_leader_epoch,
+            )
+        )
+    return list(topics.values()), wanted
 
 
 # How one partition is read: (wanted, byte limit, first with data?) -> ReadResult.
@@ -224,16 +257,32 @@ def replica_id_of(request: Request) -> int:
 
 async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFetchResponse:
     body: Any = request.body
-    if field(body, "session_id", 0) != 0:
-        # We never hand out a session id, so a client naming one is mistaken (KIP-227).
-        return encode_fetch_response(
-            request.api_version,
-            request.correlation_id,
-            [],
-            error_code=ErrorCode.fetch_session_id_not_found,
-        )
-    topics, wanted = _plan(services, request)
+    by_id = request.api_version >= 13
     replica_id = replica_id_of(request)
+    sessions = services.fetch_sessions
+    session_id = field(body, "session_id", NO_SESSION)
+    epoch = field(body, "session_epoch", FINAL_EPOCH)
+    session: FetchSession | None = None
+    requested = _requested(services, request)
+    if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
+        # A full fetch; it closes the session it names (KIP-227).
+        if session_id != NO_SESSION and sessions is not None:
+            sessions.remove(session_id)
+        entries: Iterable[SessionPartition] = requested
+    else:
+        session = sessions.get(session_id) if sessions is not None and session_id else None
+        code = 0
+        if session is None:
+            code = ErrorCode.fetch_session_id_not_found
+        elif epoch != session.epoch:
+            code = ErrorCode.invalid_fetch_session_epoch
+        if session is None or code:
+            return encode_fetch_response(
+                request.api_version, request.correlation_id, [], error_code=code
+            )
+        _update_session(session, requested, body.forgotten_topics_data, by_id)
+        entries = list(session.partitions.values())
+    topics, wanted = _plan(services, entries, by_id)
     from_follower = replica_id >= 0
     read_committed = field(body, "isolation_level", 0) == READ_COMMITTED
     max_bytes = field(body, "max_bytes", 2**31 - 1)
@@ -274,9 +323,72 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
         # Followers replicate under no client quota (Kafka throttles them separately).
         throttle_ms = quotas.record(CONSUMER_BYTE_RATE, request.client_id, total)
         quotas.throttle("Fetch", throttle_ms)
+    answered_session = NO_SESSION
+    if session is not None:
+        topics = _changed_only(topics, wanted, entries)
+        session.advance()
+        answered_session = session.session_id
+    elif epoch == INITIAL_EPOCH and sessions is not None and request.api_version >= 7:
+        for entry, w in zip(requested, wanted, strict=True):
+            _note_answer(entry, w.answer)
+        opened = sessions.open(requested, privileged=from_follower)
+        answered_session = opened.session_id if opened is not None else NO_SESSION
     return encode_fetch_response(
-        request.api_version, request.correlation_id, topics, throttle_time_ms=throttle_ms
+        request.api_version,
+        request.correlation_id,
+        topics,
+        throttle_time_ms=throttle_ms,
+        session_id=answered_session,
     )
+
+
+def _update_session(
+    session: FetchSession, requested: list[SessionPartition], forgotten: Any, by_id: bool
+) -> None:
+    """An incremental request's partitions are added or updated (offset, byte limit,
+    leader epoch; what the client was last told stays), its forgotten ones removed."""
+    for entry in requested:
+        key = partition_key(entry.topic, entry.topic_id, entry.partition)
+        kept = session.partitions.get(key)
+        if kept is None:
+            session.partitions[key] = entry
+        else:
+            kept.fetch_offset = entry.fetch_offset
+            kept.max_bytes = entry.max_bytes
+            kept.current_leader_epoch = entry.current_leader_epoch
+    for topic in forgotten:
+        name = str(topic.topic_id) if by_id else str(topic.topic)
+        for index in topic.partitions:
+            session.partitions.pop((name, int(index)), None)
+
+
+def _note_answer(entry: SessionPartition, answer: FetchPartitionData) -> bool:
+    return entry.must_answer(
+        bool(answer.records),
+        answer.error_code,
+        answer.high_watermark,
+        answer.last_stable_offset,
+        answer.log_start_offset,
+        answer.preferred_read_replica >= 0,
+    )
+
+
+def _changed_only(
+    topics: list[FetchTopicData], wanted: list[_Wanted], entries: Iterable[SessionPartition]
+) -> list[FetchTopicData]:
+    """An incremental answer: only the partitions with something new for the client."""
+    keep = {
+        id(w.answer)
+        for entry, w in zip(entries, wanted, strict=True)
+        if _note_answer(entry, w.answer)
+    }
+    out = []
+    for topic in topics:
+        partitions = [p for p in topic.partitions if id(p) in keep]
+        if partitions:
+            topic.partitions = partitions
+            out.append(topic)
+    return out
 
 
 def _choose_read_replicas(
