@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_protocol_versions import RawClient, request
+from tests.broker.test_protocol_versions import RawClient, fetch_body, request
 from tierlog.broker.fetch_sessions import FetchSessionCache, SessionPartition
 from tierlog.protocol import ApiKey
 
@@ -73,40 +73,6 @@ def test_a_partition_is_answered_only_when_something_changed() -> None:
     assert p.must_answer(False, 0, 11, 11, 0, True)  # a preferred read replica
 
 
-def fetch_body(
-    topic_id: uuid.UUID, partitions: dict[int, int], session_id: int, epoch: int, forget: list[int]
-) -> dict[str, Any]:
-    return {
-        "replica_id": -1,
-        "max_wait": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": session_id,
-        "session_epoch": epoch,
-        "topics": [
-            {
-                "topic_id": topic_id,
-                "partitions": [
-                    {
-                        "partition": p,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                    for p, offset in partitions.items()
-                ],
-            }
-        ]
-        if partitions
-        else [],
-        "forgotten_topics_data": [{"topic_id": topic_id, "partitions": forget}] if forget else [],
-        "rack_id": "",
-    }
-
-
 def answered(response: Any) -> dict[int, int]:
     """partition -> bytes of records, over every topic of a Fetch answer."""
     return {
@@ -146,7 +112,13 @@ def test_sessions_on_a_real_broker(tmp_path: Path) -> None:
                 epoch: int,
                 forget: tuple[int, ...] = (),
             ) -> Any:
-                body = fetch_body(topic_uuid, partitions, session_id, epoch, list(forget))
+                body = fetch_body(
+                    topic_uuid,
+                    partitions,
+                    session_id=session_id,
+                    session_epoch=epoch,
+                    forget=forget,
+                )
                 return client.call(request(ApiKey.FETCH, 13, body))
 
             # A full fetch with epoch 0 opens a session and answers every partition.

@@ -81,6 +81,42 @@ def request(api_key: int, version: int, data: dict[str, Any]) -> Any:
     return build(load_request_schema(api_key, version), data)
 
 
+def fetch_body(
+    topic: str | uuid.UUID,
+    offsets: dict[int, int],
+    *,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forget: tuple[int, ...] = (),
+) -> dict[str, Any]:
+    """A consumer's Fetch of ``offsets`` (partition -> fetch offset) of ``topic``, a name
+    (below v13) or a topic id (v13+); no long poll."""
+    key = "topic_id" if isinstance(topic, uuid.UUID) else "topic"
+    partitions = [
+        {
+            "partition": p,
+            "current_leader_epoch": -1,
+            "fetch_offset": offset,
+            "last_fetched_epoch": -1,
+            "log_start_offset": -1,
+            "partition_max_bytes": 1 << 20,
+        }
+        for p, offset in offsets.items()
+    ]
+    return {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": session_id,
+        "session_epoch": session_epoch,
+        "topics": [{key: topic, "partitions": partitions}] if partitions else [],
+        "forgotten_topics_data": [{key: topic, "partitions": list(forget)}] if forget else [],
+        "rack_id": "",
+    }
+
+
 # -- one version-independent request per API ----------------------------------------------
 
 

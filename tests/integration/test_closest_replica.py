@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from tests.broker.test_protocol_versions import RawClient, request
+from tests.broker.test_protocol_versions import RawClient, fetch_body, request
 from tests.integration.cluster_harness import ProcessCluster
 from tierlog.protocol import ApiKey
 
@@ -25,35 +24,6 @@ TOPIC = "nearby"
 RECORDS = 500
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 NOT_LEADER_OR_FOLLOWER = 6
-
-
-def fetch_body(version: int) -> dict[str, Any]:
-    return {
-        "replica_id": -1,
-        "max_wait": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": TOPIC,
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": 0,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
 
 
 def consume(bootstrap: str, rack: str | None) -> tuple[list[bytes], set[int]]:
@@ -125,7 +95,7 @@ def test_a_consumer_reads_from_the_replica_in_its_rack(tmp_path: Path, zk_connec
         client = RawClient(cluster.brokers[2].port)
         try:
             for version, error in ((10, NOT_LEADER_OR_FOLLOWER), (11, 0), (12, 0)):
-                answer = client.call(request(ApiKey.FETCH, version, fetch_body(version)))
+                answer = client.call(request(ApiKey.FETCH, version, fetch_body(TOPIC, {0: 0})))
                 (p,) = answer.responses[0].partitions
                 assert p.error_code == error, (version, p.error_code)
                 assert bool(p.records) == (error == 0)
