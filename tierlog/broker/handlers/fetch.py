@@ -326,6 +326,13 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
     answered_session = NO_SESSION
     if session is not None:
         topics = _changed_only(topics, wanted, entries)
+        # Partitions that got records go to the back, so that a response filled to its
+        # byte limit does not starve the same partitions every time (Kafka does this too).
+        for entry, w in zip(entries, wanted, strict=True):
+            if w.answer.records:
+                session.partitions.move_to_end(
+                    partition_key(entry.topic, entry.topic_id, entry.partition)
+                )
         session.advance()
         answered_session = session.session_id
     elif epoch == INITIAL_EPOCH and sessions is not None and request.api_version >= 7:
