@@ -6,6 +6,11 @@ and partitions instead. (Reading a connection's next Produce while the previous 
 for its followers was tried and measured: no gain beyond noise, 89k vs 83k msgs/s median
 over five alternating rounds of acks=all on 3 brokers, so Kafka's simpler rule stays.)
 
+Bytes come in through ``FrameStream`` (``tierlog.util.frame_stream``), an asyncio
+``BufferedProtocol`` over ``FrameReceiver``: a large request is received straight into a
+buffer of its own size and decoded from a read-only view of it, one copy where the stream
+reader and ``FrameDecoder`` made about four (issue 9, BENCHMARKS.md "Cluster").
+
 A frame that cannot be read (oversized, malformed, unknown API or version) closes that
 connection only; the broker keeps serving everyone else. Fetch answers are written as
 bytes plus file slices sent with ``loop.sendfile`` (zero copy); each slice holds a lease on
@@ -38,12 +43,13 @@ from typing import Any
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
     EncodedFetchResponse,
-    FrameDecoder,
     ProtocolError,
     Request,
     decode_request,
     encode_response,
 )
+from tierlog.protocol.framing import FrameReceiver
+from tierlog.util.frame_stream import FrameStream
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +57,6 @@ Handler = Callable[[Request], Awaitable[Any]]
 # The address of the client whose request is being handled ("/127.0.0.1", Kafka's form),
 # set per connection task; consumer groups report it as the member's client host.
 CLIENT_ADDRESS: ContextVar[str] = ContextVar("client_address", default="")
-READ_CHUNK = 256 * 1024
 # Drain the socket's buffer when more than this is queued, so a slow reader cannot make
 # the broker hold unbounded response bytes in memory.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -92,11 +97,11 @@ class RequestMemoryPool:
     in arrival order. The pool only counts: memory itself is taken as bytes arrive.
 
     What reserves (a difference from Kafka, which reserves for every request): a frame that
-    does not arrive whole in one read, from the moment its size prefix is known until it
-    has been answered. A connection waiting for a reservation reads nothing more, so its
-    client's bytes wait in the kernel. Requests that arrive whole in one read (at most
-    ``READ_CHUNK`` bytes, one connection at a time) are never held back, so metadata,
-    heartbeats and small produces keep flowing while large requests queue.
+    does not arrive whole in one receive, from the moment its size prefix is known until it
+    has been answered (``FrameReceiver``'s gate). A connection waiting for a reservation
+    reads nothing more, so its client's bytes wait in the kernel. Requests that arrive whole
+    in one receive (at most 64 KiB, the receiver's shared buffer) are never held back, so
+    metadata, heartbeats and small produces keep flowing while large requests queue.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -174,12 +179,12 @@ class KafkaServer:
         """Bind, without accepting connections yet (``serve`` starts that, once the broker
         is ready); returns the bound port (useful when asked for port 0). Binding first
         fails fast on a taken port and tells the broker what to register."""
-        self._server = await asyncio.start_server(
-            self._serve,
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_stream,
             self.host,
             self.port,
             reuse_address=True,
-            limit=READ_CHUNK,
             start_serving=False,
         )
         sock = self._server.sockets[0]
@@ -205,6 +210,14 @@ class KafkaServer:
         if self._server is not None and not self._connections:
             await self._server.wait_closed()
 
+    def _new_stream(self) -> FrameStream:
+        # Requests not received whole wait for their reservation only when there is a pool
+        # to reserve from.
+        receiver = FrameReceiver(
+            self.max_frame_bytes, gate_partial_frames=self.memory_pool is not None
+        )
+        return FrameStream(receiver, self._serve)
+
     def _admit(self, ip: str) -> bool:
         """Whether a new connection from ``ip`` fits the connection quotas. Kafka's acceptor
         stops accepting at ``max.connections`` (the backlog waits); asyncio accepts for us,
@@ -221,76 +234,63 @@ class KafkaServer:
             return False
         return True
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, stream: FrameStream) -> None:
         task = asyncio.current_task()
-        assert task is not None
-        peer = writer.get_extra_info("peername")
+        assert task is not None and stream.transport is not None
+        transport = stream.transport
+        peer = transport.get_extra_info("peername")
         ip = peer[0] if peer else ""
         if not self._admit(ip):
-            writer.transport.abort()  # no FIN handshake to wait for: it was never served
+            transport.abort()  # no FIN handshake to wait for: it was never served
             return
         self._connections.add(task)
         self._per_ip[ip] += 1
         CLIENT_ADDRESS.set(f"/{ip}" if peer else "")
-        sock = writer.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        decoder = FrameDecoder(self.max_frame_bytes)
-        loop = asyncio.get_running_loop()
         idle_s = self.limits.idle_ms / 1000
         receive_s = self.limits.request_receive_timeout_ms / 1000
-        # When the first byte of the request being received arrived; None between requests.
-        partial_since: float | None = None
         pool = self.memory_pool
         held = 0  # bytes this connection holds in the pool
         try:
             while True:
                 # Between requests the idle limit applies; inside one, the receive limit,
                 # counted from its first byte, so trickling bytes does not extend it.
-                if partial_since is None:
-                    deadline = loop.time() + idle_s
-                else:
-                    deadline = partial_since + receive_s
                 try:
-                    async with asyncio.timeout_at(deadline):
-                        data = await reader.read(READ_CHUNK)
+                    item = await stream.receive(idle_s, receive_s)
                 except TimeoutError:
-                    self._timed_out(peer, decoder.buffered, partial_since is not None)
+                    partial = stream.partial_since is not None
+                    self._timed_out(peer, stream.receiver.buffered, partial)
                     return
-                if not data:
+                if item is None:
                     return
-                started = loop.time() if partial_since is None else partial_since
-                frames = decoder.feed(data)
-                for frame in frames:
-                    request = decode_request(frame)
-                    response = await self.dispatch(request)
-                    if response is None:
-                        continue  # acks=0 produce: no answer at all
-                    await self._send(writer, request, response)
-                if not decoder.buffered:
-                    partial_since = None
-                elif frames:
-                    # Bytes left over after whole requests start the next one; its clock
-                    # starts once those were answered (a long poll is not the client's
-                    # delay).
-                    partial_since = loop.time()
-                else:
-                    partial_since = started
-                if pool is not None and decoder.incomplete_frame_bytes != held:
-                    # The frames answered above free what they held; the incomplete one
-                    # reserves its declared size before any more of it is read.
-                    pool.release(held)
+                if isinstance(item, int):
+                    # A partly received request's prefix is known and nothing more of it
+                    # is read until its declared size is reserved (the receiver gates
+                    # frames only when there is a pool).
+                    assert pool is not None
+                    await pool.reserve(item)
+                    held = item
+                    stream.admit()
+                    continue
+                request = decode_request(item)
+                del item  # the request holds what it needs of the frame
+                response = await self.dispatch(request)
+                if response is not None:  # acks=0 produce: no answer at all
+                    await self._send(stream, request, response)
+                if held:
+                    pool.release(held)  # type: ignore[union-attr]
                     held = 0
-                    if decoder.incomplete_frame_bytes:
-                        await pool.reserve(decoder.incomplete_frame_bytes)
-                        held = decoder.incomplete_frame_bytes
-                        partial_since = loop.time()  # the wait was the broker's, not the client's
-                if writer.transport.get_write_buffer_size() > 0:
-                    await writer.drain()
+                # Bytes of the next request that arrived while this one was handled
+                # start its clock now (a long poll is not the client's delay).
+                stream.restart_clock()
+                if stream.get_write_buffer_size() > 0:
+                    await stream.drain()
         except ProtocolError as exc:
             self.connections_closed_for_errors += 1
             log.warning("closing connection from %s: %s", peer, exc)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except ConnectionError:
             pass
         except asyncio.CancelledError:
             pass
@@ -304,7 +304,7 @@ class KafkaServer:
             self._per_ip[ip] -= 1
             if not self._per_ip[ip]:
                 del self._per_ip[ip]
-            writer.close()
+            stream.close()
 
     def _timed_out(self, peer: Any, buffered: int, partial: bool) -> None:
         if partial:
@@ -320,25 +320,25 @@ class KafkaServer:
             self.stats.closed_idle += 1
             log.debug("closing connection from %s: idle past connections.max.idle.ms", peer)
 
-    async def _send(self, writer: asyncio.StreamWriter, request: Request, response: Any) -> None:
+    async def _send(self, stream: FrameStream, request: Request, response: Any) -> None:
         if isinstance(response, EncodedFetchResponse):
             try:
-                await self._send_parts(writer, response)
+                await self._send_parts(stream, response)
             finally:
                 # After loop.sendfile returns or is cancelled it issues no further
                 # os.sendfile on the slice's fd, so the fd may be closed from here on.
                 response.release()
         elif isinstance(response, bytes):
-            writer.write(response)  # already framed (hand-laid encoders)
+            stream.write(response)  # already framed (hand-laid encoders)
         else:
-            writer.write(encode_response(request, response))
-        if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-            await writer.drain()
+            stream.write(encode_response(request, response))
+        if stream.get_write_buffer_size() > WRITE_HIGH_WATER:
+            await stream.drain()
 
-    async def _send_parts(
-        self, writer: asyncio.StreamWriter, response: EncodedFetchResponse
-    ) -> None:
+    async def _send_parts(self, stream: FrameStream, response: EncodedFetchResponse) -> None:
         loop = asyncio.get_running_loop()
+        transport = stream.transport
+        assert transport is not None
         for part in response.parts:
             if isinstance(part, FileSlice):
                 if part.size == 0:
@@ -346,11 +346,11 @@ class KafkaServer:
                 # A file object over the segment's fd, not owning it; loop.sendfile waits
                 # for the bytes queued before it, then sends this range in the kernel.
                 with os.fdopen(part.fd, "rb", buffering=0, closefd=False) as file:
-                    sent = await loop.sendfile(writer.transport, file, part.position, part.size)
+                    sent = await loop.sendfile(transport, file, part.position, part.size)
                 if sent != part.size:
                     raise ConnectionError(f"sendfile sent {sent} of {part.size} bytes")
             elif isinstance(part, bytes | memoryview):
-                writer.write(part)
+                stream.write(part)
             else:
                 raise TypeError(f"cannot send a {type(part).__name__} in a fetch answer")
 

@@ -2,8 +2,10 @@
 
 The event-loop twin of ``connection.BrokerConnection``, for brokers talking to brokers
 (replica fetchers, AlterPartition to the controller). Built on ``tierlog.protocol``'s
-codecs: ``encode_request`` frames a request, ``FrameDecoder`` splits the answer stream and
-``decode_response`` reads it as the response of the request's API and version.
+codecs: ``encode_request`` frames a request, ``FrameStream`` (a ``BufferedProtocol`` over
+``FrameReceiver``) reads each answer into a buffer of its own, one copy from the kernel (issue
+9: a follower's fetch answers are ~1 MB), and ``decode_response`` reads it as the response of
+the request's API and version.
 
 Requests on one connection are sent one at a time (a lock), each answered before the next
 goes out, so every answer's correlation id must be the one just sent; anything else means
@@ -19,11 +21,15 @@ import socket
 from typing import Any
 
 from tierlog.protocol.codec import decode_response, encode_request
-from tierlog.protocol.framing import FrameDecoder
+from tierlog.protocol.framing import FrameReceiver
+from tierlog.util.frame_stream import FrameStream
 
-READ_CHUNK = 256 * 1024
 # A response larger than this is not a Kafka response (fetch.max.bytes tops out far lower).
 MAX_RESPONSE_BYTES = 1 << 30
+# Answers up to this get their whole buffer as soon as their first bytes are in (a broker is
+# trusted that far: replica.fetch.response.max.bytes is 10 MiB by default); a larger size
+# prefix, more likely a stream out of step, takes memory only as its bytes arrive.
+EAGER_RESPONSE_BYTES = 64 << 20
 
 
 class ConnectionClosedError(ConnectionError):
@@ -34,7 +40,7 @@ class AsyncConnection:
     """A connection to ``host:port`` speaking Kafka's framing; make one with ``open``.
 
     Args:
-        reader, writer: the connected stream.
+        stream: the connected protocol.
         host, port: where it goes (for messages).
         client_id: the request header's client id (shows in broker logs).
         request_timeout: seconds a request may take unless ``request`` says otherwise
@@ -43,8 +49,7 @@ class AsyncConnection:
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        stream: FrameStream,
         host: str,
         port: int,
         *,
@@ -55,10 +60,7 @@ class AsyncConnection:
         self.port = port
         self.client_id = client_id
         self.request_timeout = request_timeout
-        self._reader = reader
-        self._writer = writer
-        self._decoder = FrameDecoder(MAX_RESPONSE_BYTES)
-        self._frames: list[memoryview] = []
+        self._stream = stream
         self._correlation_id = 0
         self._lock = asyncio.Lock()
         self._closed = False
@@ -78,12 +80,18 @@ class AsyncConnection:
         Raises:
             OSError, TimeoutError: no connection.
         """
+        loop = asyncio.get_running_loop()
+
+        def new_stream() -> FrameStream:
+            receiver = FrameReceiver(MAX_RESPONSE_BYTES, eager_frame_bytes=EAGER_RESPONSE_BYTES)
+            return FrameStream(receiver)
+
         async with asyncio.timeout(connect_timeout):
-            reader, writer = await asyncio.open_connection(host, port, limit=READ_CHUNK)
-        sock = writer.get_extra_info("socket")
+            transport, stream = await loop.create_connection(new_stream, host, port)
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(reader, writer, host, port, client_id=client_id, request_timeout=request_timeout)
+        return cls(stream, host, port, client_id=client_id, request_timeout=request_timeout)
 
     @property
     def closed(self) -> bool:
@@ -119,8 +127,8 @@ class AsyncConnection:
     async def _exchange(self, body: Any) -> Any:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         sent = self._correlation_id
-        self._writer.write(encode_request(body, sent, client_id=self.client_id))
-        await self._writer.drain()
+        self._stream.write(encode_request(body, sent, client_id=self.client_id))
+        await self._stream.drain()
         frame = await self._next_frame()
         correlation_id, response = decode_response(frame, body.__api_key__, body.__version__)
         if correlation_id != sent:
@@ -130,24 +138,23 @@ class AsyncConnection:
         return response
 
     async def _next_frame(self) -> memoryview:
-        while not self._frames:
-            data = await self._reader.read(READ_CHUNK)
-            if not data:
-                raise ConnectionClosedError(f"{self}: the broker closed the connection")
-            self._frames.extend(self._decoder.feed(data))
-        return self._frames.pop(0)
+        frame = await self._stream.receive()
+        if frame is None:
+            raise ConnectionClosedError(f"{self}: the broker closed the connection")
+        assert not isinstance(frame, int)  # the receiver gates nothing
+        return frame
 
     def _abort(self) -> None:
         if not self._closed:
             self._closed = True
-            self._writer.close()
+            self._stream.close()
 
     async def close(self) -> None:
         """Close the connection (idempotent); a request in flight fails."""
         if self._closed:
             return
         self._closed = True
-        self._writer.close()
+        self._stream.close()
         # Closing anyway; the peer may have gone.
         with contextlib.suppress(OSError, TimeoutError):
-            await asyncio.wait_for(self._writer.wait_closed(), 1.0)
+            await asyncio.wait_for(self._stream.wait_closed(), 1.0)
