@@ -106,9 +106,11 @@ async def cluster(
     follower = make_partition(follower_log, FOLLOWER, state)
     leader.alter_isr = accept_isr
     services = SimpleNamespace(
-        config={"fetch.max.bytes": 50 << 20},
+        config={"fetch.max.bytes": 50 << 20, "replica.selector.class": ""},
         replicas=Replicas(leader),
         lifecycle=Lifecycle(),
+        fetch_sessions=None,
+        quotas=None,
     )
     handlers: dict[int, Callable[[Any, Request], Awaitable[Any]]] = {
         ApiKey.FETCH: handle_fetch,
