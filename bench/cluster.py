@@ -32,7 +32,9 @@ Workloads (each side in turn, who goes first alternating):
   latency     1 KiB records at a fixed 2,000 msgs/s (same producer settings), p50/p99 of
               produce() -> delivery report (librdkafka's ``Message.latency()``).
   failover    a producer sends 1 KiB records to partition 0 at 1,000 msgs/s; the
-              partition's leader gets SIGKILL; measured: from the kill to the first
+              partition's leader gets SIGKILL 2-4 s after the first record (the extra
+              0-2 s drawn per round, the same on both sides, so the kill is at a random
+              phase of each side's heartbeats); measured: from the kill to the first
               successful delivery report of a record produced after the kill. Each round
               uses a fresh topic whose preferred (hence first) leader is the broker to be
               killed (never tierlog's controller); afterwards the broker is restarted and
@@ -92,6 +94,7 @@ import functools
 import json
 import os
 import platform
+import random
 import shutil
 import signal
 import statistics
@@ -616,9 +619,18 @@ def latency(cluster: Cluster, topic: str, rate: int, seconds: float) -> dict[str
     return result
 
 
-def failover(cluster: Cluster, topic: str, victim: int, plan: Plan) -> dict[str, Any]:
+def failover(
+    cluster: Cluster, topic: str, victim: int, plan: Plan, extra_delay_s: float = 0.0
+) -> dict[str, Any]:
     """SIGKILL partition 0's leader while producing; time to the first acknowledged record
-    produced after the kill. Restarts the victim and waits for a full ISR afterwards."""
+    produced after the kill. Restarts the victim and waits for a full ISR afterwards.
+
+    The kill comes 2 s + ``extra_delay_s`` after the first record. The extra delay is drawn
+    per round and is the same for both clusters. Without it the kill phase-locked to
+    tierlog's session: creating the round's topic touches every broker's ZooKeeper session
+    (watch reads), and kazoo then pings every 2 s when idle, so a kill exactly 2 s later
+    always came right after a ping. Detection then took the full 6 s, never the 4-6 s a
+    random failure sees. Kafka's 2 s heartbeats do not depend on the topic creation."""
     others = [b.broker_id for b in cluster.brokers if b.broker_id != victim]
     cluster.create_topic(topic, [victim, *others])  # type: ignore[list-item]
     # A Metadata answer can lag the creation on the broker asked (seen once with Kafka:
@@ -682,7 +694,8 @@ def failover(cluster: Cluster, topic: str, victim: int, plan: Plan) -> dict[str,
         after_ok = float("inf")
         while True:
             now = time.perf_counter()
-            if not killed and now >= t0 + 2.0:  # two seconds of steady acks=all first
+            # Two seconds of steady acks=all first, then a random phase (see above).
+            if not killed and now >= t0 + 2.0 + extra_delay_s:
                 t_kill[0] = time.perf_counter()
                 node.kill()
                 killed = True
@@ -1385,13 +1398,18 @@ def run_all(clusters: dict[str, Cluster], plan: Plan, report: dict[str, Any]) ->
     )
     fo: dict[str, Any] = {name: {"rounds": []} for name in order}
     victims = {name: _victims(clusters[name], plan.failover_rounds) for name in order}
+    # One random kill phase per round, the same on both sides (see ``failover``).
+    rng = random.Random(20261125)
+    phases = [rng.randrange(0, 2000) for _ in range(plan.failover_rounds)]
     for r in range(plan.failover_rounds):
         for name in order if r % 2 == 0 else order[::-1]:
             c = clusters[name]
             res = _guard(
                 name,
                 "failover",
-                lambda c=c, r=r, v=victims[name][r]: failover(c, f"failover-{r}", v, plan),
+                lambda c=c, r=r, v=victims[name][r]: failover(
+                    c, f"failover-{r}", v, plan, phases[r] / 1000
+                ),
             )
             fo[name]["rounds"].append(res)
             if "error" not in res:
