@@ -168,6 +168,37 @@ def test_unclean_leader_election_only_when_enabled(cluster: ProcessCluster) -> N
     cluster.wait_until(lambda: cluster.leader_of(topic, 0) == follower, "the unclean election")
 
 
+def test_an_offset_commit_waits_for_the_whole_isr(cluster: ProcessCluster) -> None:
+    """The group coordinator acknowledges a commit once every ISR member of its
+    __consumer_offsets partition has it (Kafka's offsets.commit.required.acks=-1). With
+    both followers paused, the commit waits until they leave the ISR
+    (replica.lag.time.max.ms, 3 s here); it used to be answered after the local append,
+    and lost when the coordinator then died (CI saw it once)."""
+    create(cluster)
+    group = "patient"
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        consumer.commit(offsets=[TopicPartition(TOPIC, 0, 1)], asynchronous=False)  # warm-up
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        coordinator = int(admin.describe_consumer_groups([group])[group].result(30).coordinator.id)
+        followers = [b for b in range(3) if b != coordinator]
+        for b in followers:
+            pause(cluster, b)
+        try:
+            started = time.monotonic()
+            consumer.commit(offsets=[TopicPartition(TOPIC, 0, 7)], asynchronous=False)
+            waited = time.monotonic() - started
+        finally:
+            for b in followers:
+                resume(cluster, b)
+        assert waited > 1.5, f"the commit was acknowledged after {waited:.2f} s"
+        assert consumer.committed([TopicPartition(TOPIC, 0)], timeout=10)[0].offset == 7
+    finally:
+        consumer.close()
+
+
 def test_committed_offsets_survive_a_coordinator_failover(cluster: ProcessCluster) -> None:
     create(cluster)
     group = "survivors"

@@ -261,6 +261,14 @@ BROKER_CONFIG = ConfigDef(
             at_least(1),
         ),
         ConfigKey(
+            "offsets.commit.timeout.ms",
+            "int",
+            5000,
+            "how long a group coordinator's write waits for the whole ISR of its "
+            "__consumer_offsets partition before answering COORDINATOR_NOT_AVAILABLE",
+            at_least(1),
+        ),
+        ConfigKey(
             "offsets.topic.segment.bytes",
             "int",
             100 << 20,

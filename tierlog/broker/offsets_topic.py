@@ -118,15 +118,23 @@ class OffsetsTopic:
         return internal_topics.leader_node(self.replicas, self.cluster, OFFSETS_TOPIC, index)
 
     async def append(self, partition: int, records: bytes) -> None:
+        """The group coordinator's write: acknowledged once the whole ISR has it (Kafka's
+        ``offsets.commit.required.acks=-1``), so committed offsets and group metadata
+        survive a coordinator failover. Answering after the local append alone lost a
+        commit whenever the coordinator died before its followers fetched it, and the
+        new leader was a replica that had not."""
         if self.replicas.partition(OFFSETS_TOPIC, partition) is None:
             raise AppendError(int(ErrorCode.not_leader_or_follower))
         try:
-            # acks=all with min.insync.replicas 1: the coordinator's own writes.
-            self.replicas.append_records(
+            hosted, info = self.replicas.append_records(
                 OFFSETS_TOPIC, partition, records, -1, internal_allowed=True
             )
         except Exception as exc:
             raise AppendError(error_code(exc), str(exc)) from exc
+        timeout_s = self.config["offsets.commit.timeout.ms"] / 1000
+        code = await hosted.wait_for_replication(info.last_offset + 1, timeout_s)
+        if code:
+            raise AppendError(code, f"{OFFSETS_TOPIC}-{partition}: not replicated (error {code})")
 
     async def expire_offsets(self) -> None:
         removed = await self.groups.cleanup_expired_offsets()

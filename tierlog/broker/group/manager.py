@@ -76,6 +76,7 @@ _STORE_OFFSETS_ERRORS: dict[int, int] = {
     E.unknown_topic_or_partition: E.coordinator_not_available,
     E.not_enough_replicas: E.coordinator_not_available,
     E.not_enough_replicas_after_append: E.coordinator_not_available,
+    E.request_timed_out: E.coordinator_not_available,
     E.not_leader_or_follower: E.not_coordinator,
     E.kafka_storage_error: E.not_coordinator,
     E.message_too_large: E.invalid_commit_offset_size,
