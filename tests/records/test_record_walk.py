@@ -138,3 +138,44 @@ def test_walk_agrees_with_the_decoder_when_it_accepts() -> None:
             continue  # a value byte changed: still 7 records
         with pytest.raises(RecordsError):
             list(iter_records(bytes(mutant), check_crc=False))
+
+
+# Batches long enough for runs of same-size records (the numpy compare), with sizes from a
+# small set so that runs start, end and restart anywhere: the count must still be the
+# reference walk's, damaged or not.
+run_sizes_st = st.lists(st.sampled_from([0, 5, 60, 61, 200, 8190]), min_size=1, max_size=3)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    run_sizes_st,
+    st.integers(40, 400),
+    st.randoms(use_true_random=False),
+    st.integers(0, 4),
+)
+def test_runs_of_same_size_records_count_like_the_reference(
+    sizes: list[int], count: int, rng: random.Random, damage: int
+) -> None:
+    values = []
+    while len(values) < count:  # runs of random lengths, sizes drawn from the set
+        values += [b"r" * rng.choice(sizes)] * rng.randint(1, 120)
+    data = bytearray(batch_of([(None, v) for v in values[:count]]))
+    assert count_records(bytes(data), HEADER_SIZE, len(data)) == count
+    for _ in range(damage):
+        data[rng.randrange(HEADER_SIZE, len(data))] = rng.randrange(256)
+    cut = rng.choice([len(data), rng.randrange(HEADER_SIZE, len(data) + 1)])
+    damaged = bytes(data) + b"\x02" * rng.randint(0, 9)
+    expected = reference_walk(damaged, HEADER_SIZE, cut)
+    assert count_records(damaged, HEADER_SIZE, cut) == expected
+    framed = b"\x00" + damaged
+    assert count_records(memoryview(framed)[1:], HEADER_SIZE, cut) == expected
+
+
+def test_a_run_broken_by_one_record_of_another_size() -> None:
+    # 300 records of one size with one odd record at every place a run could stop.
+    for odd in (0, 1, 2, 31, 32, 33, 63, 64, 65, 150, 298, 299):
+        values = [b"x" * 100] * 300
+        values[odd] = b"x" * 101
+        data = batch_of([(None, v) for v in values])
+        assert count_records(data, HEADER_SIZE, len(data)) == 300, odd
+        assert count_records(data, HEADER_SIZE, len(data) - 1) == NOT_WHOLE, odd
