@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierlog.records import arrow, fuzz
+from tierlog.records import arrow, fuzz, reader
 from tierlog.records.arrow import to_record_batches
 from tierlog.records.builder import ControlType, Record, build_batch, build_control_batch
 from tierlog.records.codecs import decompress
@@ -214,11 +214,52 @@ def test_malformed_records_raise_the_reference_error(block: bytes, count: int) -
 
 def test_record_starts() -> None:
     batch = build_batch([Record(b"k", b"v" * 100), Record(None, b"w" * 9000)])
-    assert record_starts(batch, [(HEADER_SIZE, len(batch), 2)]) == [HEADER_SIZE, HEADER_SIZE + 110]
+    found = record_starts(batch, [(HEADER_SIZE, len(batch), 2)])
+    assert found is not None and found.tolist() == [HEADER_SIZE, HEADER_SIZE + 110]
     assert record_starts(batch, [(HEADER_SIZE, len(batch), 3)]) is None
     assert record_starts(batch, [(HEADER_SIZE, len(batch), 1)]) is None
     assert record_starts(batch, [(HEADER_SIZE, len(batch) - 1, 2)]) is None
     assert record_starts(b"\xff" * 20, [(0, 20, 1)]) is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0, 7, 60, 61, 300]), st.integers(1, 150)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 3),
+    st.randoms(use_true_random=False),
+)
+def test_record_starts_with_runs_of_same_size_records(
+    runs: list[tuple[int, int]], blocks: int, rng: random.Random
+) -> None:
+    # Long runs of one size (found with a numpy compare) between records of other sizes,
+    # over several blocks: the positions are the one-at-a-time walk's.
+    values = [b"r" * size for size, length in runs for _ in range(length)]
+    data = b""
+    spans = []
+    for _ in range(blocks):
+        batch = build_batch([Record(None, v) for v in values])
+        spans.append((len(data) + HEADER_SIZE, len(data) + len(batch), len(values)))
+        data += batch
+    found = record_starts(data, spans)
+    expected = reader._record_starts_any_length(data, spans)
+    assert found is not None and expected is not None
+    assert found.tolist() == expected.tolist()
+    # A wrong count, or a damaged byte that breaks the tiling, gives None on both walks.
+    start, end, count = spans[-1]
+    wrong = [*spans[:-1], (start, end, count + rng.choice([-1, 1]))]
+    assert record_starts(data, wrong) is None
+    damaged = bytearray(data)
+    at = rng.randrange(spans[0][0], spans[-1][1])
+    damaged[at] ^= 1 << rng.randrange(8)
+    mutant = record_starts(bytes(damaged), spans)
+    reference = reader._record_starts_any_length(bytes(damaged), spans)
+    assert (mutant is None) == (reference is None)
+    if mutant is not None and reference is not None:
+        assert mutant.tolist() == reference.tolist()
 
 
 def test_mutants_agree() -> None:

@@ -124,7 +124,7 @@ def locate(batches: list[tuple[BytesLike, BatchHeader]]) -> ChunkRecords | None:
         return None
     counts = np.array([count for _, _, count in blocks], dtype=np.int64)
     u8 = np.frombuffer(joined, np.uint8)
-    starts = np.fromiter(found, np.int64, len(found))
+    starts = found
     try:
         length, attrs = decode_varints(u8, starts, _VARINT_BYTES)
         ends = attrs + length

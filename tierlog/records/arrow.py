@@ -228,7 +228,7 @@ def _decode_fast(data: bytes, blocks: list[tuple[BatchHeader, int, int]]) -> _Co
             raise _GiveUp
     counts = np.array([h.record_count for h, _, _ in blocks], np.int64)
     u8 = np.frombuffer(data, np.uint8)
-    rec = np.fromiter(starts, np.int64, len(starts))
+    rec = starts
 
     # Why nothing malformed passes: the check at the end makes each record's fields
     # finish exactly at the end its length states, and as positions only grow field by

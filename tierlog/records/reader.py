@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from functools import partial
 from typing import NamedTuple
 
+import numpy as np
+
 from tierlog.records.codecs import DEFAULT_MAX_SIZE, decompress
 from tierlog.records.errors import CorruptBatchError
 from tierlog.records.header import (
@@ -33,6 +35,7 @@ from tierlog.records.header import (
     peek_size,
     validate_batch,
 )
+from tierlog.records.runs import RUN_MIN, same_size_run
 from tierlog.records.varint import ZIGZAG_1, ZIGZAG_2, BytesLike, decode_varint, decode_varlong
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -303,53 +306,93 @@ def _steps() -> list[int | None]:
     return _STEPS
 
 
-def record_starts(data: bytes, blocks: list[tuple[int, int, int]]) -> list[int] | None:
+def record_starts(data: BytesLike, blocks: list[tuple[int, int, int]]) -> np.ndarray | None:
     """Where each record's length varint starts, for every ``(start, end, count)`` block.
 
     Only the length prefixes are read (the one serial dependency of a records block);
     ``tierlog.records.arrow`` decodes every other field of all records at once and
     checks what this walk cannot: that each record's fields end where its length says.
     A negative length can make a position here point backwards; that check rejects it.
+    Runs of same-size records are found with one numpy compare each
+    (``runs.same_size_run``); records of varied sizes are walked hop by hop, in
+    stretches that double while no run turns up.
 
     Returns:
-        The positions, records of all blocks in order, or None when a block does not
-        walk cleanly (wrong count, overrun, malformed prefix): ``decode_columns`` then
-        says what is wrong.
+        The positions (int64), records of all blocks in order, or None when a block does
+        not walk cleanly (wrong count, overrun, malformed prefix): ``decode_columns``
+        then says what is wrong.
     """
     for start, end, count in blocks:
         if count < 0 or count * MIN_RECORD_SIZE > end - start:
             return None
-    starts: list[int] = []
-    append = starts.append
+    octets = np.frombuffer(data, np.uint8)
+    pieces: list[np.ndarray] = []
+    walked: list[int] = []
+    append = walked.append
     steps = _steps()
-    # One table lookup per record, unrolled four times: this loop is most of the
-    # Python time per record left on the Arrow path. A record of 8 KiB or more has a
-    # 3-byte length code, whose None step raises TypeError; the slower walk takes those.
     try:
         for start, end, count in blocks:
-            pos = start
-            for _ in range(count >> 2):
-                append(pos)
-                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
-                append(pos)
-                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
-                append(pos)
-                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
-                append(pos)
-                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
-            for _ in range(count & 3):
-                append(pos)
-                pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+            pos, left, stretch = start, count, _STRETCH_FIRST
+            while left:
+                step = steps[data[pos] | data[pos + 1] << 8]
+                if step is not None and left >= RUN_MIN and end - pos >= RUN_MIN * step:
+                    ahead = pos + step
+                    after = ahead + step
+                    if (
+                        steps[data[ahead] | data[ahead + 1] << 8] == step
+                        and steps[data[after] | data[after + 1] << 8] == step
+                    ):
+                        run = min(same_size_run(octets, pos, end, step), left)
+                        if walked:
+                            pieces.append(np.array(walked, np.int64))
+                            walked.clear()
+                        pieces.append(np.arange(pos, pos + run * step, step, dtype=np.int64))
+                        pos += run * step
+                        left -= run
+                        if run >= RUN_MIN:
+                            stretch = _STRETCH_FIRST
+                            continue
+                # One table lookup per record, unrolled four times: the Python time per
+                # record left on the Arrow path. A record of 8 KiB or more has a 3-byte
+                # length code, whose None step raises TypeError; the slower walk takes
+                # those.
+                hops = min(stretch, left)
+                for _ in range(hops >> 2):
+                    append(pos)
+                    pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+                    append(pos)
+                    pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+                    append(pos)
+                    pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+                    append(pos)
+                    pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+                for _ in range(hops & 3):
+                    append(pos)
+                    pos += steps[data[pos] | data[pos + 1] << 8]  # type: ignore[operator]
+                left -= hops
+                stretch = min(stretch * 2, _STRETCH_MAX)
             if pos != end:
                 return None
     except TypeError:
         return _record_starts_any_length(data, blocks)
     except IndexError:
         return None
-    return starts
+    if walked:
+        pieces.append(np.array(walked, np.int64))
+    if not pieces:
+        return np.empty(0, np.int64)
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
-def _record_starts_any_length(data: bytes, blocks: list[tuple[int, int, int]]) -> list[int] | None:
+# Records walked hop by hop before the next try for a run, doubling after each try that
+# finds none (records of varied sizes then pay for few tries).
+_STRETCH_FIRST = 64
+_STRETCH_MAX = 8192
+
+
+def _record_starts_any_length(
+    data: BytesLike, blocks: list[tuple[int, int, int]]
+) -> np.ndarray | None:
     """record_starts for blocks holding records with length codes of any size."""
     starts: list[int] = []
     append = starts.append
@@ -368,7 +411,7 @@ def _record_starts_any_length(data: bytes, blocks: list[tuple[int, int, int]]) -
                 return None
     except (IndexError, CorruptBatchError):
         return None
-    return starts
+    return np.array(starts, np.int64)
 
 
 def records_block(

@@ -13,16 +13,13 @@ to 16-bit words, one per byte parity) and one lookup in a 65,536-entry table tha
 to the record's whole size, unrolled four records per end-of-block check: 70-80 ns a
 record on the benchmark box, 350-390 us for a 1 MiB batch of 200-byte records.
 
-Many batches have long runs of records of one size, though (fixed-size
-payloads; and even then the length code changes where offsetDelta needs a second byte, at
-record 64). Records whose length codes are equal are the same size, so a run is found with
-one strided numpy compare of the bytes where its records would start: the count stays
-exact (a run ends at the first record whose code differs, and the walk goes on from
-there), and a 1 MiB batch of 200-byte records costs ~20 us instead of ~350. Records of
-varied sizes are walked hop by hop, trying for a run only when the next two records have
-the size of the current one. Length codes of three bytes or more (records of 8 KiB and
-up), and anything the table refuses, go through ``decode_varint`` one record at a time.
-BENCHMARKS.md has the figures and what they mean for the append goal.
+Many batches have long runs of records of one size, though, and ``runs.same_size_run``
+counts a run with one numpy compare, exactly: a 1 MiB batch of 200-byte records then
+costs ~20 us instead of ~350. Records of varied sizes are walked hop by hop, trying for a
+run only when the next two records have the size of the current one. Length codes of
+three bytes or more (records of 8 KiB and up), and anything the table refuses, go through
+``decode_varint`` one record at a time. BENCHMARKS.md has the figures and what they mean
+for the append goal.
 
 Sans-I/O: bytes in, a count out.
 """
@@ -34,6 +31,7 @@ import sys
 import numpy as np
 
 from tierlog.records.reader import _steps
+from tierlog.records.runs import RUN_MIN, same_size_run
 from tierlog.records.varint import BytesLike, decode_varint
 
 # Returned when the records do not walk cleanly: a length running past the block, a
@@ -44,10 +42,8 @@ NOT_WHOLE = -1
 # keyLength, valueLength and headers count, one byte each.
 _MIN_BODY = 6
 
-# A run of same-size records shorter than this is not worth a numpy compare (about 5 us
-# a call, against ~75 ns a record walked). Where no run is found, the next _SERIAL_FIRST
-# bytes are walked hop by hop, then twice as many before each next try, up to _SERIAL_MAX.
-_RUN_MIN = 32
+# Where no run of RUN_MIN same-size records is found, the next _SERIAL_FIRST bytes are
+# walked hop by hop, then twice as many before each next try, up to _SERIAL_MAX.
 _SERIAL_FIRST = 16 * 1024
 _SERIAL_MAX = 1024 * 1024
 
@@ -88,23 +84,6 @@ def _walk_slowly(data: BytesLike, pos: int, end: int, limit: int) -> tuple[int, 
         pos = after + length
         n += 1
     return pos, n
-
-
-def _same_size_run(octets: np.ndarray, pos: int, end: int, step: int) -> int:
-    """How many records from ``pos`` on have the length code of the one at ``pos``.
-
-    Records whose length codes are equal byte for byte are the same size, so when the
-    record at ``pos`` takes ``step`` bytes, the next ones of a run start at ``pos + k *
-    step``; a strided compare of those bytes finds where the run ends with no hop by hop
-    walk. ``step`` >= 7, so the second byte of a code never lies at or past ``end``.
-    """
-    limit = (end - pos) // step
-    stop = pos + limit * step
-    differs = octets[pos:stop:step] != octets[pos]
-    if octets[pos] & 0x80:  # a two-byte code: its second byte must match too
-        differs |= octets[pos + 1 : stop + 1 : step] != octets[pos + 1]
-    first = int(differs.argmax())
-    return first if differs[first] else limit
 
 
 def _walk(
@@ -175,17 +154,17 @@ def count_records(data: BytesLike, start: int, end: int) -> int:
             ahead = pos + step  # type: ignore[operator]
             after = ahead + step  # type: ignore[operator]
             same = (
-                end - pos >= _RUN_MIN * step  # type: ignore[operator]
+                end - pos >= RUN_MIN * step  # type: ignore[operator]
                 and steps[words[ahead & 1][ahead >> 1]] == step
                 and steps[words[after & 1][after >> 1]] == step
             )
         except (TypeError, IndexError):
             same = False
         if same:
-            run = _same_size_run(octets, pos, end, step)  # type: ignore[arg-type]
+            run = same_size_run(octets, pos, end, step)  # type: ignore[arg-type]
             pos += run * step  # type: ignore[operator]
             n += run
-            if run >= _RUN_MIN:
+            if run >= RUN_MIN:
                 serial = _SERIAL_FIRST
                 continue
             if pos >= end:
