@@ -3,7 +3,8 @@
 The broker (``LogClient``) answers topics, partitions and offsets; the object store answers
 manifests. With ``tierlog.tiers=remote`` there is no broker: partitions are the
 ``<topic>-<n>`` directories under the remote root and offsets come from the manifests
-(earliest = remote log start, latest = remote end), timestamps from remote time indexes.
+(earliest = remote log start, latest = remote end, or for read_committed the remote tier's
+own last stable offset, ``remote_lso``), timestamps from remote time indexes.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from collections.abc import Iterable
 
 from tierlog.client import EARLIEST, LATEST, ClientError, LogClient
 from tierlog.client.log_client import READ_COMMITTED, READ_UNCOMMITTED
+from tierlog.local.producer_state import CorruptSnapshotError
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.manifest import ZERO_UUID, Manifest, check_topic, segments_for_timestamp
 from tierlog.remote.segment_reader import RemoteSegmentReader
 from tierlog.spark.options import OffsetBound, SourceOptions
 from tierlog.spark.planning import OffsetRange, remote_end
+from tierlog.spark.remote_lso import remote_last_stable_offset
 
 TopicPartition = tuple[str, int]
 
@@ -153,15 +156,23 @@ class Discovery:
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         """Log start and end offset of each partition (remote-only: of its remote tier).
         The end is the last stable offset for read_committed (Kafka's ``endOffsets`` of a
-        read_committed consumer, which Spark's Kafka source uses)."""
+        read_committed consumer, which Spark's Kafka source uses): the leader's, or with no
+        broker the remote tier's own (``remote_lso``), so that neither a batch read nor a
+        micro-batch passes a transaction whose marker is not remote yet.
+
+        Raises:
+            SourceError: a remote producer snapshot is corrupt (read_committed, remote-only).
+        """
         if self.client is None:
             earliest = {}
             latest = {}
             for tp in partitions:
                 manifest = manifests.get(tp)
                 end = remote_end(manifest)
+                earliest[tp] = start = min(manifest.log_start_offset if manifest else 0, end)
+                if self.options.read_committed and manifest is not None:
+                    end = max(start, self._remote_lso(manifest, start))
                 latest[tp] = end
-                earliest[tp] = min(manifest.log_start_offset if manifest else 0, end)
             return earliest, latest
         answer = self._list_offsets({tp: EARLIEST for tp in partitions})
         earliest = dict(answer)
@@ -170,6 +181,16 @@ class Discovery:
             isolation_level=READ_COMMITTED if self.options.read_committed else READ_UNCOMMITTED,
         )
         return earliest, latest
+
+    def _remote_lso(self, manifest: Manifest, floor: int) -> int:
+        assert self.store is not None
+        try:
+            return remote_last_stable_offset(self.store, manifest, floor)
+        except CorruptSnapshotError as exc:
+            raise SourceError(
+                f"{manifest.topic}-{manifest.partition}: {exc}; a read_committed read of the "
+                "remote tier alone needs it to know where the open transactions begin"
+            ) from None
 
     def _list_offsets(
         self, wanted: dict[TopicPartition, int], isolation_level: int = READ_UNCOMMITTED

@@ -17,9 +17,11 @@ case-insensitive.
 ``read_committed``: records of aborted transactions are dropped — by the leader's answer on
 leader splits, which end at the last stable offset, and by each remote segment's uploaded
 ``.txnindex`` on remote splits (an abort whose marker is not remote yet is asked of the
-leader; with ``tierlog.tiers=remote`` there is none to ask, so a transaction aborted after
-the remote tier's end shows until its marker's segment is offloaded). Transaction markers
-are never rows, whatever the level.
+leader). With ``tierlog.tiers=remote`` there is no leader: reads end at the remote tier's
+own last stable offset, the first offset of a transaction still open at the end of the
+last remote segment (from the producer snapshot uploaded with it, ``remote_lso``), so a
+transaction shows, committed, only once its marker is remote. Transaction markers are never
+rows, whatever the level.
 
 tierlog's own options:
 

@@ -62,7 +62,9 @@ def remote_aborted(
     a transaction with records in the split may have its ABORT marker in a segment not
     offloaded yet: the leader, asked from the remote end with a read_committed Fetch, lists
     those (its answer includes every aborted transaction ending at or after the offset it
-    is asked at). Without a ``bootstrap`` (remote-only reads) there is no one to ask.
+    is asked at). Without a ``bootstrap`` (remote-only reads) there is none to ask and no
+    need: such reads end at the remote tier's own last stable offset (``remote_lso``),
+    below which every transaction's marker, and so every abort's index entry, is remote.
 
     Raises:
         SourceError: a remote index is not a whole number of entries.
