@@ -206,6 +206,23 @@ async def test_idle_ids_expire_with_a_tombstone(store, clock):
 
 
 @bounded
+async def test_an_expiration_whose_write_raises_leaves_the_id_usable(store, clock):
+    c = make(store, clock, id_expiration_ms=5000)
+    await c.init_producer_id("tx", 1000)
+    clock.advance(5000)
+
+    async def broken(*args):
+        raise OSError("disk gone")
+
+    c.write = broken
+    assert await c.expire_ids() == 0
+    c.write = store.write
+    # Not left pending (DEAD): the next request is served, not CONCURRENT_TRANSACTIONS.
+    again = await c.init_producer_id("tx", 1000)
+    assert (again.error, again.producer_epoch) == (0, 1)
+
+
+@bounded
 async def test_loading_a_prepared_transaction_finishes_it(store, clock):
     c = make(store, clock)
     c.load_partition(

@@ -452,10 +452,17 @@ class TransactionCoordinator:
                 ):
                     continue
                 md.pending = S.DEAD
-                code = await self.write(
-                    partition, part.coordinator_epoch, md.transactional_id, None
-                )
-                md.pending = None
+                try:
+                    code = await self.write(
+                        partition, part.coordinator_epoch, md.transactional_id, None
+                    )
+                except Exception:
+                    # Like ``_write``: a failed tombstone leaves the id as it was, not
+                    # pending (which would answer CONCURRENT_TRANSACTIONS until a reload).
+                    log.exception("expiring %r failed", md.transactional_id)
+                    code = E.unknown_server_error
+                finally:
+                    md.pending = None
                 if code == 0 and part.txns.get(md.transactional_id) is md:
                     del part.txns[md.transactional_id]
                     removed += 1
