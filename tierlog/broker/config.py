@@ -342,6 +342,20 @@ BROKER_CONFIG = ConfigDef(
             at_least(14),
         ),
         ConfigKey(
+            "transaction.state.log.load.buffer.size",
+            "int",
+            5 << 20,
+            "bytes read at a time when loading __transaction_state (at least one batch)",
+            at_least(1),
+        ),
+        ConfigKey(
+            "transaction.partition.verification.enable",
+            "bool",
+            True,
+            "KIP-890 part 1: a transactional produce (or TxnOffsetCommit) is accepted only "
+            "into a partition its coordinator lists in the transaction",
+        ),
+        ConfigKey(
             "transaction.max.timeout.ms",
             "int",
             900_000,

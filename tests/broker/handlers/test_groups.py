@@ -148,7 +148,10 @@ class FakeTransactions:
     ``code`` (and, with ``marker_meanwhile``, a marker clears the guard before the
     answer arrives); ``guards`` is the real guard table."""
 
-    def __init__(self, code: int = 0, marker_meanwhile: bool = False) -> None:
+    def __init__(
+        self, code: int = 0, marker_meanwhile: bool = False, verification_enabled: bool = True
+    ) -> None:
+        self.verification_enabled = verification_enabled
         self.guards = VerificationGuards()
         self.code = code
         self.marker_meanwhile = marker_meanwhile
@@ -210,6 +213,13 @@ def test_txn_offset_commit_is_verified_with_the_transaction_coordinator() -> Non
             services_with(c, again, open_txn), txn_commit_request(3, {0: 2})
         )
         assert _errors(response) == {0: E.none} and again.asked == []
+
+        # transaction.partition.verification.enable=false: no check at all (Kafka).
+        off = FakeTransactions(E.invalid_txn_state, verification_enabled=False)
+        response = await handle_txn_offset_commit(
+            services_with(c, off), txn_commit_request(3, {0: 3})
+        )
+        assert _errors(response) == {0: E.none} and off.asked == []
         await c.close()
 
     run(go())

@@ -268,8 +268,8 @@ async def _verify_txn_offsets(
     put it there). Returns an error code, or 0 and the guard the coordinator checks
     just before its append (a marker since the check clears it)."""
     transactions = services.transactions
-    if transactions is None or not body.group_id:
-        return 0, None
+    if transactions is None or not transactions.verification_enabled or not body.group_id:
+        return 0, None  # transaction.partition.verification.enable=false: no check
     index = services.groups.partition_for(body.group_id)
     hosted = services.replicas.partition(OFFSETS_TOPIC, index)
     if hosted is None or not hosted.is_leader:

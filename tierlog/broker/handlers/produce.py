@@ -10,7 +10,11 @@ batches with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
 Transactional batches need the request's transactional id (else the whole request is
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka) and, for a producer's first batch on a
 partition in a transaction, the coordinator's word that the partition was added to it
-(KIP-890 part 1, ``tierlog.broker.txn.verification``).
+(KIP-890 part 1, ``tierlog.broker.txn.verification``). A check the coordinator could not
+answer (loading, moved, unreachable) is answered NOT_ENOUGH_REPLICAS, which every producer
+retries, as Kafka's ReplicaManager does (KAFKA-15459, KAFKA-16386): the coordinator codes
+themselves are not Produce errors, and a client may take them as fatal. With
+``transaction.partition.verification.enable=false`` there is no check, as in Kafka.
 """
 
 from __future__ import annotations
@@ -32,6 +36,18 @@ from tierlog.records.keys import KEY_CHECK_MAX_BYTES, KeysChecked, check_keys
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
 
+# Verification answers that only mean "ask again": Kafka's handleProduceAppend turns them
+# into NOT_ENOUGH_REPLICAS, a retriable Produce error every client knows.
+_VERIFY_RETRIABLE = frozenset(
+    {
+        ErrorCode.concurrent_transactions,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+        ErrorCode.network_exception,
+    }
+)
+
 
 async def handle_produce(services: BrokerServices, request: Request) -> bytes | None:
     body: Any = request.body
@@ -43,7 +59,14 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
     elif body.transactional_id is None and _has_transactional_batches(body):
         refuse = ErrorCode.transactional_id_authorization_failed
     verified: dict[tuple[str, int], tuple[int, object | None]] = {}
-    if refuse is None and body.transactional_id is not None:
+    transactions = services.transactions
+    verifying = (
+        refuse is None
+        and body.transactional_id is not None
+        and transactions is not None
+        and transactions.verification_enabled
+    )
+    if verifying:
         verified = await _verify_transactional(services, body)
     responses: list[tuple[str, list[PartitionAnswer]]] = []
     # acks=all partitions whose high watermark has not passed their batch yet:
@@ -64,6 +87,8 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
             if verified:
                 code = verified.get((topic.name, index), (0, None))[0]
                 if code:
+                    if code in _VERIFY_RETRIABLE:
+                        code = ErrorCode.not_enough_replicas
                     answers.append((index, code, -1, -1, -1))
                     continue
             try:
@@ -79,7 +104,7 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
                     # budget of decompressed bytes for the whole request (issue 10, item 6).
                     records, spent = await asyncio.to_thread(_check_keys, records, key_budget)
                     key_budget -= spent
-                if body.transactional_id is not None:
+                if verifying:
                     # Right before the append, with no await between: the transaction may
                     # have ended while this request waited (verification, key checks).
                     code = _transaction_ended(services, topic.name, index, data, verified)

@@ -59,6 +59,9 @@ class Transactions:
         self.replicas = replicas
         self.groups = groups
         self.cluster = cluster
+        # transaction.partition.verification.enable: false turns KIP-890 part 1 off (the
+        # produce and TxnOffsetCommit checks), as in Kafka.
+        self.verification_enabled: bool = config["transaction.partition.verification.enable"]
         self.guards = VerificationGuards()
         self.peers = PeerChannels(address_of)
         self.sender = MarkerSender(
