@@ -27,8 +27,10 @@ from tierlog.broker.txn.log_codec import (
     encode_value,
 )
 from tierlog.local.log import Log
+from tierlog.local.segment import LogSegment
 from tierlog.protocol.errors import ErrorCode
 from tierlog.records.builder import Record, build_batch
+from tierlog.records.header import BatchHeader
 from tierlog.records.reader import iter_records
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,7 @@ E = ErrorCode
 
 TXN_STATE_TOPIC = "__transaction_state"
 WRITE_TIMEOUT_S = 10.0
+DEFAULT_LOAD_BUFFER_SIZE = 5 << 20  # Kafka's transaction.state.log.load.buffer.size
 
 # Kafka's TransactionStateManager maps append errors to what a client can act on.
 _WRITE_ERRORS = {
@@ -48,15 +51,48 @@ _WRITE_ERRORS = {
 }
 
 
-def read_entries(topic_log: Log, end_offset: int) -> Iterator[tuple[str, TxnLogValue | None]]:
+_pread = os.pread  # tests count the reads
+
+
+def read_entries(
+    topic_log: Log, end_offset: int, buffer_size: int = DEFAULT_LOAD_BUFFER_SIZE
+) -> Iterator[tuple[str, TxnLogValue | None]]:
     """Every (transactional id, state or None) of a ``__transaction_state`` log, in order;
-    records this coordinator cannot read are logged and skipped."""
+    records this coordinator cannot read are logged and skipped.
+
+    The log is read ``buffer_size`` bytes at a time (``transaction.state.log.load.buffer.size``,
+    Kafka's loading read), or one whole batch when a batch is larger: consecutive batches
+    of a segment are read together.
+    """
+    run: list[tuple[int, BatchHeader]] = []  # consecutive batches of ``run_segment``
+    run_segment: LogSegment | None = None
     for segment, position, header in topic_log.batches(topic_log.log_start_offset):
         if header.base_offset >= end_offset:
-            return
+            break
+        if run and (
+            segment is not run_segment
+            or position != run[-1][0] + run[-1][1].size
+            or position + header.size - run[0][0] > buffer_size
+        ):
+            yield from _read_run(topic_log, run_segment, run)
+            run = []
+        run_segment = segment
+        run.append((position, header))
+    if run:
+        yield from _read_run(topic_log, run_segment, run)
+
+
+def _read_run(
+    topic_log: Log, segment: LogSegment | None, run: list[tuple[int, BatchHeader]]
+) -> Iterator[tuple[str, TxnLogValue | None]]:
+    assert segment is not None
+    start = run[0][0]
+    data = memoryview(_pread(segment.fd, run[-1][0] + run[-1][1].size - start, start))
+    for position, header in run:
         if header.is_control:
             continue
-        for record in iter_records(os.pread(segment.fd, header.size, position)):
+        batch = data[position - start : position - start + header.size]
+        for record in iter_records(batch):
             if record.key is not None:
                 yield from _entry(topic_log, record.offset, record.key, record.value)
 
@@ -123,7 +159,11 @@ class TransactionStateTopic:
             loaded = self.coordinator.load_partition(
                 partition.index,
                 partition.leader_epoch,
-                read_entries(partition.local, partition.local.log_end_offset),
+                read_entries(
+                    partition.local,
+                    partition.local.log_end_offset,
+                    self.config["transaction.state.log.load.buffer.size"],
+                ),
             )
             log.info("loaded %d transactional ids from %s", loaded, partition)
         else:

@@ -1,0 +1,45 @@
+"""Kafka's transaction keys in a broker process's configuration: a ``server.properties``
+with ``transaction.partition.verification.enable`` and
+``transaction.state.log.load.buffer.size`` starts, and both are honoured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.broker.harness import BrokerProcess
+from tests.broker.test_hanging_transactions import TXN_ID, init_producer, produce
+from tests.broker.test_protocol_versions import RawClient
+from tests.broker.test_transactions import TXN_OVERRIDES, create_topic, last_stable_offset
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_verification_off_and_a_small_load_buffer(tmp_path: Path) -> None:
+    broker = BrokerProcess(
+        tmp_path / "data",
+        {
+            **TXN_OVERRIDES,
+            "transaction.partition.verification.enable": "false",
+            "transaction.state.log.load.buffer.size": "200",
+        },
+    ).start()
+    raw = RawClient(broker.port)
+    try:
+        create_topic(broker.bootstrap, "hang")
+        pid, epoch = init_producer(raw)
+        # Never added to the transaction, and accepted: Kafka's behaviour without KIP-890
+        # part 1 (with it, INVALID_TXN_STATE: tests/broker/test_hanging_transactions.py).
+        accepted = produce(raw, TXN_ID, pid, epoch, 0)
+        assert (int(accepted.error_code), int(accepted.base_offset)) == (0, 0)
+        assert last_stable_offset(broker.bootstrap, "hang") == 0  # the hanging transaction
+        raw.close()
+        broker.stop()
+        broker.start()
+        raw = RawClient(broker.port)
+        # The coordinator loaded the id from __transaction_state, 200 bytes at a time.
+        assert init_producer(raw) == (pid, epoch + 1)
+    finally:
+        raw.close()
+        broker.stop()
