@@ -239,6 +239,50 @@ def test_a_transaction_past_its_timeout_is_aborted(txn_broker: BrokerProcess) ->
     assert read_values(bootstrap, "slow", 1, "read_committed") == []
 
 
+def offset_for_time(bootstrap: str, topic: str, timestamp: int, isolation: str) -> int:
+    """librdkafka's offsets_for_times (ListOffsets with the consumer's isolation level)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "times",
+            "isolation.level": isolation,
+            "log_level": 4,
+        }
+    )
+    try:
+        (found,) = consumer.offsets_for_times([TopicPartition(topic, 0, timestamp)], timeout=10)
+        assert found.error is None, found.error
+        return int(found.offset)
+    finally:
+        consumer.close()
+
+
+def test_a_timestamp_lookup_never_answers_past_the_lso_for_read_committed(
+    txn_broker: BrokerProcess,
+) -> None:
+    """Kafka's fetchOffsetForTimestamp: read_committed is bounded by the LSO, not the
+    high watermark, for timestamps as for "latest"."""
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "times")
+    t0 = int(time.time() * 1000) - 60_000
+    plain = Producer({"bootstrap.servers": bootstrap, "log_level": 4})
+    plain.produce("times", b"before", partition=0, timestamp=t0)  # 0
+    assert plain.flush(10) == 0
+    producer = transactional_producer(bootstrap, "timed-writer")
+    producer.begin_transaction()
+    producer.produce("times", b"open", partition=0, timestamp=t0 + 1000)  # 1, open
+    producer.flush(10)
+    assert offset_for_time(bootstrap, "times", t0 + 500, "read_uncommitted") == 1
+    # The record is there, but read_committed cannot read it yet: no offset (-1, the end).
+    assert offset_for_time(bootstrap, "times", t0 + 500, "read_committed") == -1
+    assert offset_for_time(bootstrap, "times", t0, "read_committed") == 0
+    producer.commit_transaction(15)
+    deadline = time.monotonic() + 10
+    while last_stable_offset(bootstrap, "times") < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert offset_for_time(bootstrap, "times", t0 + 500, "read_committed") == 1
+
+
 def test_offsets_sent_to_a_transaction_count_only_when_it_commits(
     txn_broker: BrokerProcess,
 ) -> None:

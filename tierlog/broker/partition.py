@@ -681,10 +681,16 @@ class Partition:
 
     # -- offsets -------------------------------------------------------------------------
 
-    async def list_offset(self, timestamp: int, current_leader_epoch: int) -> tuple[int, int, int]:
-        """``(offset, timestamp, leader epoch)`` answering one ListOffsets query."""
+    async def list_offset(
+        self, timestamp: int, current_leader_epoch: int, *, read_committed: bool = False
+    ) -> tuple[int, int, int]:
+        """``(offset, timestamp, leader epoch)`` answering one ListOffsets query. What a
+        consumer may read bounds the answer (Kafka's ``fetchOffsetForTimestamp``): the
+        high watermark, or for ``read_committed`` the last stable offset, which is then
+        also the latest offset; a timestamp found at or past it is no answer (-1)."""
         self.check_leader_epoch(current_leader_epoch)
-        offset, found_ts = await self.log.list_offset(timestamp, self.high_watermark)
+        bound = self.last_stable_offset if read_committed else self.high_watermark
+        offset, found_ts = await self.log.list_offset(timestamp, bound)
         if timestamp == LATEST_TIMESTAMP:
             # Kafka answers the latest offset with the current leader epoch
             # (Partition.fetchOffsetForTimestamp), not the epoch of the last batch, which

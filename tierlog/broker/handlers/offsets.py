@@ -15,14 +15,14 @@ if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
 
 
-LATEST_TIMESTAMP = -1
 READ_COMMITTED = 1
 
 
 async def handle_list_offsets(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
-    # A read_committed consumer's "latest" is the last stable offset (Kafka's
-    # fetchOffsetForTimestamp): it must not be told of offsets it cannot read yet.
+    # A read_committed consumer is bounded by the last stable offset (Kafka's
+    # fetchOffsetForTimestamp): its "latest" is the LSO, and a timestamp lookup never
+    # answers an offset it cannot read yet.
     read_committed = field(body, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in body.topics:
@@ -41,10 +41,10 @@ async def handle_list_offsets(services: BrokerServices, request: Request) -> Any
             else:
                 try:
                     offset, ts, epoch = await partition.list_offset(
-                        p.timestamp, field(p, "current_leader_epoch", -1)
+                        p.timestamp,
+                        field(p, "current_leader_epoch", -1),
+                        read_committed=read_committed,
                     )
-                    if read_committed and p.timestamp == LATEST_TIMESTAMP:
-                        offset = min(offset, partition.last_stable_offset)
                     answer.update(offset=offset, timestamp=ts, leader_epoch=epoch)
                 except Exception as exc:  # remote-tier failures map to 56 (retriable)
                     answer["error_code"] = error_code(exc)
