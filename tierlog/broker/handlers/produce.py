@@ -59,12 +59,11 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
     elif body.transactional_id is None and _has_transactional_batches(body):
         refuse = ErrorCode.transactional_id_authorization_failed
     verified: dict[tuple[str, int], tuple[int, object | None]] = {}
-    transactions = services.transactions
     verifying = (
         refuse is None
         and body.transactional_id is not None
-        and transactions is not None
-        and transactions.verification_enabled
+        and services.transactions is not None
+        and services.transactions.verification_enabled
     )
     if verifying:
         verified = await _verify_transactional(services, body)
