@@ -195,3 +195,75 @@ def test_a_marker_above_the_high_watermark_still_holds_the_lso(tmp_path: Path) -
     assert p.last_stable_offset == 0  # the follower does not have the marker yet
     p.fetch_for_follower(2, 4, 1 << 20, 0)
     assert p.high_watermark == p.last_stable_offset == 4
+
+
+FOLLOWER = 2
+
+
+def make_follower(tmp_path: Path) -> Partition:
+    log = Log(tmp_path / "f" / "t-0", LogConfig(), clock=ManualClock(T0))
+    state = PartitionState(ME, 0, [ME, FOLLOWER])
+    return Partition("t", uuid.uuid4(), 0, UnifiedLog(log, None, "t", 0), state, FOLLOWER)
+
+
+def replicate(leader: Partition, follower: Partition) -> None:
+    """One fetch of the follower from the leader, as the replica fetcher does it."""
+    result = leader.fetch_for_follower(FOLLOWER, follower.local.log_end_offset, 1 << 20, 0)
+    records = result.records
+    if records is not None:
+        data = records if isinstance(records, bytes) else records.read()
+        follower.append_as_follower(data)
+    follower.update_follower_high_watermark(result.high_watermark)
+
+
+def test_a_follower_holds_its_lso_until_the_marker_is_below_its_high_watermark(
+    tmp_path: Path,
+) -> None:
+    """Kafka keeps unreplicatedTxns on every replica: a follower serving read_committed
+    consumers (KIP-392) must not show a transaction whose marker a new leader may lack."""
+    leader = make_partition(tmp_path, PartitionState(ME, 0, [ME, FOLLOWER]))
+    follower = make_follower(tmp_path)
+    leader.append(txn_batch(7, n=2), acks=1, min_insync_replicas=1)  # 0-1
+    leader.append(make_batch(1), acks=1, min_insync_replicas=1)  # 2
+    replicate(leader, follower)
+    replicate(leader, follower)
+    assert (follower.high_watermark, follower.last_stable_offset) == (3, 0)  # open
+    leader.append_marker(7, 0, 0, commit=True)  # 3
+    replicate(leader, follower)  # the marker arrives; the high watermark is still 3
+    assert (follower.local.log_end_offset, follower.high_watermark) == (4, 3)
+    assert follower.local.first_unstable_offset is None
+    assert follower.last_stable_offset == 0
+    assert read(follower, 0, committed=True).records is None  # nothing of it yet
+    replicate(leader, follower)  # the high watermark passes the marker
+    assert follower.high_watermark == follower.last_stable_offset == 4
+    assert offsets_of(read(follower, 0, committed=True).records) == [0, 2, 3]
+
+
+def test_a_follower_lso_does_not_go_back_when_a_marker_is_truncated(tmp_path: Path) -> None:
+    leader = make_partition(tmp_path, PartitionState(ME, 0, [ME, FOLLOWER]))
+    follower = make_follower(tmp_path)
+    leader.append(make_batch(1), acks=1, min_insync_replicas=1)  # 0
+    leader.append(txn_batch(7, n=2), acks=1, min_insync_replicas=1)  # 1-2
+    replicate(leader, follower)
+    replicate(leader, follower)
+    leader.append_marker(7, 0, 0, commit=True)  # 3
+    replicate(leader, follower)
+    seen = [follower.last_stable_offset]
+    # The leader dies before the marker is committed; the new one lacks it, and this
+    # follower truncates to where they diverge: the transaction is open again.
+    follower.truncate_to(3)
+    seen.append(follower.last_stable_offset)
+    assert follower.local.first_unstable_offset == 1
+    assert seen == [1, 1]
+
+
+def test_a_leader_becoming_follower_keeps_holding_its_lso(tmp_path: Path) -> None:
+    p = make_partition(tmp_path, PartitionState(ME, 0, [ME, FOLLOWER]))
+    p.append(txn_batch(7, n=2), acks=1, min_insync_replicas=1)  # 0-1
+    p.fetch_for_follower(FOLLOWER, 2, 1 << 20, 0)
+    p.append_marker(7, 0, 0, commit=True)  # 2, not yet on the follower
+    assert (p.high_watermark, p.last_stable_offset) == (2, 0)
+    assert p.make_follower(PartitionState(FOLLOWER, 1, [FOLLOWER, ME]), [ME, FOLLOWER])
+    assert p.last_stable_offset == 0
+    p.update_follower_high_watermark(3)
+    assert p.last_stable_offset == 3

@@ -9,10 +9,12 @@ the remote tier or deleted by retention. It is checkpointed by the ``ReplicaMana
 Kafka's ``replication-offset-checkpoint`` file and restored from it.
 
 Transactions (KIP-98): the last stable offset is the first offset of the earliest open
-transaction, bounded by the high watermark. On the leader a transaction whose marker is
-not below the high watermark yet still holds it (Kafka's ``unreplicatedTxns``): until the
-ISR has the marker, a new leader might not, and would still show the transaction open.
-read_committed reads stop there and list the
+transaction, bounded by the high watermark. On every replica, leader or follower, a
+transaction whose marker is not below the high watermark yet still holds it (Kafka's
+``unreplicatedTxns`` in ``ProducerStateManager``): until the ISR has the marker, a new
+leader might not, and would still show the transaction open. A follower serving
+read_committed consumers (KIP-392) must not show them a transaction a truncation could
+reopen, and its LSO never goes backwards. read_committed reads stop there and list the
 aborted transactions of what they return (from the ``.txnindex`` files of both tiers).
 ``append_marker`` writes the coordinator's COMMIT/ABORT markers as leader.
 
@@ -147,8 +149,10 @@ class Partition:
         self._pending_isr: list[int] | None = None
         self._isr_generation = 0
         self._isr_task: asyncio.Task[None] | None = None
-        # (first offset, marker offset) of transactions this leader ended with a marker
-        # not yet below the high watermark: they hold the LSO until it is.
+        # (first offset, marker offset) of transactions whose marker this replica appended
+        # (as leader or follower) and that is not below the high watermark yet: they hold
+        # the LSO until it is. Kafka keeps none across a restart either (its snapshots
+        # hold only open transactions).
         self._unreplicated_txns: list[tuple[int, int]] = []
         self._set_high_watermark(high_watermark)
         if self.is_leader:
@@ -250,7 +254,6 @@ class Partition:
         self.replicas = list(replicas)
         self._drop_pending_isr()
         self._followers = {}
-        self._unreplicated_txns = []  # only the leader holds its LSO back for them
         self._leader_epoch_start_offset = None
         self._wake_all()
         return True
@@ -317,8 +320,11 @@ class Partition:
         """Cut the local log at ``offset`` (a follower removing what diverged from its
         leader); the high watermark never stays above the log end."""
         self.local.truncate_to(offset)
-        self._set_high_watermark(min(self._high_watermark, self.local.log_end_offset))
-        self._unreplicated_txns = []
+        end = self.local.log_end_offset
+        self._set_high_watermark(min(self._high_watermark, end))
+        # A truncated marker's transaction is open again in the producer state (which the
+        # truncation rebuilt); the markers kept still wait for the high watermark.
+        self._unreplicated_txns = [t for t in self._unreplicated_txns if t[1] < end]
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the local log and restart it at ``offset`` (a follower behind its
@@ -410,18 +416,22 @@ class Partition:
         """
         self._require_leader()
         stable_before = self.last_stable_offset
-        first_offset = self.local.producer_state.ongoing_transactions.get(producer_id)
         info = self.local.append_marker(
             producer_id, producer_epoch, coordinator_epoch, commit, self.state.leader_epoch
         )
-        if first_offset is not None:
-            self._unreplicated_txns.append((first_offset, info.last_offset))
+        self._note_completed(info)
         self._maybe_advance_high_watermark()
         if self.last_stable_offset != stable_before:
             self._wake()  # read_committed long polls wait for the LSO
         if self._log_end_waiters:
             _resolve(self._log_end_waiters)
         return info
+
+    def _note_completed(self, info: AppendInfo) -> None:
+        # Kafka's ProducerStateManager.completeTxn: an ended transaction stays unstable
+        # until its marker is below the high watermark (``last_stable_offset`` drops it).
+        for completed in info.completed_txns:
+            self._unreplicated_txns.append((completed.first_offset, completed.last_offset))
 
     async def read(
         self,
@@ -643,18 +653,22 @@ class Partition:
         local = self.local
         limit = local.config.segment_bytes
         if len(records) <= limit:
-            return local.append_as_follower(records)
+            info = local.append_as_follower(records)
+            self._note_completed(info)
+            return info
         # One append goes into one segment, so a fetch larger than segment.bytes (a topic
         # with small segments) is appended in runs of whole batches that each fit.
         info = AppendInfo()
         for run in _runs_of_batches(memoryview(records), limit):
             part = local.append_as_follower(run)
+            self._note_completed(part)
             if info.first_offset < 0:
                 info.first_offset = part.first_offset
             info.last_offset = part.last_offset
             info.record_count += part.record_count
             info.size += part.size
             info.batches += part.batches
+            info.completed_txns += part.completed_txns
         return info
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> int:

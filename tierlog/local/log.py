@@ -110,6 +110,9 @@ class AppendInfo:
     # True when the batch was an idempotent producer's retry of one already in the log:
     # nothing was written and the offsets are the original append's.
     duplicate: bool = False
+    # The transactions the appended markers ended (markers and replicated batches only):
+    # the partition holds its LSO at their start until their marker is replicated.
+    completed_txns: list[CompletedTxn] = field(default_factory=list)
 
 
 class Log:
@@ -427,7 +430,10 @@ class Log:
             marker = None
             if header.is_control and header.producer_id >= 0:
                 marker = end_txn_marker(view[start : start + header.size])
-            self._index_if_aborted(self.producer_state.replay(header, marker), self.active_segment)
+            completed = self.producer_state.replay(header, marker)
+            if completed is not None:
+                info.completed_txns.append(completed)
+                self._index_if_aborted(completed, self.active_segment)
         return info
 
     def append_marker(
@@ -474,6 +480,8 @@ class Log:
         self._write([batch], [BatchEntry(0, len(batch), offset, timestamp)], info)
         self.leader_epoch_cache.assign(leader_epoch, offset)
         completed = self.producer_state.replay(header, EndTxnMarker(commit, coordinator_epoch))
+        if completed is not None:
+            info.completed_txns.append(completed)
         self._index_if_aborted(completed, self.active_segment)
         return info
 
