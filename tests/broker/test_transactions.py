@@ -10,10 +10,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
@@ -152,6 +153,16 @@ def test_an_open_transaction_holds_read_committed_readers_at_its_start(
     assert last_stable_offset(bootstrap, "held") == 4  # past the COMMIT marker
 
 
+def fenced(call: Callable[[], object]) -> KafkaError:
+    """The error ``call`` raises, asserted to be librdkafka's fatal _FENCED (what it makes
+    of PRODUCER_FENCED and of INVALID_PRODUCER_EPOCH for a transactional producer)."""
+    with pytest.raises(KafkaException) as caught:
+        call()
+    error: KafkaError = caught.value.args[0]
+    assert (error.code(), error.fatal()) == (KafkaError._FENCED, True), error
+    return error
+
+
 def test_a_second_instance_fences_the_first(txn_broker: BrokerProcess) -> None:
     bootstrap = txn_broker.bootstrap
     create_topic(bootstrap, "fenced")
@@ -163,12 +174,26 @@ def test_a_second_instance_fences_the_first(txn_broker: BrokerProcess) -> None:
     successor.begin_transaction()
     successor.produce("fenced", b"successor", partition=0)
     successor.commit_transaction(15)
-    with pytest.raises(KafkaException) as exc:
-        zombie.produce("fenced", b"late", partition=0)
-        zombie.commit_transaction(10)
-    error = exc.value.args[0]
-    assert error.fatal() or "fenced" in str(error).lower(), error
+    # The produce path: the partition refuses the old epoch (INVALID_PRODUCER_EPOCH).
+    zombie.produce("fenced", b"late", partition=0)
+    error = fenced(lambda: zombie.flush(10))
+    assert "ProduceRequest" in str(error) and "old epoch" in str(error), error
+    fenced(lambda: zombie.commit_transaction(10))  # fatal from now on
     assert read_values(bootstrap, "fenced", 1, "read_committed") == [b"successor"]
+
+
+def test_a_fenced_instance_cannot_commit(txn_broker: BrokerProcess) -> None:
+    """The commit path: EndTxn with the old epoch is PRODUCER_FENCED."""
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "fenced-commit")
+    zombie = transactional_producer(bootstrap, "commit-id")
+    zombie.begin_transaction()
+    zombie.produce("fenced-commit", b"zombie", partition=0)
+    zombie.flush(10)
+    transactional_producer(bootstrap, "commit-id")  # fences the zombie, aborts its records
+    error = fenced(lambda: zombie.commit_transaction(10))
+    assert "Failed to end transaction" in str(error), error
+    assert read_values(bootstrap, "fenced-commit", 1, "read_committed") == []
 
 
 KILLED_PRODUCER = textwrap.dedent(

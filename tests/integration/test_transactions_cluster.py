@@ -1,7 +1,9 @@
-"""Transactions on a real 3-broker cluster (ZooKeeper, replicated ``__transaction_state``):
-the coordinator broker SIGKILLed mid-commit, and a producer fenced across a coordinator
-failover. Every transaction must end wholly committed or wholly aborted on every partition,
-and no partition may be left with an open transaction (its LSO stuck)."""
+"""Transactions on a real cluster (ZooKeeper, replicated ``__transaction_state``, broker
+processes, librdkafka): the coordinator broker SIGKILLed mid-commit, where every
+transaction must end wholly committed or wholly aborted on every partition and no partition
+may be left with an open transaction (its LSO stuck); a producer fenced across a
+coordinator failover; and a follower serving read_committed fetches (KIP-392), which must
+hold its last stable offset until a marker is below its high watermark."""
 
 from __future__ import annotations
 
@@ -12,11 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from tests.broker.test_protocol_versions import RawClient, fetch_body, request
 from tests.integration.cluster_harness import ProcessCluster
 from tierlog.broker.group.placement import partition_for
+from tierlog.protocol import ApiKey
+from tierlog.records.header import iter_batches
 
 TOPIC = "ledger"
 PARTITIONS = 3
@@ -167,3 +172,104 @@ def test_the_coordinator_killed_mid_commit_leaves_no_half_transaction(
         assert count in (0, PER_ROUND), f"round {round_}: {count} of {PER_ROUND} visible"
         if round_ in acknowledged:
             assert count == PER_ROUND, f"round {round_} was acknowledged but is not visible"
+
+
+def test_a_producer_is_fenced_across_a_coordinator_failover(cluster: ProcessCluster) -> None:
+    """The old instance's transaction was open when its coordinator died; the new instance
+    initialises on the new coordinator (which loaded the id from the replicated
+    ``__transaction_state``, aborted the open transaction and bumped the epoch), and the
+    old instance's commit there is refused as fenced."""
+    zombie = producer_for(cluster, "failover-writer")
+    zombie.begin_transaction()
+    for p in range(PARTITIONS):
+        zombie.produce(TOPIC, b"zombie-%d" % p, partition=p)
+    zombie.flush(30)
+    victim = coordinator_of(cluster, "failover-writer")
+    cluster.brokers[victim].kill()
+    cluster.wait_until(
+        lambda: coordinator_of(cluster, "failover-writer") not in (victim, -1),
+        "a new transaction coordinator",
+        timeout=60,
+    )
+    successor = producer_for(cluster, "failover-writer")
+    successor.begin_transaction()
+    for p in range(PARTITIONS):
+        successor.produce(TOPIC, b"successor-%d" % p, partition=p)
+    successor.commit_transaction(60)
+    with pytest.raises(KafkaException) as caught:
+        zombie.commit_transaction(60)
+    error = caught.value.args[0]
+    assert (error.code(), error.fatal()) == (KafkaError._FENCED, True), error
+    assert "end transaction" in str(error), error  # EndTxn's PRODUCER_FENCED
+    assert sorted(read_committed(cluster)) == [b"successor-%d" % p for p in range(PARTITIONS)]
+
+
+# A follower's fetch long poll: long enough that its high watermark stays behind a marker
+# it already has for seconds (it learns the leader's next one only in its next answer).
+SLOW_FOLLOWER_WAIT_MS = "10000"
+
+
+def follower_txn_start(client: RawClient, topic: str) -> int:
+    """The producer's open-transaction start in the follower's own producer state
+    (DescribeProducers answered by that replica), -1 once the marker is there."""
+    answer = client.call(
+        request(
+            ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]}
+        )
+    )
+    (p,) = answer.topics[0].partitions
+    assert int(p.error_code) == 0, p
+    (producer,) = p.active_producers
+    return int(producer.current_txn_start_offset)
+
+
+def read_committed_from(client: RawClient, topic: str) -> tuple[int, int, list[int]]:
+    """(high watermark, LSO, offsets returned) of a read_committed Fetch v12 from offset 0
+    sent to this broker (KIP-392: followers serve v11+)."""
+    body = {**fetch_body(topic, {0: 0}), "isolation_level": 1}
+    answer = client.call(request(ApiKey.FETCH, 12, body))
+    (p,) = answer.responses[0].partitions
+    assert int(p.error_code) == 0, p
+    offsets = [
+        h.base_offset + n
+        for _, h in iter_batches(p.records or b"")
+        if not h.is_control
+        for n in range(h.last_offset_delta + 1)
+    ]
+    return int(p.high_watermark), int(p.last_stable_offset), offsets
+
+
+@pytest.mark.timeout(120)
+def test_a_follower_serves_a_transaction_only_once_its_marker_is_committed(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    cluster = ProcessCluster(
+        tmp_path, zk_connect, 2, {"replica.fetch.wait.max.ms": SLOW_FOLLOWER_WAIT_MS}
+    ).start()
+    follower = RawClient(cluster.brokers[1].port)
+    try:
+        new = NewTopic("near", num_partitions=1, replica_assignment=[[0, 1]])
+        admin = cluster.admin()
+        admin.create_topics([new])["near"].result(30)
+        cluster.wait_for_full_isr("near", 1, 2)
+        producer = producer_for(cluster, "near-writer")
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce("near", b"v%d" % i, partition=0)  # 0-4
+        producer.commit_transaction(30)  # the marker at 5
+        cluster.wait_until(
+            lambda: follower_txn_start(follower, "near") == -1, "the marker on the follower"
+        )
+        # The follower has the marker, but its high watermark (what the leader told it
+        # in its last answer) is still below it: a new leader might lack the marker, so
+        # the transaction is still unstable here (Kafka's rule on every replica).
+        high_watermark, lso, offsets = read_committed_from(follower, "near")
+        assert high_watermark == 5, "the window under test has passed; slower long poll?"
+        assert (lso, offsets) == (0, [])
+        cluster.wait_until(
+            lambda: read_committed_from(follower, "near")[0] == 6, "the follower's HW", timeout=30
+        )
+        assert read_committed_from(follower, "near") == (6, 6, [0, 1, 2, 3, 4])
+    finally:
+        follower.close()
+        cluster.kill()
