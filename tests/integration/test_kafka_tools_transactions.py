@@ -16,8 +16,8 @@ whose transaction coordinator is SIGKILLed mid-copy and restarted copy each inpu
 leaves open, then ``abort`` by start offset (DescribeProducers, then WriteTxnMarkers sent by
 the admin client to the partition leader); ``list --duration-filter`` and
 ``forceTerminateTransaction`` (an epoch bump that aborts and fences). Checked on the tools'
-printed tables and on the partitions' LSO. Not covered: ``list --transactional-id-pattern``
-needs ListTransactions v2 (KIP-1152), which tierlog does not offer (v0-v1).
+printed tables and on the partitions' LSO; ``list --transactional-id-pattern``
+(ListTransactions v2, KIP-1152: whole ids, and an expression RE2 refuses is an error).
 """
 
 from __future__ import annotations
@@ -487,6 +487,35 @@ def test_transactions_tool_force_terminates_an_open_transaction(
     producer.produce("doomed", b"late", partition=0)
     with pytest.raises(KafkaException):
         producer.commit_transaction(30)
+
+
+def test_transactions_tool_lists_by_transactional_id_pattern(
+    tools: KafkaDist, cluster: ProcessCluster
+) -> None:
+    c = cluster
+    producers = []
+    for transactional_id in ("pattern-a", "pattern-b", "other-pattern-c"):
+        producer = Producer(
+            {"bootstrap.servers": c.bootstrap, "transactional.id": transactional_id, "log_level": 2}
+        )
+        producer.init_transactions(60)
+        producers.append(producer)
+
+    def listed(pattern: str) -> list[str]:
+        run = transactions(tools, c.bootstrap, f"list --transactional-id-pattern {pattern}")
+        return sorted(r["TransactionalId"] for r in table(run))
+
+    assert listed("pattern-.*") == ["pattern-a", "pattern-b"]
+    assert listed("pattern") == []  # the whole id must match
+    assert listed(".*-[bc]") == ["other-pattern-c", "pattern-b"]
+    # A lookahead: RE2/J has none, so Kafka answers INVALID_REGULAR_EXPRESSION.
+    refused = kafka_tools.run_tool(
+        tools,
+        TRANSACTIONS,
+        ["--bootstrap-server", c.bootstrap, "list", "--transactional-id-pattern", "p(?=a)"],
+    )
+    assert refused.returncode != 0, refused.output
+    assert "INVALID_REGULAR_EXPRESSION" in refused.output, refused.output
 
 
 def test_copiers_survive_the_coordinator_killed_mid_copy(

@@ -147,10 +147,11 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.END_TXN: (0, 4),
         ApiKey.WRITE_TXN_MARKERS: (1, 1),
         ApiKey.TXN_OFFSET_COMMIT: (0, 4),
-        # Admin views of transactions (KIP-664): kafka-transactions.sh.
+        # Admin views of transactions (KIP-664): kafka-transactions.sh. ListTransactions v1
+        # filters by duration (KIP-994), v2 by a transactional id pattern (KIP-1152).
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-        ApiKey.LIST_TRANSACTIONS: (0, 1),
+        ApiKey.LIST_TRANSACTIONS: (0, 2),
         # OffsetForLeaderEpoch: v2 baseline (leader epoch fencing), v3 ReplicaId, v4 flexible.
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),

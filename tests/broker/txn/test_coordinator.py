@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 
 import pytest
 
@@ -249,3 +250,9 @@ async def test_list_filters_by_state_and_producer(store, clock):
     assert [m.transactional_id for m in c.list()] == ["a", "b"]
     assert [m.transactional_id for m in c.list(frozenset({S.ONGOING}))] == ["a"]
     assert [m.transactional_id for m in c.list(producer_ids=frozenset({a.producer_id}))] == ["a"]
+    # KIP-1152: the pattern matches whole ids, ANDed with the other filters.
+    await c.init_producer_id("ab", 1000)
+    assert [m.transactional_id for m in c.list(id_pattern=re.compile("a.*"))] == ["a", "ab"]
+    assert [m.transactional_id for m in c.list(id_pattern=re.compile("b"))] == ["b"]
+    ongoing_a = c.list(frozenset({S.ONGOING}), id_pattern=re.compile("a.*"))
+    assert [m.transactional_id for m in ongoing_a] == ["a"]

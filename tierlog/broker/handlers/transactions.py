@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.group.placement import partition_for
 from tierlog.broker.handlers.metadata import request_response_type
+from tierlog.broker.txn.id_pattern import InvalidIdPatternError, compile_id_pattern
 from tierlog.broker.txn.log_codec import STATE_BY_NAME, topic_partitions
 from tierlog.broker.txn.markers import OFFSETS_TOPIC, Marker
 from tierlog.protocol import Request
@@ -278,6 +279,21 @@ async def handle_describe_transactions(services: BrokerServices, request: Reques
 
 async def handle_list_transactions(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    # v2 (KIP-1152): ids matching a regular expression; empty or null means all.
+    pattern_text = field(body, "transactional_id_pattern", None)
+    id_pattern = None
+    if pattern_text:
+        try:
+            id_pattern = compile_id_pattern(pattern_text)
+        except InvalidIdPatternError:
+            return _answer(
+                request,
+                {
+                    "error_code": E.invalid_regular_expression,
+                    "unknown_state_filters": [],
+                    "transaction_states": [],
+                },
+            )
     names = list(body.state_filters)
     unknown = [name for name in names if name not in STATE_BY_NAME]
     states = frozenset(STATE_BY_NAME[name] for name in names if name in STATE_BY_NAME)
@@ -287,6 +303,7 @@ async def handle_list_transactions(services: BrokerServices, request: Request) -
             states or None,
             frozenset(int(p) for p in body.producer_id_filters) or None,
             int(field(body, "duration_filter", -1)),
+            id_pattern,
         )
     return _answer(
         request,

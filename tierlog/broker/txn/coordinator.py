@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -484,12 +485,17 @@ class TransactionCoordinator:
         states: frozenset[TxnState] | None = None,
         producer_ids: frozenset[int] | None = None,
         min_duration_ms: int = -1,
+        id_pattern: re.Pattern[str] | None = None,
     ) -> list[TxnMetadata]:
+        """The ids matching every filter given (ListTransactions; ``id_pattern`` must
+        match the whole id, KIP-1152)."""
         now = self.clock.milliseconds()
         found = []
         for part in self._loaded.values():
             for md in part.txns.values():
                 if states and md.state not in states:
+                    continue
+                if id_pattern is not None and id_pattern.fullmatch(md.transactional_id) is None:
                     continue
                 if producer_ids and md.producer_id not in producer_ids:
                     continue
