@@ -15,7 +15,9 @@ the last line printed is one JSON object with every figure.
 5. Produce checks (issue 10, items 5 and 6), in microseconds per batch next to the append
    itself: counting an uncompressed batch's records by their length prefixes (the Python
    walk, ``record_walk.count_records``), the CRC-32C for scale, and a compressed batch's
-   declared-size check. ``--only append,checks`` runs a subset.
+   declared-size check. ``--only append,checks`` runs a subset. Also the scrubber's rate
+   (``verify_segment_crc``, GiB/s of CRC verified) over a segment of 1 MiB batches and one
+   of 16 KiB batches, page-cache resident and unthrottled.
 6. Roll (issue 10, "Full disk"): ``Log.roll`` with the indexes' first blocks reserved by
    ``posix_fallocate`` (what the broker does) vs sparse indexes (before it, still the
    fallback where the file system has no fallocate), and vs reserving both whole 10 MiB
@@ -182,6 +184,43 @@ def bench_checks(appends: dict[str, dict[str, float]]) -> dict[str, dict[str, fl
             calls,
         )
         out[name] = figures
+    return out
+
+
+def bench_scrub(work: Path, total_bytes: int, rounds: int) -> dict[str, dict[str, float]]:
+    """GiB/s of ``verify_segment_crc`` over one segment file, best of ``rounds``: what the
+    background scrubber and the pre-upload check can do at most (the broker paces the
+    scrubber to ``log.scrubber.bytes.per.second``)."""
+    from tierlog.local.scrubber import verify_segment_crc
+
+    out: dict[str, dict[str, float]] = {}
+    for name, size in (("1mib", MiB), ("16kib", 16 * 1024)):
+        config = LogConfig.from_props({"segment.bytes": str(2 * total_bytes)})
+        log = Log(
+            work / f"scrub-{name}-0",
+            config,
+            had_clean_shutdown=True,
+            scheduler=ManualScheduler(ManualClock()),
+        )
+        batches = make_batches(size)
+        appended = 0
+        while appended < total_bytes:
+            appended += log.append(batches[appended // len(batches[0]) % len(batches)]).size
+        path, segment_bytes = log.active_segment.path, log.size
+        log.close()
+        verify_segment_crc(path)  # warm: page cache and imports
+        best = float("inf")
+        for _ in range(rounds):
+            started = time.perf_counter()
+            problems = verify_segment_crc(path)
+            best = min(best, time.perf_counter() - started)
+            assert problems == [], problems
+        shutil.rmtree(work / f"scrub-{name}-0")
+        out[name] = {
+            "gib_s": segment_bytes / best / (1 << 30),
+            "segment_mib": segment_bytes / MiB,
+            "batch_bytes": float(len(batches[0])),
+        }
     return out
 
 
@@ -486,6 +525,13 @@ def main() -> None:
                     f"{c['declared_size_zstd_us']:.2f} us; append "
                     f"{c.get('append_us', float('nan')):.1f} us vs os.write "
                     f"{c.get('os_write_us', float('nan')):.1f} us",
+                    flush=True,
+                )
+            figures["scrub"] = scrub = bench_scrub(base, 512 * MiB // scale, rounds=5)
+            for name, c in scrub.items():
+                print(
+                    f"scrub {name} batches: verify_segment_crc {c['gib_s']:.2f} GiB/s over "
+                    f"{c['segment_mib']:.0f} MiB (page cache, unthrottled)",
                     flush=True,
                 )
         if "roll" in only:
