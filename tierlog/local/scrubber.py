@@ -15,11 +15,16 @@ broker's repairer (``tierlog/broker/segment_repair.py``, woken through ``on_dama
 rewrites the range from an in-sync replica. The marks are saved in the partition directory
 (``damage_marks.py``) and applied again when the log loads.
 
-Threads: the checking (reading and CRC) runs on a worker thread through its own file
-descriptor and touches no ``Log`` state; what it finds is applied on the event loop, after
-checking the segment still is the file that was read (retention, compaction and
-truncation may have replaced or removed it meanwhile). ``verify_segment_crc`` is the
-I/O-light core, usable on its own (e.g. before uploading a segment to the remote tier).
+Threads: the checking (reading and CRC) runs on a worker thread and touches no ``Log``
+state. It reads through a lease on the segment's file (``LogSegment.lease_all``, the
+leases fetches take for ``sendfile``), so the bytes stay as they were for the whole walk,
+which at the default rate takes ~17 minutes for a 1 GiB segment: a follower's truncation
+moves the segment to a copy instead of cutting the file in place. What the walk finds is
+applied on the event loop, after checking the segment still is the file that was read
+(retention, compaction and truncation may have replaced or removed it meanwhile).
+``verify_segment_crc`` is the I/O-light core, usable on its own (e.g. before uploading a
+segment to the remote tier); it reads with ``pread``, never a memory map, so a file cut
+under it ends the check with ``SegmentTruncatedError`` instead of SIGBUS.
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import mmap
 import os
 import threading
 import time
@@ -39,7 +43,7 @@ from crc32c import crc32c
 
 from tierlog.local import damage_marks
 from tierlog.local.log import Log
-from tierlog.local.segment import LogSegment, SegmentState
+from tierlog.local.segment import FileSlice, LogSegment, SegmentState
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, parse_header
 
@@ -74,63 +78,134 @@ class Stopped(Exception):
     """The throttle was told to stop mid-segment (broker shutdown)."""
 
 
+class SegmentTruncatedError(OSError):
+    """The file got shorter while it was being checked (a follower's ``Log.truncate_to``
+    cut it in place): the bytes past the cut were removed, not damaged, so nothing is
+    reported about them."""
+
+
+class _FileWindow:
+    """A segment file read through one reusable buffer with ``os.preadv``, never mapped.
+
+    Why not ``mmap``: a follower's ``Log.truncate_to`` may cut a closed segment in place
+    (``os.ftruncate``) while it is being checked, and touching a mapped page past the new
+    end raises SIGBUS, which kills the broker. A read past the end just comes back short.
+    The copy costs little next to the CRC: the buffer stays in the CPU's cache, and a
+    mapping costs a page fault per few pages anyway (``bench/storage.py``, "scrub").
+    """
+
+    __slots__ = ("buffer", "fd", "filled", "size", "start")
+
+    def __init__(self, fd: int, size: int, buffer_bytes: int) -> None:
+        self.fd = fd
+        self.size = size  # the file's size when the walk began: the walk's end
+        self.buffer = memoryview(bytearray(buffer_bytes))
+        self.start = 0  # file position of buffer[0]
+        self.filled = 0
+
+    def view(self, position: int, n: int) -> memoryview:
+        """Bytes ``[position, position + n)``, ``n`` at most the buffer's size."""
+        if position < self.start or position + n > self.start + self.filled:
+            self._fill(position, n)
+        offset = position - self.start
+        return self.buffer[offset : offset + n]
+
+    def crc(self, position: int, end: int) -> int:
+        """CRC-32C of bytes ``[position, end)``, in buffer-sized pieces when larger."""
+        if end - position <= len(self.buffer):
+            return int(crc32c(self.view(position, end - position)))
+        value = 0
+        while position < end:
+            n = min(len(self.buffer), end - position)
+            value = int(crc32c(self.view(position, n), value))
+            position += n
+        return value
+
+    def _fill(self, position: int, need: int) -> None:
+        want = min(len(self.buffer), self.size - position)
+        got = 0
+        while got < want:
+            n = os.preadv(self.fd, [self.buffer[got:want]], position + got)
+            if n == 0:
+                break
+            got += n
+        self.start, self.filled = position, got
+        if got < need:
+            raise SegmentTruncatedError(
+                f"file ended at byte {position + got}, below the {self.size} bytes it had "
+                "when the check began (truncated meanwhile)"
+            )
+
+
+# Read size: large enough that a 1 MiB batch needs one read, small enough to stay in the
+# CPU's cache between the copy and the CRC (1 MiB was the fastest of 256 KiB-8 MiB).
+_READ_BYTES = 1 << 20
+
+
 def verify_segment_crc(
-    path: str | os.PathLike[str], throttle: Callable[[int], None] | None = None
+    path: str | os.PathLike[str],
+    throttle: Callable[[int], None] | None = None,
+    *,
+    fd: int | None = None,
 ) -> list[SegmentProblem]:
     """Check every batch of a segment file: length within the file, magic 2, CRC-32C,
     offsets rising. Returns the damaged ranges found, oldest first; empty when whole.
 
     A CRC failure leaves the batch's length usable, so the walk goes on to the next batch;
     a length or header that cannot be trusted ends the walk with one problem running to
-    the end of the file (nothing after it can be found without guessing).
+    the end of the file (nothing after it can be found without guessing). The file is
+    read with ``pread``, so it may be cut meanwhile without harm (see ``_FileWindow``).
 
     Args:
         path: a ``.log`` segment file (its name gives the base offset when it has one).
         throttle: called with each batch's size after it is checked (rate limiting); it
             may raise to abandon the walk.
+        fd: read through this open descriptor of ``path`` (left open) instead of opening
+            the path: the scrubber's lease on the segment's file.
 
     Raises:
+        SegmentTruncatedError: the file got shorter during the walk.
         OSError: the file cannot be opened or read.
     """
     path = os.fspath(path)
     stem = os.path.basename(path).split(".", 1)[0]
     expected = int(stem) if stem.isdigit() else 0
     problems: list[SegmentProblem] = []
-    fd = os.open(path, os.O_RDONLY)
+    own = fd is None
+    if fd is None:
+        fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
         if size == 0:
             return problems
-        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                _walk(path, view, size, expected, problems, throttle)
-                # A CRC failure right before a structural one was not bounded in the walk.
-                for n, problem in enumerate(problems):
-                    if problem.last_offset == -2:
-                        # Its own lastOffsetDelta (inside the bad CRC), capped by where the
-                        # next damaged batch claims to start.
-                        last = _claimed_last_offset(view, problem)
-                        if n + 1 < len(problems):
-                            later = problems[n + 1].first_offset - 1
-                            if last < 0 or last > later:
-                                last = later
-                        problems[n] = _bounded(problem, last)
-            finally:
-                view.release()
+        window = _FileWindow(fd, size, min(size, _READ_BYTES))
+        _walk(path, window, expected, problems, throttle)
+        # A CRC failure right before a structural one was not bounded in the walk.
+        for n, problem in enumerate(problems):
+            if problem.last_offset == -2:
+                # Its own lastOffsetDelta (inside the bad CRC), capped by where the next
+                # damaged batch claims to start.
+                last = _claimed_last_offset(window, problem)
+                if n + 1 < len(problems):
+                    later = problems[n + 1].first_offset - 1
+                    if last < 0 or last > later:
+                        last = later
+                problems[n] = _bounded(problem, last)
     finally:
-        os.close(fd)
+        if own:
+            os.close(fd)
     return problems
 
 
 def _walk(
     path: str,
-    view: memoryview,
-    size: int,
+    window: _FileWindow,
     expected: int,
     problems: list[SegmentProblem],
     throttle: Callable[[int], None] | None,
 ) -> None:
+    size = window.size
+
     def to_the_end(position: int, first_offset: int, problem: str) -> None:
         # Nothing after an untrustworthy length or header can be found without guessing.
         problems.append(SegmentProblem(path, position, size, first_offset, -1, problem))
@@ -141,7 +216,7 @@ def _walk(
             to_the_end(position, expected, "truncated batch header")
             return
         try:
-            header = parse_header(view, position)
+            header = parse_header(window.view(position, HEADER_SIZE))
         except RecordsError as exc:
             to_the_end(position, expected, str(exc))
             return
@@ -164,7 +239,7 @@ def _walk(
                 f"offset {header.base_offset} goes back below {expected}",
             )
             return
-        actual = int(crc32c(view[position + ATTRIBUTES_OFFSET : end]))
+        actual = window.crc(position + ATTRIBUTES_OFFSET, end)
         if actual != header.crc:
             problems.append(
                 SegmentProblem(
@@ -182,14 +257,14 @@ def _walk(
             throttle(header.size)
     if problems and problems[-1].last_offset == -2:
         last = problems.pop()
-        # The last batch: its own lastOffsetDelta is all there is (inside the bad CRC).
-        claimed = _claimed_last_offset(view, last)
+        # The last batch: its own lastOffsetDelta (inside the bad CRC) is all there is.
+        claimed = _claimed_last_offset(window, last)
         problems.append(_bounded(last, claimed))
 
 
-def _claimed_last_offset(view: memoryview, problem: SegmentProblem) -> int:
+def _claimed_last_offset(window: _FileWindow, problem: SegmentProblem) -> int:
     try:
-        return parse_header(view, problem.position).last_offset
+        return parse_header(window.view(problem.position, HEADER_SIZE)).last_offset
     except RecordsError:
         return -1
 
@@ -248,6 +323,24 @@ class ScrubberStats:
     last_pass_seconds: float = 0.0
     # (topic-partition directory name) -> damaged ranges found and still marked.
     damaged: dict[str, list[SegmentProblem]] = field(default_factory=dict)
+
+
+async def _on_worker_thread(
+    lease: FileSlice, fn: Callable[..., list[SegmentProblem]], *args: Any, **kwargs: Any
+) -> list[SegmentProblem]:
+    """``fn(*args, **kwargs)`` on a worker thread that reads through ``lease``'s fd; the
+    lease is released on the event loop (leases are not thread-safe) once the thread is
+    done, even when the caller is cancelled first (shutdown): releasing it earlier could
+    close the fd under the thread, and the number could then name another file."""
+    job = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+
+    def release(done: asyncio.Future[list[SegmentProblem]]) -> None:
+        if not done.cancelled():
+            done.exception()  # retrieved: a stopped walk's Stopped is expected
+        lease.release()
+
+    job.add_done_callback(release)
+    return await asyncio.shield(job)
 
 
 class Scrubber:
@@ -326,16 +419,24 @@ class Scrubber:
             if topic_log.closed or segment.state is not SegmentState.CLOSED:
                 continue
             path = segment.path
+            # The walk reads through a lease on the segment's file: while it is held, a
+            # follower's truncation copies the kept bytes to a new file instead of cutting
+            # this one (segment.py, "Leases"), so the walk reads the bytes it started with,
+            # and what it finds is then dropped as no longer the segment's.
+            lease = segment.lease_all()
             try:
-                inode = os.fstat(segment.fd).st_ino
-                problems = await asyncio.to_thread(verify_segment_crc, path, limiter)
-            except FileNotFoundError:
-                continue  # deleted by retention meanwhile
+                inode = os.fstat(lease.fd).st_ino
+                problems = await _on_worker_thread(
+                    lease, verify_segment_crc, path, limiter, fd=lease.fd
+                )
+            except SegmentTruncatedError as exc:
+                log.debug("scrubber: %s: %s; checked again next pass", path, exc)
+                continue
             except OSError as exc:
                 log.warning("scrubber: cannot read %s: %s", path, exc)
                 continue
-            stats.verified_bytes += segment.size
-            stats.pass_bytes_done += segment.size
+            stats.verified_bytes += lease.size
+            stats.pass_bytes_done += lease.size
             stats.verified_segments += 1
             if problems and self._still_the_file_read(topic_log, segment, inode):
                 found += len(problems)

@@ -745,6 +745,16 @@ class LogSegment:
             file.leased_end = end
         return FileSlice(file.fd, position, size, file)
 
+    def lease_all(self) -> FileSlice:
+        """A leased slice of the whole file as it is, damaged ranges included: for a reader
+        that checks every byte on another thread (the scrubber), so a truncation meanwhile
+        moves the segment to a copy instead of cutting the bytes under it."""
+        file = self._file
+        file.leases += 1
+        if self.size > file.leased_end:
+            file.leased_end = self.size
+        return FileSlice(file.fd, 0, self.size, file)
+
     def mark_damaged(self, position: int, end: int, problem: str) -> None:
         """Never hand out bytes ``[position, end)`` again (the scrubber found them failing
         their CRC-32C): reads stop before them, and a read starting in them raises."""
