@@ -10,8 +10,8 @@ it re-checking segments at a high rate, rounds alternating, side by side in one 
             (default 64, ~60x the shipped 1 MiB/s, so a pass runs throughout a round).
 
 Each round starts a fresh broker for its mode (the setting is a broker config), fills the
-backlog, measures, stops it. The scrubber's checking rate itself (GiB/s of CRC verified)
-is in bench/storage.py's figures (``verify_segment_crc``).
+backlog, measures, stops it. The scrubber's checking rate itself (GiB/s of CRC verified,
+unthrottled) is measured by bench/storage.py (``--only checks``: the "scrub" figures).
 
 Run (from the repository root)::
 
