@@ -24,6 +24,7 @@ from tierlog.broker.coordination.api import (
     CoordinationError,
     Coordinator,
     PartitionState,
+    TopicCollisionError,
     TopicExistsError,
     TopicMetadata,
 )
@@ -32,7 +33,12 @@ from tierlog.broker.partition import Partition
 from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.config import LogConfig
 from tierlog.local.log import AppendInfo
-from tierlog.local.log_manager import LogManager, TopicPartition, validate_topic_name
+from tierlog.local.log_manager import (
+    LogManager,
+    TopicPartition,
+    colliding_topics,
+    validate_topic_name,
+)
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.remote.unified_log import UnifiedLog
 from tierlog.util.clock import Clock, SystemClock
@@ -487,6 +493,9 @@ class ReplicaManager:
             raise TopicError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
         if self.coordinator.topic(name) is not None:
             raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        colliding = colliding_topics(name, self.coordinator.topics())
+        if colliding:
+            raise TopicError(INVALID_TOPIC_EXCEPTION, str(TopicCollisionError(name, colliding)))
         if replicas is None:
             if partitions < 1:
                 raise TopicError(INVALID_PARTITIONS, f"partitions must be >= 1, got {partitions}")
@@ -506,6 +515,8 @@ class ReplicaManager:
         except TopicExistsError:
             # Another broker created it first (its cache and ours differ for a moment).
             raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") from None
+        except TopicCollisionError as exc:
+            raise TopicError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
         self.sync()
         log.info("created topic %s (%d partitions)", name, topic.partitions)
         return topic

@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -347,3 +347,18 @@ def validate_topic_name(topic: str) -> None:
     bad = set(topic) - _LEGAL_TOPIC_CHARS
     if bad:
         raise ValueError(f"topic {topic!r} has illegal characters {''.join(sorted(bad))!r}")
+
+
+def colliding_topics(topic: str, existing: Iterable[str]) -> list[str]:
+    """The names in ``existing``, other than ``topic``, that equal it once every '.' is
+    read as '_' (Kafka's ``Topic.hasCollision``), sorted.
+
+    Metric names replace '.' with '_', so ``orders.eu`` and ``orders_eu`` would report
+    under one name; Kafka refuses to create the second (INVALID_TOPIC_EXCEPTION, in
+    CreateTopics and in Metadata auto-creation alike). A name with neither character
+    collides with nothing, and costs no look at ``existing``.
+    """
+    if "." not in topic and "_" not in topic:
+        return []
+    key = topic.replace(".", "_")
+    return sorted(name for name in existing if name != topic and name.replace(".", "_") == key)

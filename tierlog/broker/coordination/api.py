@@ -28,6 +28,17 @@ class UnknownTopicError(CoordinationError):
     pass
 
 
+class TopicCollisionError(CoordinationError):
+    """The name equals existing topics' once '.' is read as '_' (Kafka's
+    ``Topic.hasCollision``; ``tierlog.local.log_manager.colliding_topics``). The message
+    is Kafka's (``AdminZkClient.validateTopicCreate``)."""
+
+    def __init__(self, topic: str, colliding: list[str]) -> None:
+        super().__init__(f"Topic '{topic}' collides with existing topics: {', '.join(colliding)}")
+        self.topic = topic
+        self.colliding = colliding
+
+
 class AlterPartitionError(CoordinationError):
     """An ISR change refused by the controller; ``code`` is Kafka's error code."""
 

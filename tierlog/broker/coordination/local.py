@@ -70,10 +70,12 @@ from tierlog.broker.coordination.api import (
     BrokerRegistration,
     CoordinationError,
     PartitionState,
+    TopicCollisionError,
     TopicExistsError,
     TopicMetadata,
     UnknownTopicError,
 )
+from tierlog.local.log_manager import colliding_topics
 
 # Kafka error codes of AlterPartition refusals.
 NOT_LEADER_OR_FOLLOWER = 6
@@ -454,6 +456,11 @@ class LocalCoordinator:
     ) -> TopicMetadata:
         if name in self._topics or name in self._creating:
             raise TopicExistsError(f"topic {name!r} already exists")
+        # Checked again here, not only by the caller: names created together (one
+        # CreateTopics or Metadata request) are checked against each other only here.
+        colliding = colliding_topics(name, [*self._topics, *self._creating])
+        if colliding:
+            raise TopicCollisionError(name, colliding)
         topic = TopicMetadata(name, uuid.uuid4(), dict(replicas), dict(configs))
         for p, r in replicas.items():
             topic.partition_states[p] = PartitionState(r[0], 0, list(r))

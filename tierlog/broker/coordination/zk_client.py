@@ -45,6 +45,7 @@ from typing import Any
 from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.api import (
     CoordinationError,
+    TopicCollisionError,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -54,6 +55,7 @@ from tierlog.broker.coordination.zk_data import (
     LeaderAndIsr,
     TopicAssignment,
 )
+from tierlog.local.log_manager import colliding_topics
 from tierlog.util.clock import Clock, SystemClock
 
 try:
@@ -640,6 +642,7 @@ class ZkClient:
 
         Raises:
             TopicExistsError: the topic exists or its deletion is still pending.
+            TopicCollisionError: a topic's name equals this one once '.' is read as '_'.
         """
         topic_data = zk_data.encode_topic(TopicAssignment(dict(assignment), topic_id))
         config_path = zk_data.topic_config_path(topic)
@@ -648,6 +651,13 @@ class ZkClient:
                 raise TopicExistsError(f"topic {topic!r} is marked for deletion")
             if self._exists(zk_data.topic_path(topic)):
                 raise TopicExistsError(f"topic {topic!r} already exists")
+            # Against the topics in ZooKeeper now, not a broker's cache, as Kafka's
+            # AdminZkClient does (another broker may have just created the other name);
+            # a listing only for names with '.' or '_'.
+            if "." in topic or "_" in topic:
+                colliding = colliding_topics(topic, self.get_topics())
+                if colliding:
+                    raise TopicCollisionError(topic, colliding)
             txn = self._zk.transaction()
             # A config znode may outlive a topic whose creation failed half-way in old
             # Kafka versions; overwrite it rather than refuse.

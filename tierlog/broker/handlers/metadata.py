@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dataclasses import field as field_
 from typing import TYPE_CHECKING, Any
 
-from tierlog.broker.coordination.api import TopicExistsError, TopicMetadata
+from tierlog.broker.coordination.api import TopicCollisionError, TopicExistsError, TopicMetadata
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
 from tierlog.protocol import Request, api_versions_response
 from tierlog.protocol.codec import response_type_for
@@ -261,6 +261,10 @@ async def _create(services: BrokerServices, spec: TopicSpec) -> TopicMetadata:
         raise TopicError(
             ErrorCode.topic_already_exists, f"topic {spec.name!r} already exists"
         ) from None
+    except TopicCollisionError as exc:
+        # A name created in the same request or by another broker meanwhile: Kafka's
+        # INVALID_TOPIC_EXCEPTION, in CreateTopics and in auto-creation alike.
+        raise TopicError(ErrorCode.invalid_topic_exception, str(exc)) from None
 
 
 def request_response_type(request: Request) -> type:
