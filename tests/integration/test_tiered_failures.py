@@ -1,6 +1,8 @@
 """The remote tier on S3 (moto's HTTP server, s3fs) under a real broker subprocess: the end
 to end path, then issue 4's failures — the store unreachable, the broker killed in the
-middle of an upload, a corrupt manifest — each bounded in time. Nothing may be lost.
+middle of an upload, a corrupt manifest — each bounded in time. Nothing may be lost. Then
+issue 10's item 7: a store that lost committed data (a partition's objects deleted; moto
+restarted empty, bucket and all) is reported, never skipped silently.
 
 moto runs in this process (``ThreadedMotoServer``), so its state outlives a stop and a
 restart on the same port: an outage test can take the store away after data was offloaded
@@ -13,8 +15,11 @@ import itertools
 import json
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -308,6 +313,71 @@ def raw_list_offset(port: int, topic: str, timestamp: int) -> tuple[int, int]:
     return int(partition.error_code), int(partition.offset)
 
 
+class MotoProcess:
+    """moto's S3 server as its own process on a fixed port: ``restart_empty`` kills it and
+    starts a new one on the same port, with nothing in it, not even the bucket (moto keeps
+    its state in memory; the in-process server of the other tests keeps it across a
+    restart)."""
+
+    def __init__(self) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> MotoProcess:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                assert self.proc.poll() is None, "moto exited"
+                time.sleep(0.1)
+        raise AssertionError("moto did not start within 30 s")
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc = None
+
+    def restart_empty(self) -> None:
+        self.kill()
+        self.start()
+
+
+def metric(port: int, name: str) -> float:
+    """A sample of the broker's Prometheus endpoint (``metrics.http.port``)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split(" ")[1])
+    raise AssertionError(f"{name} not among the broker's metrics")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def moto_process() -> Iterator[MotoProcess]:
+    moto = MotoProcess().start()
+    try:
+        yield moto
+    finally:
+        moto.kill()
+
+
 @pytest.fixture
 def brokers() -> Iterator[list[BrokerProcess]]:
     """Brokers a test starts are killed at its end, whatever happened."""
@@ -569,6 +639,8 @@ def test_an_emptied_bucket_is_reported_and_never_skipped_silently(
     topic = "emptied"
     remote = Remote(s3_bucket.endpoint_url, s3_bucket.name)
     broker = s3_broker(tmp_path / "data", s3_bucket.endpoint_url, s3_bucket.name)
+    metrics_port = free_port()
+    broker.overrides["metrics.http.port"] = str(metrics_port)
     brokers.append(broker.start())
     data = broker.data_dir
     create_topic(broker.bootstrap, topic)
@@ -577,10 +649,12 @@ def test_an_emptied_bucket_is_reported_and_never_skipped_silently(
     start = local_start(data, topic)
     assert start > 0
     assert consume(broker.bootstrap, topic, 0, 10) == list(range(10))
+    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 0
 
     remote.fs.rm(f"{remote.root}/{topic}-0", recursive=True)
     wait_until(lambda: "lost committed data" in broker.log_text(), 10, "reported")
     assert f"offsets 0-{start - 1} were in" in broker.log_text()
+    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 1
     assert raw_fetch(broker.port, topic, 0) == (KAFKA_STORAGE_ERROR, b"")
     assert raw_list_offset(broker.port, topic, -2) == (0, 0)  # earliest: not moved
     # A consumer at 0 gets nothing (librdkafka retries the storage error) rather than
@@ -603,4 +677,62 @@ def test_an_emptied_bucket_is_reported_and_never_skipped_silently(
     assert raw_list_offset(broker.port, topic, -2) == (0, start)
     assert consume(broker.bootstrap, topic, start, 10) == list(range(start, start + 10))
     assert "gives up the lost remote offsets" in broker.log_text()
+    assert broker.stop() == 0
+
+
+@pytest.mark.timeout(300)  # a Spark session's start under load, then two minutes' work
+def test_moto_restarted_empty_is_reported_and_a_spark_read_of_the_loss_fails(
+    tmp_path: Path, moto_process: MotoProcess, brokers: list[BrokerProcess], spark: Any
+) -> None:
+    """Issue 10, item 7 as the issue ran it: moto restarted empty while the broker runs,
+    so the bucket itself is gone (S3 answers NoSuchBucket, not NoSuchKey). The broker says
+    so in its log and its metric, readers of the lost range get an error, the log start
+    stays, and a Spark read of the range fails (failOnDataLoss) instead of returning the
+    rows after the loss."""
+    topic = "vanished"
+    bucket = f"restart-{uuid.uuid4().hex[:12]}"
+    endpoint = moto_process.endpoint
+    create_bucket(endpoint, bucket)
+    remote = Remote(endpoint, bucket)
+    broker = s3_broker(tmp_path / "data", endpoint, bucket)
+    metrics_port = free_port()
+    broker.overrides["metrics.http.port"] = str(metrics_port)
+    brokers.append(broker.start())
+    data = broker.data_dir
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, 0, 1000)
+    wait_for_offload(remote, data, topic)
+    start = local_start(data, topic)
+    assert start > 0
+    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 0
+
+    moto_process.restart_empty()
+    wait_until(lambda: "lost committed data" in broker.log_text(), 15, "reported")
+    text = broker.log_text()
+    assert f"{topic}-0: the remote tier lost committed data: offsets 0-{start - 1}" in text
+    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 1
+    assert raw_fetch(broker.port, topic, 0) == (KAFKA_STORAGE_ERROR, b"")
+    assert raw_list_offset(broker.port, topic, -2) == (0, 0)  # earliest: not moved
+    assert consume(broker.bootstrap, topic, 0, 10, timeout=2) == []
+    assert consume(broker.bootstrap, topic, start, 10) == list(range(start, start + 10))
+
+    # Spark's source, reading the remote tier straight from the (now empty) store and the
+    # rest from the broker: the lost offsets make the query fail, whatever the tier.
+    prefix = "remote.log.storage.options."
+    options = {
+        "kafka.bootstrap.servers": broker.bootstrap,
+        "subscribe": topic,
+        "failOnDataLoss": "true",
+        "remote.log.storage.url": f"s3://{bucket}/tiered",
+        f"{prefix}endpoint_url": endpoint,
+        f"{prefix}key": "testing",
+        f"{prefix}secret": "testing",
+        f"{prefix}client_kwargs.region_name": "us-east-1",
+    }
+    with pytest.raises(Exception) as raised:  # Spark wraps the Python worker's error
+        spark.read.format("tierlog").options(**options).load().count()
+    assert f"Fetch {topic}-0 at offset 0: KAFKA_STORAGE_ERROR" in str(raised.value)
+    # Nothing moved meanwhile: the loss is still reported, not skipped.
+    assert raw_list_offset(broker.port, topic, -2) == (0, 0)
+    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 1
     assert broker.stop() == 0
