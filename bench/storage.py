@@ -6,6 +6,9 @@ the last line printed is one JSON object with every figure.
 
 1. Append: ``Log.append`` of 1 MiB and 16 KiB batches of 200-byte records vs ``os.write``
    of the same bytes to one file (the limit). Each round alternates the two, best of N.
+   Also 1 MiB batches of records of varied sizes (100-300 bytes): the record count
+   (issue 10, item 5) finds runs of same-size records with one numpy compare, so the
+   fixed-size batches show its fast case and these its slow one.
 2. Read: ``Log.read`` slices of 1 MiB sent with ``os.sendfile`` to a socket drained by a
    thread vs ``os.sendfile`` of the whole segment files to the same socket.
 3. Recovery after an unclean stop: many closed segments below the checkpointed recovery
@@ -31,6 +34,7 @@ import contextlib
 import errno
 import json
 import os
+import random
 import shutil
 import socket
 import tempfile
@@ -53,14 +57,24 @@ MiB = 1 << 20
 RECORD_VALUE = 200
 
 
-def make_batches(batch_bytes: int, distinct: int = 8) -> list[bytes]:
-    """``distinct`` batches of about ``batch_bytes`` of 200-byte records (uncompressed)."""
+def make_batches(batch_bytes: int, distinct: int = 8, varied: bool = False) -> list[bytes]:
+    """``distinct`` batches of about ``batch_bytes`` of 200-byte records (uncompressed);
+    ``varied``: values of 100-300 bytes drawn at random (200 on average), so that no two
+    neighbours need be the same size and the record walk goes hop by hop."""
     per_record = RECORD_VALUE + 12  # value + varint lengths/deltas of a small record
     count = max(1, batch_bytes // per_record)
+    rng = random.Random(batch_bytes)
     out = []
     for d in range(distinct):
-        payload = bytes([65 + d]) * RECORD_VALUE
-        records = [Record(None, payload, timestamp=1_700_000_000_000 + i) for i in range(count)]
+        sizes = [RECORD_VALUE] * count
+        if varied:  # as many as fit in the same bytes
+            sizes = []
+            while (sum(sizes) + len(sizes) * 13) < count * per_record - 300:
+                sizes.append(rng.randint(100, 300))
+        records = [
+            Record(None, bytes([65 + d]) * size, timestamp=1_700_000_000_000 + i)
+            for i, size in enumerate(sizes)
+        ]
         out.append(build_batch(records))
     return out
 
@@ -99,8 +113,10 @@ def append_all(log: Log, batches: list[bytes], n: int) -> None:
         log.append(batches[i % len(batches)])
 
 
-def bench_append(work: Path, batch_bytes: int, total_bytes: int, rounds: int) -> dict[str, float]:
-    batches = make_batches(batch_bytes)
+def bench_append(
+    work: Path, batch_bytes: int, total_bytes: int, rounds: int, varied: bool = False
+) -> dict[str, float]:
+    batches = make_batches(batch_bytes, varied=varied)
     n = max(1, total_bytes // len(batches[0]))
     config = LogConfig.from_props({"segment.bytes": str(256 * MiB)})
     best_log = best_raw = float("inf")
@@ -155,8 +171,12 @@ def bench_checks(appends: dict[str, dict[str, float]]) -> dict[str, dict[str, fl
     from tierlog.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, Compression, parse_header
 
     out: dict[str, dict[str, float]] = {}
-    for name, size in (("1mib", MiB), ("16kib", 16 * 1024)):
-        batch = make_batches(size, distinct=1)[0]
+    for name, size, varied in (
+        ("1mib", MiB, False),
+        ("16kib", 16 * 1024, False),
+        ("1mib_varied", MiB, True),
+    ):
+        batch = make_batches(size, distinct=1, varied=varied)[0]
         header = parse_header(batch)
         end = len(batch)
         calls = 200 if size == MiB else 5000
@@ -505,11 +525,15 @@ def main() -> None:
     figures: dict[str, object] = {}
     try:
         appends: dict[str, dict[str, float]] = {}
-        for name, size in (("append_1mib", MiB), ("append_16kib", 16 * 1024)):
+        for name, size, varied in (
+            ("append_1mib", MiB, False),
+            ("append_16kib", 16 * 1024, False),
+            ("append_1mib_varied", MiB, True),
+        ):
             if "append" not in only:
                 break
             figures[name] = r = appends[name] = bench_append(
-                base, size, 512 * MiB // scale, rounds=3
+                base, size, 512 * MiB // scale, rounds=3, varied=varied
             )
             print(
                 f"{name}: log {r['log_mb_s']:.0f} MB/s vs os.write {r['raw_mb_s']:.0f} MB/s "
