@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.tools.cli import Cli
@@ -84,11 +86,65 @@ def test_cluster_start_status_and_ctrl_c(tmp_path: Path) -> None:
         described = cli.ok("topics", "describe", "pairs")
         assert "ReplicationFactor: 2" in described
         assert described.count("Isr: ") == 2
+        serves_defaults(cli.bootstrap)
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     assert "stopped" in out
+
+
+def serves_defaults(bootstrap: str) -> None:
+    """What a user of a fresh development cluster does first: a producer with librdkafka's
+    defaults (acks=all) writes to a topic created on first use (default.replication.factor),
+    and a consumer group (``__consumer_offsets`` with offsets.topic.replication.factor)
+    reads it back and commits. With three replicas on two brokers neither worked."""
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 30_000})
+    acked: list[bytes] = []
+    errors: list[object] = []
+
+    def delivered(err: object, msg: Any) -> None:
+        if err is None:
+            acked.append(msg.value())
+        else:
+            errors.append(err)
+
+    for i in range(10):
+        producer.produce("first-use", b"%d" % i, on_delivery=delivered)
+    assert producer.flush(40) == 0
+    assert not errors and len(acked) == 10, f"acks=all records were refused: {errors[:1]}"
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "first-use-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe(["first-use"])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.value())
+        assert sorted(seen) == sorted(acked), "the consumer group got no records"
+        committed = consumer.commit(asynchronous=False)
+        assert committed and all(tp.error is None for tp in committed)
+    finally:
+        consumer.close()
+
+
+def test_cluster_start_fits_replication_to_the_broker_count() -> None:
+    from tierlog.tools.cluster import replication_settings
+
+    one, two, five = (replication_settings(n) for n in (1, 2, 5))
+    assert one["default.replication.factor"] == one["offsets.topic.replication.factor"] == "1"
+    assert one["min.insync.replicas"] == one["transaction.state.log.min.isr"] == "1"
+    assert two["transaction.state.log.replication.factor"] == "2"
+    assert two["min.insync.replicas"] == "1"
+    assert five["default.replication.factor"] == "3" and five["min.insync.replicas"] == "2"
 
 
 def test_embedded_cluster_replicates_and_survives_a_clean_broker_stop(tmp_path: Path) -> None:

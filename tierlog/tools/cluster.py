@@ -25,10 +25,32 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
 
 
+def replication_settings(brokers: int) -> dict[str, str]:
+    """Replication factors and minimum ISRs a cluster of ``brokers`` can meet.
+
+    Three replicas and a minimum ISR of two (configs/cluster/) need three brokers: with
+    fewer, ``__consumer_offsets`` cannot be created (groups stay COORDINATOR_NOT_AVAILABLE),
+    auto-created topics are refused INVALID_REPLICATION_FACTOR, and a one-replica topic
+    refuses acks=all with NOT_ENOUGH_REPLICAS. So the factor is ``min(3, brokers)``, as
+    ``EmbeddedCluster`` uses, and the minimum ISR one less than it (one broker may be down)
+    but at least 1.
+    """
+    rf = min(3, brokers)
+    min_isr = max(1, rf - 1)
+    return {
+        "default.replication.factor": str(rf),
+        "offsets.topic.replication.factor": str(rf),
+        "transaction.state.log.replication.factor": str(rf),
+        "transaction.state.log.min.isr": str(min_isr),
+        "min.insync.replicas": str(min_isr),
+    }
+
+
 def broker_overrides(
-    broker_id: int, port: int, data_dir: Path, zookeeper: str, rack: str | None
+    broker_id: int, port: int, data_dir: Path, zookeeper: str, rack: str | None, brokers: int = 3
 ) -> dict[str, str]:
-    """One development broker's settings (configs/cluster/ has the same, commented)."""
+    """One development broker's settings in a cluster of ``brokers`` (configs/cluster/ has
+    the same for three, commented)."""
     overrides = {
         "broker.id": str(broker_id),
         "listeners": f"PLAINTEXT://127.0.0.1:{port}",
@@ -36,11 +58,7 @@ def broker_overrides(
         "zookeeper.connect": zookeeper,
         # One remote root for every broker: a new leader goes on from the manifests.
         "remote.log.storage.url": (data_dir.resolve() / "remote").as_uri(),
-        "default.replication.factor": "3",
-        "offsets.topic.replication.factor": "3",
-        "transaction.state.log.replication.factor": "3",
-        "transaction.state.log.min.isr": "2",
-        "min.insync.replicas": "2",
+        **replication_settings(brokers),
     }
     if rack:
         overrides["broker.rack"] = rack
@@ -122,7 +140,7 @@ def start_cluster(
     try:
         for n in range(brokers):
             rack = f"rack-{n % racks}" if racks else None
-            overrides = broker_overrides(n, port + n, data_dir, zookeeper, rack)
+            overrides = broker_overrides(n, port + n, data_dir, zookeeper, rack, brokers)
             running.append(_Broker(n, overrides, data_dir / f"broker-{n}.log"))
         for broker in running:
             if not broker.started.wait(START_TIMEOUT_S) or broker.proc.poll() is not None:
