@@ -163,6 +163,12 @@ def test_embedded_cluster_replicates_and_survives_a_clean_broker_stop(tmp_path: 
         partition = admin.list_topics("embedded", timeout=10).topics["embedded"].partitions[0]
         assert partition.leader not in (-1, leader)
         assert leader not in partition.isrs
+        # The stopped broker's replica is still assigned, out of the ISR, and offline.
+        row = Cli(cluster.bootstrap).ok("topics", "describe", "embedded").splitlines()[1]
+        replicas = row.split("\tReplicas: ")[1].split("\t")[0].split(",")
+        assert sorted(replicas) == ["0", "1", "2"], row
+        assert str(leader) not in row.split("\tIsr: ")[1].split("\t")[0].split(","), row
+        assert row.endswith(f"\tOffline: {leader}"), row
 
 
 def test_zookeeper_that_is_missing_or_does_not_start_is_one_line(

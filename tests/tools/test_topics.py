@@ -30,7 +30,9 @@ def test_create_list_describe_alter_delete(cli: Cli) -> None:
     assert configs_of(described, "orders") == "retention.ms=86400000"
     rows = partition_lines(described, "orders")
     assert re.findall(r"\tPartition: (\d+)\t", "\n".join(rows)) == ["0", "1", "2"]
-    assert all(re.search(r"\tLeader: \d+\tReplicas: \d+\tIsr: \d+$", r) for r in rows), rows
+    assert all(re.search(r"\tLeader: \d+\tReplicas: \d+\tIsr: \d+\tOffline: $", r) for r in rows), (
+        rows
+    )
 
     out = cli.ok(
         "topics", "alter", "orders", "--partitions", "5",

@@ -2,7 +2,10 @@
 confluent-kafka's AdminClient, printing what Kafka's ``kafka-topics.sh`` prints.
 
 Works against any Kafka-protocol broker. ``describe`` shows each topic's non-default configs
-(overrides and broker-level settings), as ``kafka-topics.sh --describe`` does, and for a
+(overrides and broker-level settings), as ``kafka-topics.sh --describe`` does, each
+partition's replicas, ISR and offline replicas (``Offline:``, the replicas on brokers that are
+not live, as ``tierlog cluster status`` prints them; Kafka's tool shows them only through
+``--unavailable-partitions``), and for a
 compacted topic on tierlog brokers each partition's cleaning (``Cleaner:``, from
 ``tierlog.tools.cleaner_report``; nothing more against Kafka); ``alter``
 adds partitions (CreatePartitions) and changes configs incrementally
@@ -133,6 +136,13 @@ def _ids(nodes: list[Any]) -> str:
     return ",".join(str(node.id) for node in nodes)
 
 
+def _live_brokers(settings: ClientSettings, admin: AdminClient) -> set[int]:
+    """The ids of the brokers the cluster has registered (DescribeCluster): a replica on any
+    other broker is offline."""
+    cluster: Any = settings.wait(admin.describe_cluster(), "describe the cluster", admin)
+    return {int(node.id) for node in cluster.nodes}
+
+
 def describe(
     settings: ClientSettings, names: list[str], out: TextIO, *, now_ms: int | None = None
 ) -> int:
@@ -146,6 +156,7 @@ def describe(
     configs = {name: _non_default(e) for name, e in entries.items()}
     compacted = {name for name, e in entries.items() if _is_compacted(e)}
     states = _cleaner_states(settings, admin) if compacted else {}
+    live = _live_brokers(settings, admin) if found else set()
     now = int(time.time() * 1000) if now_ms is None else now_ms
     for name in names:
         if name not in found:
@@ -163,7 +174,8 @@ def describe(
             leader = "none" if p.leader is None else p.leader.id
             line = (
                 f"\tTopic: {name}\tPartition: {p.id}\tLeader: {leader}\t"
-                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
+                f"Offline: {_ids([r for r in p.replicas if r.id not in live])}"
             )
             if name in compacted and p.leader is not None and p.leader.id in states:
                 broker = states[p.leader.id]
