@@ -322,6 +322,7 @@ class Broker:
             repairs=self.repairer.stats if self.repairer else None,
             quotas=self.services.quotas.stats if self.services and self.services.quotas else None,
             fetch_sessions=self.services.fetch_sessions if self.services else None,
+            controller_stats=cluster.controller.stats if cluster else None,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
+    from tierlog.broker.controller.stats import ControllerStats
     from tierlog.broker.fetch_sessions import FetchSessionCache
     from tierlog.broker.quotas import QuotaStats
     from tierlog.broker.replica_manager import ReplicaManager
@@ -76,6 +77,8 @@ class MetricsCollector:
         offline_partitions: partitions without a leader, as the active controller counts
             them; None on a broker that is not the controller (Kafka reports it there only).
         active_controller: 1 on the active controller.
+        controller_stats: the controller's counters (cluster mode); kept across terms, so a
+            broker reports what it did while controller, as Kafka's meters do.
         remote: the remote log manager's counters, if the remote tier is on.
     """
 
@@ -93,6 +96,7 @@ class MetricsCollector:
         repairs: RepairStats | None = None,
         quotas: QuotaStats | None = None,
         fetch_sessions: FetchSessionCache | None = None,
+        controller_stats: ControllerStats | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
@@ -105,6 +109,7 @@ class MetricsCollector:
         self.repairs = repairs
         self.quotas = quotas
         self.fetch_sessions = fetch_sessions
+        self.controller_stats = controller_stats
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -141,6 +146,14 @@ class MetricsCollector:
             "Partitions without a live leader (reported by the active controller)",
             value=self.offline_partitions() if active else 0,
         )
+        if self.controller_stats is not None:
+            # kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec.
+            yield CounterMetricFamily(
+                "kafka_controller_controllerstats_uncleanleaderelections",
+                "Leaders elected from outside the ISR by this broker as controller (each may "
+                "have lost acknowledged records)",
+                value=self.controller_stats.unclean_leader_elections,
+            )
         for name, value, text in (
             ("isrshrinks", m.isr_shrinks, "ISR shrinks of partitions led here"),
             ("isrexpands", m.isr_expands, "ISR expansions of partitions led here"),

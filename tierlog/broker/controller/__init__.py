@@ -8,6 +8,7 @@ Modules, one concern each:
 - ``context``: the active controller's in-memory view of the cluster;
 - ``state_machine``: writes the decisions to ZooKeeper, conditionally, re-deciding on races;
 - ``events``: the event queue and the controller's single thread;
+- ``stats``: the controller's counters (Kafka's ControllerStats), for the metrics;
 - ``controller``: election, fail-over, watches, resignation and the public API.
 """
 

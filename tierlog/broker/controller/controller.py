@@ -60,6 +60,7 @@ from tierlog.broker.controller.events import (
 from tierlog.broker.controller.reassigner import Outcome, PartitionReassigner
 from tierlog.broker.controller.reassignment import PartitionAssignment, rebalance_candidates
 from tierlog.broker.controller.state_machine import PartitionStateMachine
+from tierlog.broker.controller.stats import ControllerStats
 from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.zk_client import (
     ControllerLease,
@@ -156,6 +157,8 @@ class Controller:
         self._schedule = scheduler or _timer
         self._rebalance_timer: Any = None
         self._events = EventManager(f"controller-{broker_id}", self._process, self._drop)
+        # Counters across terms (the metrics endpoint reads them).
+        self.stats = ControllerStats()
         # Controller-thread state.
         self._ctx: ControllerContext | None = None
         self._psm: PartitionStateMachine | None = None
@@ -487,7 +490,7 @@ class Controller:
         self._generation += 1
         self._watched_topics = set()
         ctx = ControllerContext(lease)
-        psm = PartitionStateMachine(self._zk, ctx, self._unclean_default)
+        psm = PartitionStateMachine(self._zk, ctx, self._unclean_default, self.stats)
         self._ctx, self._psm = ctx, psm
         self._reassigner = reassigner = PartitionReassigner(self._zk, ctx, psm)
         try:

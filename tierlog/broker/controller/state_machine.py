@@ -31,6 +31,7 @@ from tierlog.broker.controller.election import (
     preferred_replica_election,
     reconcile,
 )
+from tierlog.broker.controller.stats import ControllerStats
 from tierlog.broker.coordination.api import UnknownTopicError
 from tierlog.broker.coordination.zk_client import StalePartitionStateError, ZkClient
 from tierlog.broker.coordination.zk_data import NO_LEADER, LeaderAndIsr
@@ -60,10 +61,17 @@ def describe(tp: TopicPartition, old: LeaderAndIsr | None, new: LeaderAndIsr) ->
 class PartitionStateMachine:
     """Writes partition states for one controller term; see the module docstring."""
 
-    def __init__(self, zk: ZkClient, ctx: ControllerContext, unclean_default: bool) -> None:
+    def __init__(
+        self,
+        zk: ZkClient,
+        ctx: ControllerContext,
+        unclean_default: bool,
+        stats: ControllerStats | None = None,
+    ) -> None:
         self._zk = zk
         self._ctx = ctx
         self._unclean_default = unclean_default
+        self._stats = stats or ControllerStats()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -185,8 +193,20 @@ class PartitionStateMachine:
                 self._ctx.states.pop(tp, None)
                 return False
             self._ctx.set_state(tp, decision.state, new_version)
-            log_fn = log.warning if decision.unclean else log.info
-            log_fn("%s (%s; %s)", describe(tp, current, decision.state), why, decision.reason)
+            if decision.unclean:
+                # Counted once written: a lost race re-decides, and may decide cleanly.
+                self._stats.unclean_leader_elections += 1
+                log.warning(
+                    "%s (%s; %s): UNCLEAN leader election, %d was not in the ISR %s:"
+                    " records acknowledged before may be lost",
+                    describe(tp, current, decision.state),
+                    why,
+                    decision.reason,
+                    decision.state.leader,
+                    list(current.isr),
+                )
+            else:
+                log.info("%s (%s; %s)", describe(tp, current, decision.state), why, decision.reason)
             return True
         log.error("%s: gave up, its state kept changing", tp)
         return False
