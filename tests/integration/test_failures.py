@@ -9,12 +9,20 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from tests.integration.cluster_harness import ProcessCluster
+from tests.integration.test_cluster_metrics import UNCLEAN_ELECTIONS, cluster_sum
 from tests.integration.test_replication import (
     PARTITIONS,
     TOPIC,
@@ -143,29 +151,128 @@ def test_zookeeper_restarted_under_load(tmp_path: Path) -> None:
             cluster.kill()
 
 
-def test_unclean_leader_election_only_when_enabled(cluster: ProcessCluster) -> None:
-    topic = "unclean"
-    admin = cluster.admin()
-    admin.create_topics([NewTopic(topic, 1, 2, config={"min.insync.replicas": "1"})])[topic].result(
-        30
+def produce_acked(cluster: ProcessCluster, topics: list[str], values: range) -> list[int]:
+    """``values`` to partition 0 of each topic, acks=all; the values every topic acknowledged."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    acked: dict[str, list[int]] = {topic: [] for topic in topics}
+
+    def delivered(err: object, msg: Any) -> None:
+        if err is None:
+            acked[msg.topic()].append(int(msg.value()))
+
+    for value in values:
+        for topic in topics:
+            producer.produce(topic, b"%d" % value, partition=0, on_delivery=delivered)
+    assert producer.flush(30) == 0
+    assert all(acked[topic] == list(values) for topic in topics), "not all acknowledged"
+    return list(values)
+
+
+def high_watermark(cluster: ProcessCluster, topic: str) -> int:
+    """Partition 0's high watermark. A consumer that asked while the partition had no leader
+    can keep failing for a while (librdkafka's metadata cache), so each try is a new one."""
+    deadline = time.monotonic() + 30
+    while True:
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "reader"})
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1])
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            consumer.close()
+        time.sleep(0.5)
+
+
+def read_partition_0(cluster: ProcessCluster, topic: str) -> list[int]:
+    """Everything partition 0 holds below its high watermark, as ints."""
+    end = high_watermark(cluster, topic)
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": "reader", "enable.auto.commit": False}
     )
-    cluster.wait_for_full_isr(topic, 1, 2)
-    replicas = list(cluster.partitions(topic)[0].replicas)
-    leader = cluster.leader_of(topic, 0)
-    follower = next(r for r in replicas if r != leader)
-    cluster.brokers[follower].kill()
-    cluster.wait_until(lambda: len(cluster.partitions(topic)[0].isrs) == 1, "the ISR to shrink")
-    cluster.brokers[leader].kill()
-    cluster.brokers[follower].start(timeout=60)
-    # The only live replica is out of sync: without unclean election the partition stays
-    # offline rather than lose what the dead leader acknowledged.
-    time.sleep(3)
-    assert cluster.leader_of(topic, 0) == -1
-    admin = cluster.admin()
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    resource.set_config("unclean.leader.election.enable", "true")
-    admin.alter_configs([resource])[resource].result(30)
-    cluster.wait_until(lambda: cluster.leader_of(topic, 0) == follower, "the unclean election")
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[int] = []
+        next_offset = 0
+        deadline = time.monotonic() + 30
+        while next_offset < end and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                values.append(int(msg.value()))
+                next_offset = msg.offset() + 1
+        assert next_offset >= end, f"{topic}: read up to {next_offset} of {end}"
+        return values
+    finally:
+        consumer.close()
+
+
+def test_unclean_leader_election_only_when_enabled(tmp_path: Path, zk_connect: str) -> None:
+    """Records acknowledged by a leader alone (min.insync.replicas 1) are on no other replica.
+    With the leader dead and only the out-of-sync follower back, the partition stays offline
+    while unclean election is off, and comes back with everything when the leader returns;
+    switched on for a topic, the follower leads at once and those records are gone, which
+    the controller reports (UncleanLeaderElections, a warning)."""
+    cluster = ProcessCluster(tmp_path, zk_connect, 3, {"metrics.http.port": "0"}).start()
+    try:
+        off, on = "unclean-off", "unclean-on"
+        admin = cluster.admin()
+        futures = admin.create_topics(
+            [
+                NewTopic(
+                    t,
+                    num_partitions=1,
+                    replica_assignment=[[0, 1]],
+                    config={"min.insync.replicas": "1"},
+                )
+                for t in (off, on)
+            ]
+        )
+        for future in futures.values():
+            future.result(30)
+        for topic in (off, on):
+            cluster.wait_for_full_isr(topic, 1, 2)
+        on_both = produce_acked(cluster, [off, on], range(0, 100))
+        cluster.brokers[1].kill()
+        cluster.wait_until(
+            lambda: all(list(cluster.partitions(t)[0].isrs) == [0] for t in (off, on)),
+            "the ISRs to shrink to the leader",
+        )
+        leader_only = produce_acked(cluster, [off, on], range(100, 200))
+        cluster.brokers[0].kill()
+        cluster.brokers[1].start(timeout=60)
+        cluster.wait_until(
+            lambda: set(cluster.admin().list_topics(timeout=5).brokers) == {1, 2},
+            "broker 0 gone and broker 1 back",
+        )
+        time.sleep(3)  # what an election would take, several times over
+        assert [cluster.leader_of(t, 0) for t in (off, on)] == [-1, -1]
+        assert cluster_sum(cluster, UNCLEAN_ELECTIONS) == 0
+
+        enable = ConfigEntry(
+            "unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET
+        )
+        resource = ConfigResource(ConfigResource.Type.TOPIC, on, incremental_configs=[enable])
+        admin = cluster.admin()  # kept: a collected client fails its futures
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        cluster.wait_until(lambda: cluster.leader_of(on, 0) == 1, "the unclean election")
+        assert read_partition_0(cluster, on) == on_both  # the leader-only records are lost
+        assert cluster_sum(cluster, UNCLEAN_ELECTIONS) == 1
+        warnings = [
+            line
+            for b in cluster.brokers
+            for line in b.log_text().splitlines()
+            if "UNCLEAN leader election" in line
+        ]
+        assert len(warnings) == 1 and f"{on}-0" in warnings[0], warnings
+        assert cluster.leader_of(off, 0) == -1
+
+        # The replica with every acknowledged record returns and leads: nothing was lost.
+        cluster.brokers[0].start(timeout=60)
+        cluster.wait_until(lambda: cluster.leader_of(off, 0) == 0, "the clean election")
+        assert read_partition_0(cluster, off) == on_both + leader_only
+        assert cluster_sum(cluster, UNCLEAN_ELECTIONS) == 1
+    finally:
+        cluster.kill()
 
 
 def test_an_offset_commit_waits_for_the_whole_isr(cluster: ProcessCluster) -> None:
