@@ -135,7 +135,12 @@ def test_replication_metrics_follow_a_follower_and_an_offline_partition(
                     20,
                 )
                 assert metric(cluster, leader, ISR_SHRINKS) > shrinks
-                assert follower not in cluster.partitions("metered")[0].isrs
+                # Every broker learns the new ISR through ZooKeeper, a moment after the leader.
+                cluster.wait_until(
+                    lambda: follower not in cluster.partitions("metered")[0].isrs,
+                    "the metadata to show the shrunk ISR",
+                    10,
+                )
             finally:
                 signal_broker(cluster, follower, signal.SIGCONT)
             cluster.wait_until(
