@@ -179,12 +179,21 @@ class ClusterMembership:
     async def controlled_shutdown(self, replicas: ReplicaManager) -> None:
         """Move this broker's leaderships away before it stops: deregister (the controller
         elects other leaders from the ISR, as for a lost broker), then wait, bounded, until
-        the metadata shows none left here (docs/cluster.md)."""
+        the metadata shows none left here (docs/cluster.md).
+
+        Only leaderships that can move are waited for: one with another live ISR member.
+        A partition whose ISR holds no other live broker has nobody to go to (unclean
+        election aside, which is the controller's call); Kafka's controller leaves it
+        where it is and answers it as remaining, and the broker stops after its retries.
+        Here the controller takes such a partition offline on deregistration anyway."""
         me = self.broker_id
 
         def leads_nothing(snapshot: Any) -> bool:
+            live = snapshot.brokers
             return all(
-                state.leader != me or len(topic.replicas.get(p, [])) <= 1
+                state.leader != me
+                or len(topic.replicas.get(p, [])) <= 1
+                or not any(r != me and r in live for r in state.isr)
                 for topic in snapshot.topics.values()
                 for p, state in topic.partition_states.items()
             )
