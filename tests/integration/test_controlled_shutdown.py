@@ -7,9 +7,10 @@ producer and measures the longest time between two acknowledgements. A clean sto
 broker with small logs ends in a fraction of a second and closes its ZooKeeper session, so
 even a broker that moved nothing would fail over quickly here; a real one spends seconds
 flushing and closing its logs after it stops serving. The test makes that time visible: the
-moment the old leader stops accepting connections it is paused (SIGSTOP) for ``SLOW_STOP_S``,
-with its session still open. Leaderships moved before that moment cost one metadata round
-trip; leaderships left behind stay on a broker that serves nobody until it goes on.
+moment the old leader has closed its listener and every connection, it is paused (SIGSTOP)
+for ``SLOW_STOP_S`` with its session still open. Leaderships moved before that moment cost
+one metadata round trip; leaderships left behind stay on a broker that serves nobody until
+it goes on.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -108,12 +108,19 @@ class AckClock:
         assert self._producer.flush(60) == 0
 
 
-def refuses_connections(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return False
-    except OSError:
-        return True
+# /proc/net/tcp socket states (include/net/tcp_states.h).
+TCP_ESTABLISHED, TCP_LISTEN = "01", "0A"
+
+
+def serves(port: int) -> bool:
+    """Whether anything still listens on, or holds an open connection at, 127.0.0.1:``port``
+    (a broker stops serving when it has closed its listener and every client connection)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state = fields[1], fields[3]
+        if int(local.split(":")[1], 16) == port and state in (TCP_ESTABLISHED, TCP_LISTEN):
+            return True
+    return False
 
 
 def test_a_clean_stop_of_the_leader_costs_one_metadata_round_trip(
@@ -132,7 +139,7 @@ def test_a_clean_stop_of_the_leader_costs_one_metadata_round_trip(
         signalled = time.monotonic()
         broker.proc.send_signal(signal.SIGTERM)
         deadline = signalled + 30
-        while not refuses_connections(broker.port):
+        while serves(broker.port):
             assert time.monotonic() < deadline, "the broker never stopped serving"
             time.sleep(0.002)
         os.kill(broker.proc.pid, signal.SIGSTOP)
