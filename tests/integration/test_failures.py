@@ -124,7 +124,11 @@ def test_a_slow_follower_leaves_the_isr_and_rejoins(tmp_path: Path, zk_connect: 
             producer.wait_for_more(200)  # min.insync.replicas 2 still met
             resume(cluster, follower)
             cluster.wait_for_full_isr(TOPIC, PARTITIONS, 3, timeout=30)
-        assert shrunk_after < 10, f"the ISR shrank only after {shrunk_after:.1f}s"
+        # Kafka checks every half replica.lag.time.max.ms: a shrink is due 1-1.5 s after the
+        # pause, then one AlterPartition and the metadata watch; 5 s leaves room for a
+        # loaded machine, where a check missed twice or a lag counted from the wrong fetch
+        # would not fit.
+        assert shrunk_after < 5, f"the ISR shrank only after {shrunk_after:.1f}s"
         check_all_acked_consumed(cluster, producer)
     finally:
         for n in range(3):
