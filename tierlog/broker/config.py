@@ -7,6 +7,7 @@ value raises ``ConfigError`` naming the key.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -516,6 +517,11 @@ class Listener:
     port: int
 
 
+def _no_host(listener: str) -> bool:
+    """``PLAINTEXT://:9092``: no host named (Kafka's default listener)."""
+    return listener.partition("://")[2].startswith(":")
+
+
 def parse_listener(text: str) -> Listener:
     """``PLAINTEXT://host:port`` -> Listener; only PLAINTEXT listeners exist here."""
     name, sep, address = text.partition("://")
@@ -577,8 +583,14 @@ class BrokerConfig:
         self.listeners = [parse_listener(text) for text in v["listeners"]]
         if not self.listeners:
             raise ConfigError("listeners", "at least one listener is required")
-        advertised = v["advertised.listeners"] or v["listeners"]
-        self.advertised = [parse_listener(text) for text in advertised]
+        advertised = [parse_listener(text) for text in v["advertised.listeners"]]
+        # Kafka: a listener with no host binds every interface and, unless
+        # advertised.listeners says otherwise, advertises the machine's canonical host name
+        # (never 0.0.0.0, which no client can reach from elsewhere).
+        self.advertised = advertised or [
+            Listener(lst.name, socket.getfqdn(), lst.port) if _no_host(text) else lst
+            for lst, text in zip(self.listeners, v["listeners"], strict=True)
+        ]
         self.log_dirs = [Path(d) for d in (v["log.dirs"] or [v["log.dir"]])]
         self.log_config = self._log_config()
 
