@@ -54,8 +54,10 @@ Two more measurements follow on tierlog alone, each on clusters of its own start
               controller), timed from the request to ListPartitionReassignments empty with
               broker 1 leading and in the ISR. Reported: seconds, bytes in broker 1's
               partition dir afterwards, the ratio untiered/tiered, and the new follower's
-              "below the leader's start" log line (its first fetch at 0 is OFFSET_OUT_OF_RANGE
-              and it restarts at the leader's local log start, copying only the local tail).
+              log line saying where it started (its first fetch at 0 is answered
+              OFFSET_MOVED_TO_TIERED_STORAGE, and it restarts at the leader's local log start
+              with the remote segment's producer snapshot and epochs, KIP-405, copying only
+              the local tail).
               Kafka is left out: its tiered topics need a RemoteStorageManager plugin (Kafka
               ships none but a test-only local one), so there is no like-for-like tiered
               move to run against.
@@ -754,7 +756,10 @@ MOVE_LOCAL_RETENTION = 256 * MiB  # local.retention.bytes of the tiered one
 MOVE_VALUE_BYTES = 16 * 1024  # larger records only to fill the log fast; bytes are what move
 MOVE_TASK_MS = 500  # remote.log.manager.task.interval.ms and log.retention.check.interval.ms
 NOT_CONTROLLER = 41
-BELOW_LEADER_START = "is below the leader's start"  # the follower's log line (replica_fetcher)
+# The follower's log lines (replica_fetcher) when it starts at the leader's local log start
+# instead of copying from 0: after OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405, with the remote
+# segment's producer snapshot and epochs), or after OFFSET_OUT_OF_RANGE (no remote tier).
+BELOW_LEADER_START = ("the leader's local log starts at", "is below the leader's start")
 
 
 def call_controller(cluster: Cluster, api_key: int, version: int, data: dict[str, Any]) -> Any:
@@ -959,11 +964,11 @@ def _time_move(cluster: Cluster, topic: str, source: int, target: int) -> dict[s
 
 
 def _follower_lines(cluster: Cluster, broker_id: int, topic: str) -> list[str]:
-    """The new replica's log lines saying its fetch was below the leader's start."""
+    """The new replica's log lines saying it started at the leader's local log start."""
     lines = []
     for log in sorted(cluster.run_dir.glob(f"broker-{broker_id}.*.log")):
         for line in log.read_text(errors="replace").splitlines():
-            if BELOW_LEADER_START in line and topic in line:
+            if topic in line and any(text in line for text in BELOW_LEADER_START):
                 lines.append(line.strip())
     return lines
 
@@ -1046,12 +1051,12 @@ def move(run_dir: Path, gib: float, keep: bool = False) -> dict[str, Any]:
         lines = _follower_lines(cluster, 1, tiered_topic)
         leader_start = result["offload"]["local_start"]
         result["tiered_follower"] = {
-            "offset_out_of_range_lines": lines[:3],
+            "restart_lines": lines[:3],
             "started_at_leader_local_start": result["tiered"]["target_log_start"] == leader_start,
             "leader_local_start": leader_start,
         }
         result["untiered_follower_lines"] = _follower_lines(cluster, 1, topics["untiered"][0])[:3]
-        say(f"  [move] the tiered follower's log: {lines[:1] or 'no out-of-range line'}")
+        say(f"  [move] the tiered follower's log: {lines[:1] or 'no restart at the leader start'}")
         result["ratio_untiered_tiered_s"] = _ratio(
             result["untiered"]["seconds"], result["tiered"]["seconds"]
         )
