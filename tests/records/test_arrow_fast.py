@@ -262,6 +262,21 @@ def test_record_starts_with_runs_of_same_size_records(
         assert mutant.tolist() == reference.tolist()
 
 
+@pytest.mark.parametrize("length_code", [0x01, 0x03, 0x00, 0x02])
+@pytest.mark.parametrize("at", [0, 40])
+def test_record_starts_with_a_length_too_short_for_a_record(length_code: int, at: int) -> None:
+    # zigzag -1, -2, 0 and 1: a record "size" of 0 or less, or under 7 bytes, repeated at
+    # every hop (a damaged length); no run may be taken on it (found once as a division by
+    # zero), and both walks say the block does not tile.
+    batch = bytearray(build_batch([Record(None, b"v" * 60) for _ in range(96)]))
+    spans = [(HEADER_SIZE, len(batch), 96)]
+    start = reader._record_starts_any_length(bytes(batch), spans)
+    assert start is not None
+    batch[int(start[at])] = length_code
+    assert record_starts(bytes(batch), spans) is None
+    assert reader._record_starts_any_length(bytes(batch), spans) is None
+
+
 def test_mutants_agree() -> None:
     # The fuzzer's mutations (most re-sealed with a valid CRC) reach the record decoder;
     # both paths must raise the same error or return the same batches.

@@ -335,7 +335,14 @@ def record_starts(data: BytesLike, blocks: list[tuple[int, int, int]]) -> np.nda
             pos, left, stretch = start, count, _STRETCH_FIRST
             while left:
                 step = steps[data[pos] | data[pos + 1] << 8]
-                if step is not None and left >= RUN_MIN and end - pos >= RUN_MIN * step:
+                # A damaged length can give a step below a record's size, even 0 or
+                # negative (the Arrow check rejects those records later): no run then.
+                if (
+                    step is not None
+                    and step >= MIN_RECORD_SIZE
+                    and left >= RUN_MIN
+                    and end - pos >= RUN_MIN * step
+                ):
                     ahead = pos + step
                     after = ahead + step
                     if (
