@@ -277,6 +277,25 @@ def test_record_starts_with_a_length_too_short_for_a_record(length_code: int, at
     assert reader._record_starts_any_length(bytes(batch), spans) is None
 
 
+def test_record_starts_when_a_negative_length_walks_back_before_the_block() -> None:
+    # A length code of -113 (step -111) takes the walk back before the block, where
+    # Python's negative indexing wraps round to the next batch's bytes; three same-size
+    # codes there once looked like a run, and a compare over an empty slice raised
+    # ValueError instead of the decoder's CorruptBatchError (found in review).
+    first = bytearray(build_batch([Record(None, b"v" * 10) for _ in range(96)]))
+    first[HEADER_SIZE : HEADER_SIZE + 2] = b"\xe1\x01"
+    fuzz._reseal(first, False)
+    value = bytearray(b"\x0c" * 100)
+    value[93] = 0x55
+    buf = bytes(first) + build_batch([Record(None, bytes(value))])
+    spans = [(HEADER_SIZE, len(first), 96)]
+    found = record_starts(buf, spans)
+    expected = reader._record_starts_any_length(buf, spans)
+    assert (found is None) == (expected is None)
+    assert found is None or expected is None or found.tolist() == expected.tolist()
+    assert isinstance(decode_both(buf, verify_crc=False), CorruptBatchError)
+
+
 def test_mutants_agree() -> None:
     # The fuzzer's mutations (most re-sealed with a valid CRC) reach the record decoder;
     # both paths must raise the same error or return the same batches.

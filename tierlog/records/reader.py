@@ -336,10 +336,12 @@ def record_starts(data: BytesLike, blocks: list[tuple[int, int, int]]) -> np.nda
             while left:
                 step = steps[data[pos] | data[pos + 1] << 8]
                 # A damaged length can give a step below a record's size, even 0 or
-                # negative (the Arrow check rejects those records later): no run then.
+                # negative, and a negative one can take ``pos`` back before the block
+                # (the Arrow check rejects those records later): no run on either.
                 if (
                     step is not None
                     and step >= MIN_RECORD_SIZE
+                    and pos >= start
                     and left >= RUN_MIN
                     and end - pos >= RUN_MIN * step
                 ):

@@ -26,7 +26,8 @@ def same_size_run(octets: np.ndarray, pos: int, end: int, step: int) -> int:
 
     Args:
         octets: the buffer as uint8.
-        pos: where a record starts; its length code is one or two bytes long.
+        pos: where a record starts, inside the block (>= 0: a negative index would
+            wrap round the buffer); its length code is one or two bytes long.
         end: where the records block ends.
         step: the bytes the record at ``pos`` takes (code and body), >= 7, so the second
             byte of a code never lies at or past ``end``.
