@@ -95,17 +95,3 @@ def test_cluster_example_configs_parse_and_differ_where_they_must() -> None:
     assert len({str(c.log_dirs) for c in configs}) == 3
     assert len({c.remote_storage_url for c in configs}) == 1  # one remote root for all
     assert all(not c.single_node and c["default.replication.factor"] == 3 for c in configs)
-
-
-def test_a_listener_without_a_host_advertises_the_host_name_as_kafka_does() -> None:
-    import socket
-
-    config = BrokerConfig({"listeners": "PLAINTEXT://:9092"})
-    assert config.listeners[0].host == "0.0.0.0"  # binds every interface
-    assert (config.advertised[0].host, config.advertised[0].port) == (socket.getfqdn(), 9092)
-    named = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:9092"})
-    assert named.advertised[0].host == "127.0.0.1"
-    told = BrokerConfig(
-        {"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://db1:19092"}
-    )
-    assert (told.advertised[0].host, told.advertised[0].port) == ("db1", 19092)

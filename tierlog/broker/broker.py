@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.broker.cluster import ClusterMembership
-from tierlog.broker.config import BrokerConfig, Listener
+from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.fetch_sessions import FetchSessionCache
 from tierlog.broker.handlers import HANDLERS
+from tierlog.broker.listeners import endpoints
 from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
 from tierlog.broker.meta_properties import check_or_write
 from tierlog.broker.meta_properties import read as read_meta_properties
@@ -47,42 +48,6 @@ from tierlog.util.configdef import ConfigError
 from tierlog.util.scheduler import AsyncioScheduler
 
 log = logging.getLogger(__name__)
-
-
-def the_listener(config: BrokerConfig) -> tuple[Listener, Listener]:
-    """The one listener to bind and the one endpoint to register for clients.
-
-    Kafka refuses two listeners with one name ("Each listener must have a different name",
-    in ``listeners`` and in ``advertised.listeners``), and PLAINTEXT is the only listener
-    name tierlog has (no ``listener.security.protocol.map``): a second entry is a
-    configuration Kafka would not start with, so it is refused here too rather than served
-    or dropped. Kafka also refuses to advertise ``0.0.0.0`` (clients cannot connect to it),
-    which is what ``listeners`` says when ``advertised.listeners`` is not set.
-
-    Raises:
-        ConfigError: naming ``listeners`` or ``advertised.listeners``.
-    """
-    for key, entries in (
-        ("listeners", config.listeners),
-        ("advertised.listeners", config.advertised),
-    ):
-        if len(entries) > 1:
-            raise ConfigError(
-                key,
-                f"{len(entries)} listeners given; every listener needs its own name (as in "
-                "Kafka) and PLAINTEXT is the only one here: give one PLAINTEXT://host:port",
-            )
-    advertised = config.advertised[0]
-    if advertised.host == "0.0.0.0" and "://0.0.0.0:" in ",".join(
-        config["advertised.listeners"] or config["listeners"]
-    ):
-        key = "advertised.listeners" if config["advertised.listeners"] else "listeners"
-        raise ConfigError(
-            key,
-            "cannot advertise the non-routable address 0.0.0.0 to clients (as in Kafka): "
-            "set advertised.listeners to PLAINTEXT://<address clients use>:<port>",
-        )
-    return config.listeners[0], advertised
 
 
 class Broker:
@@ -121,7 +86,8 @@ class Broker:
 
     async def start(self) -> None:
         config = self.config
-        listener, advertised = the_listener(config)  # before anything is written
+        # Before anything is written: a bad listener is a one-line config error.
+        listener, advertised = endpoints(config.listeners, config.advertised)
         loop = asyncio.get_running_loop()
         coordinator: Coordinator
         if config.single_node:
