@@ -155,6 +155,9 @@ def test_list_offsets_over_both_tiers(tiered: Tiered) -> None:
     assert lookup(T0 + hot_batch * BATCH_MS)[0] == hot_batch * 4
     # nothing at or past the high watermark is visible
     assert asyncio.run(tiered.log.list_offset(T0 + (BATCHES - 1) * BATCH_MS, 8)) == (-1, -1)
+    # nor at or past a lower bound (read_committed's LSO) on the remote tier either
+    assert asyncio.run(tiered.log.list_offset(T0 + 1 * BATCH_MS, 4)) == (-1, -1)
+    assert asyncio.run(tiered.log.list_offset(T0 + 1 * BATCH_MS, 5))[0] == 4
 
 
 def test_delete_records_moves_the_start_of_both_tiers(tiered: Tiered) -> None:

@@ -237,7 +237,9 @@ class UnifiedLog:
         if timestamp >= 0 and tiered is not None and self.remote is not None:
             found_remote = await self.remote.offset_for_timestamp(tiered, timestamp)
             if found_remote is not None:
-                return found_remote
+                # Remote segments lie below the high watermark, but the caller's bound may
+                # be lower (read_committed: the LSO, while a marker is not yet replicated).
+                return found_remote if found_remote[0] < high_watermark else (-1, -1)
         if timestamp == MAX_TIMESTAMP or timestamp >= 0:
             found = local.offset_for_timestamp(timestamp)
             if found is None or found[0] >= high_watermark:
