@@ -21,6 +21,12 @@ Fencing (DESIGN.md "Cluster"):
 - partition-state writes are conditional on the state znode's zkVersion
   (``StalePartitionStateError``). Only the controller writes them: since Kafka 2.7 a leader
   asks the controller with AlterPartition (KIP-497) instead of writing ZooKeeper itself.
+  Many at once (``update_partition_states``) go in pipelined multis of a few hundred, each
+  with the epoch check first and each write still conditional on its own zkVersion.
+
+Scale: a cluster of thousands of partitions is read and written in pipelined rounds
+(``read_many``, ``update_partition_states``): every request of a round is sent before the
+first answer is awaited, so a round costs about one round trip, not one per znode.
 
 Errors: kazoo's ``ConnectionLoss`` and ``SessionExpiredError`` propagate from writes
 (whether a write whose answer was lost took effect is for the caller to re-read); reads are
@@ -28,8 +34,8 @@ retried until the connection timeout.
 
 Past ~600 lines on purpose: like Kafka's KafkaZkClient this is the single module that talks
 to ZooKeeper, so that fencing rules live in one place; it is a flat list of short methods,
-grouped by concern (lifecycle, brokers, controller, controller writes, reads, admin writes,
-producer ids, watches).
+grouped by concern (lifecycle, pipelined reads, brokers, controller, controller writes,
+reads, admin writes, producer ids, watches).
 """
 
 from __future__ import annotations
@@ -37,8 +43,9 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -68,6 +75,7 @@ try:
         RolledBackError,
         RuntimeInconsistency,
     )
+    from kazoo.protocol.states import EventType
     from kazoo.recipe.watchers import ChildrenWatch, DataWatch
     from kazoo.retry import KazooRetry
 except ImportError as e:  # pragma: no cover - depends on what is installed
@@ -87,6 +95,12 @@ INITIAL_CONTROLLER_EPOCH = 0
 # Optimistic loops (a conditional write lost to a concurrent one) retry this often; each
 # lost race means another writer made progress, so this is a bound, not a wait.
 _MAX_ATTEMPTS = 100
+
+# Partition-state writes per multi in ``update_partition_states``. One set_data of a state
+# is ~150-250 bytes on the wire (path + JSON), so 500 make ~100 KB, a tenth of ZooKeeper's
+# default jute.maxbuffer (1 MB, which bounds a request); several such multis are pipelined.
+# Kafka's controller sends its updateLeaderAndIsr writes pipelined too (one multi each).
+STATE_WRITES_PER_MULTI = 500
 
 # -- errors and data types --------------------------------------------------------------------
 
@@ -136,6 +150,39 @@ _SESSION_EVENTS = {
     KazooState.SUSPENDED: SessionEvent.SUSPENDED,
     KazooState.LOST: SessionEvent.EXPIRED,
 }
+
+
+@dataclass(frozen=True)
+class ZnodeData:
+    """A znode's content and the parts of its stat that cluster code orders by: ``version``
+    (zkVersion, what conditional writes check) and ``mzxid`` (the zxid of its last write:
+    it grows across a delete and re-create too, so it orders any two reads of one path)."""
+
+    data: bytes
+    version: int
+    mzxid: int
+    czxid: int
+
+
+class PathWatch:
+    """One callback for many one-shot ZooKeeper watches, to pass as ``watch`` to the reads of
+    ``read_many``. kazoo keeps a set of callbacks per path, so passing the same object on
+    every read re-arms a fired watch without stacking duplicates.
+
+    ``callback(path)`` runs (on kazoo's thread: do not block) when a watched znode (or its
+    children, for a children read) changed or was created or deleted; ``callback(None)``
+    when kazoo dropped every watch: the connection was lost (kazoo does not re-send watches
+    on reconnection, ZooKeeper's SetWatches) or the session ended. After None, read
+    everything again with this watch."""
+
+    def __init__(self, callback: Callable[[str | None], None]) -> None:
+        self._callback = callback
+
+    def __call__(self, event: Any) -> None:
+        if event.type == EventType.NONE or event.path is None:
+            self._callback(None)
+        else:
+            self._callback(event.path)
 
 
 class _MultiFailed(Exception):
@@ -261,16 +308,85 @@ class ZkClient:
     def _exists(self, path: str) -> bool:
         return self._read(self._zk.exists, path) is not None
 
+    # -- pipelined reads ------------------------------------------------------------------------
+
+    def read_many(
+        self,
+        data_paths: Iterable[str] = (),
+        children_paths: Iterable[str] = (),
+        watch: PathWatch | None = None,
+    ) -> tuple[dict[str, ZnodeData | None], dict[str, list[str] | None]]:
+        """Read many znodes in one pipelined round: every request is sent before the first
+        answer is awaited, so N reads cost about one round trip plus N decodes instead of N
+        round trips (one synchronous read per znode took ~0.5 ms each on a loaded box, 1 s
+        for 2,000 partitions). Returns (path -> data or None when missing, path -> sorted
+        children or None when missing).
+
+        With ``watch``, every path read is watched: a data read sets a data watch, a
+        children read a children watch, and a missing znode an exists watch, so its creation
+        is seen too (one created between the two reads is read again).
+
+        Raises:
+            kazoo's ConnectionLoss/SessionExpiredError once the connection timeout is spent
+            (retried until then); its timeout error when answers stop coming.
+        """
+        data_paths, children_paths = list(data_paths), list(children_paths)
+        if not data_paths and not children_paths:
+            return {}, {}
+        result: tuple[dict[str, ZnodeData | None], dict[str, list[str] | None]] = self._read(
+            self._read_many_once, data_paths, children_paths, watch
+        )
+        return result
+
+    def _read_many_once(
+        self, data_paths: list[str], children_paths: list[str], watch: PathWatch | None
+    ) -> tuple[dict[str, ZnodeData | None], dict[str, list[str] | None]]:
+        deadline = time.monotonic() + self._connection_timeout_s
+        zk = self._zk
+        data_calls = [(p, zk.get_async(p, watch=watch)) for p in data_paths]
+        children_calls = [(p, zk.get_children_async(p, watch=watch)) for p in children_paths]
+        data: dict[str, ZnodeData | None] = {}
+        missing: list[str] = []
+        for path, call in data_calls:
+            try:
+                value, stat = call.get(timeout=_left(deadline))
+            except NoNodeError:
+                missing.append(path)
+                continue
+            data[path] = ZnodeData(value, int(stat.version), int(stat.mzxid), int(stat.czxid))
+        children: dict[str, list[str] | None] = {}
+        for path, call in children_calls:
+            try:
+                children[path] = sorted(call.get(timeout=_left(deadline)))
+            except NoNodeError:
+                children[path] = None
+        while missing:
+            if watch is None:
+                data.update(dict.fromkeys(missing))
+                break
+            # ZooKeeper sets no data watch on a missing znode; an exists watch fires on its
+            # creation. If it was created since the read, read it (and watch it) again.
+            exists_calls = [(p, zk.exists_async(p, watch=watch)) for p in missing]
+            again = []
+            for path, call in exists_calls:
+                if call.get(timeout=_left(deadline)) is None:
+                    data[path] = None
+                else:
+                    again.append(path)
+            missing = []
+            for path, call in [(p, zk.get_async(p, watch=watch)) for p in again]:
+                try:
+                    value, stat = call.get(timeout=_left(deadline))
+                except NoNodeError:
+                    missing.append(path)  # deleted again already
+                    continue
+                data[path] = ZnodeData(value, int(stat.version), int(stat.mzxid), int(stat.czxid))
+        return data, children
+
     def _commit(self, txn: Any) -> list[Any]:
         """Commit a multi; raise _MultiFailed naming the operation that failed (ZooKeeper
         reports the others as rolled back or not run)."""
-        results = list(txn.commit())
-        for index, result in enumerate(results):
-            if isinstance(result, Exception) and not isinstance(
-                result, RolledBackError | RuntimeInconsistency
-            ):
-                raise _MultiFailed(index, result)
-        return results
+        return _check_multi(list(txn.commit()))
 
     def _controller_txn(self, lease: ControllerLease) -> Any:
         """A multi whose first operation fences it to ``lease`` (KAFKA-6082)."""
@@ -281,16 +397,7 @@ class ZkClient:
     def _commit_as_controller(self, lease: ControllerLease, txn: Any) -> list[Any]:
         """Results of the caller's operations (the check's dropped); _MultiFailed indexes
         them from 0 too."""
-        try:
-            return self._commit(txn)[1:]
-        except _MultiFailed as e:
-            if e.index == 0:
-                raise ControllerMovedError(
-                    f"controller {lease.broker_id} (epoch {lease.epoch}) was deposed:"
-                    f" {zk_data.CONTROLLER_EPOCH} is no longer at zkVersion"
-                    f" {lease.epoch_zk_version}"
-                ) from None
-            raise _MultiFailed(e.index - 1, e.error) from None
+        return _controller_results(lease, list(txn.commit()))
 
     # -- cluster id ---------------------------------------------------------------------------
 
@@ -490,6 +597,69 @@ class ZkClient:
             raise e.error from None
         return int(stat.version)
 
+    def update_partition_states(
+        self,
+        lease: ControllerLease,
+        updates: Mapping[tuple[str, int], tuple[LeaderAndIsr, int]],
+        per_multi: int = STATE_WRITES_PER_MULTI,
+    ) -> dict[tuple[str, int], int | StaleZnodeError | UnknownTopicError]:
+        """``update_partition_state`` for many partitions at once: (topic, partition) ->
+        (new state, the zkVersion it replaces). The writes go in multis of up to
+        ``per_multi``, each fenced by the controller epoch check and each write conditional
+        on its znode's zkVersion, all multis sent before the first answer is awaited (Kafka's
+        ``KafkaZkClient.updateLeaderAndIsr`` pipelines its conditional writes the same way).
+
+        A multi is all or nothing: when one write in it fails, ZooKeeper names it and rolls
+        the others back; that partition gets its error and the others are sent again in a
+        multi of their own, so one stale partition never costs the rest their election.
+
+        Returns:
+            per partition, the new zkVersion, or ``StalePartitionStateError`` (the state
+            changed since it was read) or ``UnknownTopicError`` (the znode is gone).
+
+        Raises:
+            ControllerMovedError: nothing more is written (a multi that was already
+            committed stays so; the caller resigns and the next controller re-reads).
+        """
+        if per_multi < 1:
+            raise ValueError(f"per_multi must be positive: {per_multi}")
+        results: dict[tuple[str, int], int | StaleZnodeError | UnknownTopicError] = {}
+        items = list(updates.items())
+        chunks = [items[i : i + per_multi] for i in range(0, len(items), per_multi)]
+        while chunks:
+            sent = []
+            for chunk in chunks:
+                txn = self._controller_txn(lease)
+                for (topic, partition), (state, version) in chunk:
+                    txn.set_data(
+                        zk_data.partition_state_path(topic, partition),
+                        zk_data.encode_partition_state(state),
+                        version=version,
+                    )
+                sent.append((chunk, txn.commit_async()))
+            chunks = []
+            for chunk, call in sent:
+                try:
+                    stats = _controller_results(lease, list(call.get()))
+                except _MultiFailed as e:
+                    (topic, partition), (_, version) = chunk[e.index]
+                    path = zk_data.partition_state_path(topic, partition)
+                    if isinstance(e.error, BadVersionError):
+                        results[(topic, partition)] = StalePartitionStateError(
+                            f"{path} is no longer at zkVersion {version}"
+                        )
+                    elif isinstance(e.error, NoNodeError):
+                        results[(topic, partition)] = UnknownTopicError(f"{topic}-{partition}")
+                    else:
+                        raise e.error from None
+                    rest = chunk[: e.index] + chunk[e.index + 1 :]
+                    if rest:
+                        chunks.append(rest)  # rolled back, still valid: send them again
+                    continue
+                for (key, _), stat in zip(chunk, stats, strict=True):
+                    results[key] = int(stat.version)
+        return results
+
     def set_topic_assignment(
         self,
         lease: ControllerLease,
@@ -607,12 +777,28 @@ class ZkClient:
         return zk_data.decode_partition_state(topic, partition, found[0]), int(found[1].version)
 
     def get_partition_states(self, topic: str) -> dict[int, tuple[LeaderAndIsr, int]]:
-        states: dict[int, tuple[LeaderAndIsr, int]] = {}
-        for child in self._children(zk_data.topic_partitions_path(topic)):
-            if child.isascii() and child.isdigit():
-                found = self.get_partition_state(topic, int(child))
-                if found is not None:
-                    states[int(child)] = found
+        """Every state of ``topic``: partition -> (state, zkVersion); reads pipelined."""
+        partitions = [
+            int(child)
+            for child in self._children(zk_data.topic_partitions_path(topic))
+            if child.isascii() and child.isdigit()
+        ]
+        found = self.get_many_partition_states([(topic, p) for p in partitions])
+        return {p: state for (_, p), state in found.items()}
+
+    def get_many_partition_states(
+        self, partitions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[LeaderAndIsr, int]]:
+        """(state, zkVersion) of each partition that has a state, in one pipelined round
+        (``read_many``); partitions without one are left out."""
+        paths = {zk_data.partition_state_path(t, p): (t, p) for t, p in partitions}
+        data, _ = self.read_many(paths)
+        states: dict[tuple[str, int], tuple[LeaderAndIsr, int]] = {}
+        for path, node in data.items():
+            if node is not None:
+                topic, partition = paths[path]
+                state = zk_data.decode_partition_state(topic, partition, node.data)
+                states[(topic, partition)] = (state, node.version)
         return states
 
     def get_topic_configs(self, topic: str) -> dict[str, str]:
@@ -831,6 +1017,36 @@ class ZkClient:
             return callback(data, None if stat is None else int(stat.version))
 
         return DataWatch(self._zk, path, on_change)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _check_multi(results: list[Any]) -> list[Any]:
+    """A multi's results, or _MultiFailed naming the operation that failed (ZooKeeper
+    reports the others as rolled back or not run)."""
+    for index, result in enumerate(results):
+        if isinstance(result, Exception) and not isinstance(
+            result, RolledBackError | RuntimeInconsistency
+        ):
+            raise _MultiFailed(index, result)
+    return results
+
+
+def _controller_results(lease: ControllerLease, results: list[Any]) -> list[Any]:
+    """Results of a fenced multi without its epoch check: ControllerMovedError when the
+    check failed; _MultiFailed indexes the caller's operations from 0."""
+    try:
+        return _check_multi(results)[1:]
+    except _MultiFailed as e:
+        if e.index == 0:
+            raise ControllerMovedError(
+                f"controller {lease.broker_id} (epoch {lease.epoch}) was deposed:"
+                f" {zk_data.CONTROLLER_EPOCH} is no longer at zkVersion"
+                f" {lease.epoch_zk_version}"
+            ) from None
+        raise _MultiFailed(e.index - 1, e.error) from None
 
 
 def _check_growth(

@@ -150,6 +150,42 @@ def child_path(parent: str, child: str) -> str:
     return f"{parent}/{_segment('child', child)}"
 
 
+# -- parsing paths back (a watch names the znode that changed) --------------------------------
+
+
+def parse_topic_path(path: str) -> str | None:
+    """The topic of ``/brokers/topics/<t>``; None for any other path."""
+    prefix = f"{TOPICS}/"
+    if not path.startswith(prefix):
+        return None
+    name = path[len(prefix) :]
+    return name if name and "/" not in name else None
+
+
+def parse_partition_state_path(path: str) -> tuple[str, int] | None:
+    """(topic, partition) of ``/brokers/topics/<t>/partitions/<p>/state``; None for any
+    other path."""
+    prefix = f"{TOPICS}/"
+    if not path.startswith(prefix) or not path.endswith("/state"):
+        return None
+    parts = path[len(prefix) : -len("/state")].split("/")
+    if len(parts) != 3 or parts[1] != "partitions" or not parts[0]:
+        return None
+    partition = _decimal(parts[2])
+    if partition is None or partition < 0 or parts[2] != str(partition):
+        return None
+    return parts[0], partition
+
+
+def config_change_sequence(child: str) -> int | None:
+    """The sequence number of a ``config_change_<seq>`` child of ``/config/changes`` (ZooKeeper
+    appends 10 digits); None for any other name."""
+    if not child.startswith(CONFIG_CHANGE_PREFIX):
+        return None
+    number = _decimal(child[len(CONFIG_CHANGE_PREFIX) :])
+    return number if number is not None and number >= 0 else None
+
+
 # -- JSON helpers ----------------------------------------------------------------------------
 
 
