@@ -659,8 +659,7 @@ class Controller:
     def _resync(self) -> None:
         ctx, psm = self._active()
         ctx.set_live_brokers({b: epoch for b, (_, epoch) in self._zk.get_brokers().items()})
-        for tp in list(ctx.partitions()):
-            psm.refresh(tp)
+        psm.refresh_many(ctx.partitions())
         psm.initialize(ctx.partitions_without_state())
         psm.reconcile(list(ctx.partitions()), "resync after reconnection")
         self._active_reassigner().check_all()

@@ -9,6 +9,16 @@ state znode's zkVersion through the lease-fenced ``ZkClient`` methods, and on
 ``StalePartitionStateError`` re-reads the state and decides again (the state changed
 under us, so the old decision may be wrong).
 
+Bulk transitions (a broker's failure or return, fail-over, preferred and unclean elections,
+the auto-rebalance) decide every partition first and then write all decisions at once
+(``ZkClient.update_partition_states``: pipelined multis of a few hundred conditional
+writes, each fenced): a broker leading 700 of 2,000 partitions took 25-33 s to fail over
+when each write waited for its own round trip, one partition at a time. New leaders go
+first, ISR shrinks after (Kafka's onBrokerFailure elects offline partitions before it
+removes the dead replicas from other ISRs), so the writes clients wait for are not queued
+behind the others. A partition whose write lost a race is re-read and re-decided on its
+own; the others of its batch are written regardless.
+
 ``ControllerMovedError`` is never caught here: it means this controller was deposed, and
 the controller resigns on it before doing anything else.
 
@@ -18,7 +28,7 @@ Not thread-safe: runs on the controller's event thread only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from tierlog.broker.controller import alter_partition as ap
@@ -33,7 +43,11 @@ from tierlog.broker.controller.election import (
 )
 from tierlog.broker.controller.stats import ControllerStats
 from tierlog.broker.coordination.api import UnknownTopicError
-from tierlog.broker.coordination.zk_client import StalePartitionStateError, ZkClient
+from tierlog.broker.coordination.zk_client import (
+    StalePartitionStateError,
+    StaleZnodeError,
+    ZkClient,
+)
 from tierlog.broker.coordination.zk_data import NO_LEADER, LeaderAndIsr
 from tierlog.protocol.errors import ErrorCode
 
@@ -46,6 +60,9 @@ MAX_ATTEMPTS = 10
 ELECTION_NOT_NEEDED = int(ErrorCode.election_not_needed)
 PREFERRED_LEADER_NOT_AVAILABLE = int(ErrorCode.preferred_leader_not_available)
 ELIGIBLE_LEADERS_NOT_AVAILABLE = int(ErrorCode.eligible_leaders_not_available)
+
+# What a partition's state should become given the current one and its zkVersion.
+Decide = Callable[[LeaderAndIsr, int], Decision | None]
 
 
 def describe(tp: TopicPartition, old: LeaderAndIsr | None, new: LeaderAndIsr) -> str:
@@ -83,6 +100,17 @@ class PartitionStateMachine:
             return False
         self._ctx.set_state(tp, *found)
         return True
+
+    def refresh_many(self, partitions: Iterable[TopicPartition]) -> None:
+        """``refresh`` for many partitions, in one pipelined read."""
+        tps = list(partitions)
+        found = self._zk.get_many_partition_states([(tp.topic, tp.partition) for tp in tps])
+        for tp in tps:
+            state = found.get((tp.topic, tp.partition))
+            if state is None:
+                self._ctx.states.pop(tp, None)
+            else:
+                self._ctx.set_state(tp, *state)
 
     # -- new partitions ---------------------------------------------------------------------
 
@@ -139,7 +167,9 @@ class PartitionStateMachine:
     def reconcile(self, partitions: Iterable[TopicPartition], why: str) -> None:
         """Bring each partition's leader and ISR in line with the live brokers
         (``election.reconcile``): elect leaders where the leader is gone, take dead brokers
-        out of ISRs, elect leaders for offline partitions a returning broker can lead."""
+        out of ISRs, elect leaders for offline partitions a returning broker can lead. All
+        decided first, then written in batches (new leaders first)."""
+        deciders: dict[TopicPartition, Decide] = {}
         for tp in partitions:
             if tp not in self._ctx.states:
                 continue
@@ -152,64 +182,89 @@ class PartitionStateMachine:
                     self._ctx.replicas(tp), current, self._ctx.live_brokers, u, self._ctx.epoch
                 )
 
-            self._write(tp, decide, why)
+            deciders[tp] = decide
+        self._write_many(deciders, why)
 
-    def write(
-        self,
-        tp: TopicPartition,
-        decide: Callable[[LeaderAndIsr, int], Decision | None],
-        why: str,
-    ) -> bool:
+    def write(self, tp: TopicPartition, decide: Decide, why: str) -> bool:
         """Write what ``decide`` makes of the current state (re-deciding after a lost race);
         True if a new state was written. For the controller's other steps (reassignment)."""
-        return self._write(tp, decide, why)
+        return tp in self._write_many({tp: decide}, why)
 
-    def _write(
-        self,
-        tp: TopicPartition,
-        decide: Callable[[LeaderAndIsr, int], Decision | None],
-        why: str,
-    ) -> bool:
-        """Decide on the current state and write the result if it is still current;
-        re-read and re-decide when it is not. True if a new state was written."""
+    def _write_many(
+        self, deciders: Mapping[TopicPartition, Decide], why: str
+    ) -> set[TopicPartition]:
+        """Decide every partition on its current state, then write the decisions that
+        change something, conditionally on the zkVersion each was decided on: the new
+        leaders first, then the rest. A partition whose state changed meanwhile is re-read
+        and re-decided (up to MAX_ATTEMPTS times); a deleted one is dropped. Returns the
+        partitions written."""
+        written: set[TopicPartition] = set()
+        todo = dict(deciders)
         for _ in range(MAX_ATTEMPTS):
-            found = self._ctx.states.get(tp)
-            if found is None:
-                return False
-            current, version = found
-            decision = decide(current, version)
-            if decision is None:
-                return False
-            try:
-                new_version = self._zk.update_partition_state(
-                    self._ctx.lease, tp.topic, tp.partition, decision.state, version
-                )
-            except StalePartitionStateError:
+            decided: dict[TopicPartition, tuple[LeaderAndIsr, int, Decision]] = {}
+            for tp, decide in todo.items():
+                found = self._ctx.states.get(tp)
+                if found is None:
+                    continue
+                decision = decide(*found)
+                if decision is not None:
+                    decided[tp] = (found[0], found[1], decision)
+            elections = {tp: d for tp, d in decided.items() if d[2].state.leader != d[0].leader}
+            rest = {tp: d for tp, d in decided.items() if tp not in elections}
+            stale: list[TopicPartition] = []
+            for group in (elections, rest):
+                if group:
+                    stale += self._write_group(group, why, written)
+            if not stale:
+                return written
+            self.refresh_many(stale)
+            todo = {tp: deciders[tp] for tp in stale}
+        log.error("%s: gave up, their states kept changing", ", ".join(map(str, sorted(todo))))
+        return written
+
+    def _write_group(
+        self,
+        group: Mapping[TopicPartition, tuple[LeaderAndIsr, int, Decision]],
+        why: str,
+        written: set[TopicPartition],
+    ) -> list[TopicPartition]:
+        """Write decisions in one pipelined batch; returns the partitions that lost a race."""
+        updates = {
+            (tp.topic, tp.partition): (decision.state, version)
+            for tp, (_, version, decision) in group.items()
+        }
+        results = self._zk.update_partition_states(self._ctx.lease, updates)
+        stale: list[TopicPartition] = []
+        for tp, (current, version, decision) in group.items():
+            result = results[(tp.topic, tp.partition)]
+            if isinstance(result, StaleZnodeError):
                 log.info("%s: state changed since read (zkVersion %d), deciding again", tp, version)
-                if not self.refresh(tp):
-                    return False
-                continue
-            except UnknownTopicError:
+                stale.append(tp)
+            elif isinstance(result, UnknownTopicError):
                 self._ctx.states.pop(tp, None)
-                return False
-            self._ctx.set_state(tp, decision.state, new_version)
-            if decision.unclean:
-                # Counted once written: a lost race re-decides, and may decide cleanly.
-                self._stats.unclean_leader_elections += 1
-                log.warning(
-                    "%s (%s; %s): UNCLEAN leader election, %d was not in the ISR %s:"
-                    " records acknowledged before may be lost",
-                    describe(tp, current, decision.state),
-                    why,
-                    decision.reason,
-                    decision.state.leader,
-                    list(current.isr),
-                )
             else:
-                log.info("%s (%s; %s)", describe(tp, current, decision.state), why, decision.reason)
-            return True
-        log.error("%s: gave up, its state kept changing", tp)
-        return False
+                self._ctx.set_state(tp, decision.state, result)
+                written.add(tp)
+                self._log_written(tp, current, decision, why)
+        return stale
+
+    def _log_written(
+        self, tp: TopicPartition, current: LeaderAndIsr, decision: Decision, why: str
+    ) -> None:
+        if decision.unclean:
+            # Counted once written: a lost race re-decides, and may decide cleanly.
+            self._stats.unclean_leader_elections += 1
+            log.warning(
+                "%s (%s; %s): UNCLEAN leader election, %d was not in the ISR %s:"
+                " records acknowledged before may be lost",
+                describe(tp, current, decision.state),
+                why,
+                decision.reason,
+                decision.state.leader,
+                list(current.isr),
+            )
+        else:
+            log.info("%s (%s; %s)", describe(tp, current, decision.state), why, decision.reason)
 
     # -- AlterPartition ---------------------------------------------------------------------
 
@@ -291,6 +346,7 @@ class PartitionStateMachine:
         and those that need nothing are left out of the answer (as Kafka does)."""
         everything = partitions is None
         results: dict[TopicPartition, int] = {}
+        deciders: dict[TopicPartition, Decide] = {}
         for tp in self._ctx.partitions() if partitions is None else partitions:
             found = self._ctx.states.get(tp)
             replicas = self._ctx.replicas(tp)
@@ -310,8 +366,10 @@ class PartitionStateMachine:
                 )
                 return None if state is None else Decision(state, "preferred replica election")
 
-            written = self._write(tp, decide, "ElectLeaders")
-            results[tp] = ap.NONE if written else PREFERRED_LEADER_NOT_AVAILABLE
+            deciders[tp] = decide
+        written = self._write_many(deciders, "ElectLeaders")
+        for tp in deciders:
+            results[tp] = ap.NONE if tp in written else PREFERRED_LEADER_NOT_AVAILABLE
         return results
 
     # -- unclean leaders ---------------------------------------------------------------------
@@ -328,6 +386,7 @@ class PartitionStateMachine:
         needed an election are answered."""
         everything = partitions is None
         results: dict[TopicPartition, int] = {}
+        deciders: dict[TopicPartition, Decide] = {}
         for tp in self._ctx.partitions() if partitions is None else partitions:
             found = self._ctx.states.get(tp)
             replicas = self._ctx.replicas(tp)
@@ -360,6 +419,8 @@ class PartitionStateMachine:
                 how = "unclean election of an out-of-sync replica" if unclean else "clean"
                 return Decision(state, f"ElectLeaders UNCLEAN: {how}", unclean)
 
-            written = self._write(tp, decide, "ElectLeaders")
-            results[tp] = ap.NONE if written else ELIGIBLE_LEADERS_NOT_AVAILABLE
+            deciders[tp] = decide
+        written = self._write_many(deciders, "ElectLeaders")
+        for tp in deciders:
+            results[tp] = ap.NONE if tp in written else ELIGIBLE_LEADERS_NOT_AVAILABLE
         return results
