@@ -10,6 +10,7 @@ Not thread-safe: used from the broker's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import uuid
@@ -23,6 +24,7 @@ from tierlog.broker.coordination.api import (
     BrokerRegistration,
     CoordinationError,
     Coordinator,
+    MetadataChange,
     PartitionState,
     TopicCollisionError,
     TopicExistsError,
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Partitions one turn of the event loop applies from a metadata change (see ``sync``).
+APPLY_SLICE = 64
 # Kafka's name and format (version 0, a count, then "topic partition offset" lines).
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 
@@ -222,6 +226,12 @@ class ReplicaManager:
         self.clock = clock or SystemClock()
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.metrics = BrokerMetrics()
+        self._full_sync_needed = False  # an incremental sync failed half-way
+        # What metadata changes named and is not applied yet (insertion-ordered sets).
+        self._pending_topics: dict[str, None] = {}
+        self._pending_partitions: dict[tuple[str, int], None] = {}
+        self._draining = False
+        self._drain_chain = 0
 
     # -- high watermarks -----------------------------------------------------------------
 
@@ -270,34 +280,125 @@ class ReplicaManager:
 
     # -- metadata -> partitions ----------------------------------------------------------
 
-    def sync(self) -> None:
+    def sync(self, change: MetadataChange | None = None) -> None:
         """Host every partition the metadata assigns here and apply its state (become
         leader or follower, new ISR); drop (and delete the logs of) partitions no longer
         assigned here and topics that no longer exist. Called at start-up and after every
-        metadata change, on the event loop."""
+        metadata change, on the event loop.
+
+        Without ``change`` (start-up, a full re-read of ZooKeeper, the callers that create
+        or delete topics) everything is looked at, now. With it (what one cache update
+        changed, ``MetadataChange``) only the topics and partitions it names are, and in
+        slices of ``APPLY_SLICE`` per turn of the event loop: a failover that moves 2,000
+        leaderships arrives in a few updates, and becoming leader writes the leader-epoch
+        checkpoint with an fsync (1-2 ms on a loaded box), so applying them in one go held
+        the loop, and every request with it, for 1-2 s. Each slice applies the cache's
+        latest state of what it takes (a partition never goes back: ``Partition`` refuses
+        an older leader epoch). A failed slice makes the next sync whole, so nothing it
+        skipped is left behind."""
+        if change is None or self._full_sync_needed:
+            self._pending_topics.clear()
+            self._pending_partitions.clear()
+            self._full_sync_needed = True  # until this pass is through
+            self._sync_all()
+            self._full_sync_needed = False
+            return
+        self._pending_topics.update(dict.fromkeys(sorted(change.topics)))
+        self._pending_partitions.update(dict.fromkeys(sorted(change.partitions)))
+        if self._draining:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on a loop (tests, tools): apply it all now
+            while self._pending_topics or self._pending_partitions:
+                self._apply_slice()
+            return
+        self._draining = True
+        self._drain_chain += 1
+        loop.call_soon(self._drain, loop, self._drain_chain)
+
+    def _drain(self, loop: asyncio.AbstractEventLoop, chain: int) -> None:
+        if chain != self._drain_chain:
+            return  # a full sync took over
+        try:
+            self._apply_slice()
+        except Exception:
+            log.exception("applying the cluster state failed; the next change re-applies all")
+            self._full_sync_needed = True
+            self._pending_topics.clear()
+            self._pending_partitions.clear()
+        if self._pending_topics or self._pending_partitions:
+            loop.call_soon(self._drain, loop, chain)
+        else:
+            self._draining = False
+
+    def _apply_slice(self) -> None:
+        """Apply up to APPLY_SLICE of the pending partitions (a topic counts its partitions),
+        oldest first: a failover's new leaders arrive before its ISR shrinks."""
+        topics = self.coordinator.topics()
+        budget = APPLY_SLICE
+        if self._pending_topics:
+            self._by_id = {t.topic_id: n for n, t in topics.items()}
+        while budget > 0 and self._pending_topics:
+            name = next(iter(self._pending_topics))
+            del self._pending_topics[name]
+            topic = topics.get(name)
+            wanted = set() if topic is None else self._sync_topic(name, topic)
+            for tp in [tp for tp in self.partitions if tp[0] == name and tp not in wanted]:
+                self._drop(self.partitions[tp])
+            budget -= max(1, len(wanted))
+        while budget > 0 and self._pending_partitions:
+            name, p = next(iter(self._pending_partitions))
+            del self._pending_partitions[(name, p)]
+            budget -= 1
+            topic = topics.get(name)
+            if topic is None:
+                continue  # deleted: its topic change drops it
+            partition = self.partitions.get((name, p))
+            config = partition.local.config if partition is not None else None
+            if not self._sync_partition(name, topic, p, config) and partition is not None:
+                self._drop(partition)
+
+    def _sync_all(self) -> None:
+        self._draining = False
+        self._drain_chain += 1  # a drain still scheduled stops
         topics = self.coordinator.topics()
         self._by_id = {t.topic_id: name for name, t in topics.items()}
         wanted: set[TopicPartition] = set()
         for name, topic in topics.items():
-            config = self.topic_config(topic.configs)
-            for p, replicas in topic.replicas.items():
-                state = topic.partition_states.get(p)
-                if self.broker_id not in replicas or state is None:
-                    continue  # not ours, or the controller has not elected a leader yet
-                wanted.add((name, p))
-                partition = self.partitions.get((name, p))
-                if partition is not None and partition.topic_id != topic.topic_id:
-                    self._drop(partition)  # the topic was deleted and created again
-                    partition = None
-                new = partition is None
-                if partition is None:
-                    partition = self._host(name, topic.topic_id, p, config, state, replicas)
-                elif partition.local.config != config:
-                    partition.local.config = config  # configs changed (AlterConfigs)
-                self._apply(partition, state, replicas, new=new)
+            wanted |= self._sync_topic(name, topic)
         for tp in list(self.partitions):
             if tp not in wanted:
                 self._drop(self.partitions[tp])
+
+    def _sync_topic(self, name: str, topic: TopicMetadata) -> set[TopicPartition]:
+        """Host and apply every partition of ``topic`` assigned here; returns them."""
+        config = self.topic_config(topic.configs)
+        return {(name, p) for p in topic.replicas if self._sync_partition(name, topic, p, config)}
+
+    def _sync_partition(
+        self, name: str, topic: TopicMetadata, p: int, config: LogConfig | None
+    ) -> bool:
+        """Host partition ``p`` of ``topic`` if it is assigned here and has a state, and
+        apply that state; False if it is not to be hosted here. ``config``: the topic's
+        effective config, None to compute it."""
+        replicas = topic.replicas.get(p)
+        state = topic.partition_states.get(p)
+        if replicas is None or self.broker_id not in replicas or state is None:
+            return False  # not ours, or the controller has not elected a leader yet
+        partition = self.partitions.get((name, p))
+        if partition is not None and partition.topic_id != topic.topic_id:
+            self._drop(partition)  # the topic was deleted and created again
+            partition = None
+        if config is None:
+            config = self.topic_config(topic.configs)
+        new = partition is None
+        if partition is None:
+            partition = self._host(name, topic.topic_id, p, config, state, replicas)
+        elif partition.local.config != config:
+            partition.local.config = config  # configs changed (AlterConfigs)
+        self._apply(partition, state, replicas, new=new)
+        return True
 
     def _host(
         self,

@@ -84,6 +84,20 @@ class TopicMetadata:
         return len(self.replicas)
 
 
+@dataclass(frozen=True)
+class MetadataChange:
+    """What one update of the cache changed, for listeners that apply only that
+    (``Coordinator.on_change``; a listener given None applies everything).
+
+    ``topics``: created, deleted, or with a new assignment, topic id or configs: apply the
+    whole topic. ``partitions``: only the partition's state (leader, ISR, epochs) is new.
+    Brokers, the controller and client quotas are read from the cache when needed and are
+    not listed."""
+
+    topics: frozenset[str] = frozenset()
+    partitions: frozenset[tuple[str, int]] = frozenset()
+
+
 class Coordinator(Protocol):
     cluster_id: str
 
@@ -147,6 +161,7 @@ class Coordinator(Protocol):
         (Kafka's ``/latest_producer_id_block``)."""
         ...
 
-    def on_change(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` after any metadata change (topics, states, brokers)."""
+    def on_change(self, callback: Callable[[MetadataChange | None], None]) -> None:
+        """Call ``callback`` after any metadata change (topics, states, brokers), with what
+        changed, or None when anything may have (start-up, a full re-read)."""
         ...

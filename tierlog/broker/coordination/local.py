@@ -69,6 +69,7 @@ from tierlog.broker.coordination.api import (
     AlterPartitionError,
     BrokerRegistration,
     CoordinationError,
+    MetadataChange,
     PartitionState,
     TopicCollisionError,
     TopicExistsError,
@@ -176,7 +177,7 @@ class LocalCoordinator:
         self._topics: dict[str, TopicMetadata] = {}
         self._client_quotas: dict[str, dict[str, float]] = {}
         self._me: BrokerRegistration | None = None
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[MetadataChange | None], None]] = []
         self.cluster_id = new_cluster_id()
         self._next_producer_id = 0
         self._journal_fd: int | None = None
@@ -392,7 +393,7 @@ class LocalCoordinator:
                 done.set_result(None)
         for listener in list(self._listeners):
             try:
-                listener()
+                listener(None)  # one node: nothing to gain from naming what changed
             except OSError as exc:
                 # A full disk while hosting what changed (issue 10, items 8 and 9): expected,
                 # and retried by whoever needs the partition; no traceback for it.
@@ -567,7 +568,7 @@ class LocalCoordinator:
             lambda: self._topics.__setitem__(topic.name, topic),
         )
 
-    def on_change(self, callback: Callable[[], None]) -> None:
+    def on_change(self, callback: Callable[[MetadataChange | None], None]) -> None:
         self._listeners.append(callback)
 
     def _require(self, name: str) -> TopicMetadata:

@@ -1,16 +1,17 @@
 """Cluster-mode coordination: the ``Coordinator`` interface over ZooKeeper (one broker's view).
 
-A broker sees the cluster through a cache: live brokers, the controller, every topic's
-assignment, id and config overrides, and every partition's state (leader, leader epoch,
-ISR, partition epoch = the state znode's zkVersion). ZooKeeper watches mark the cache
-dirty; one worker thread re-reads it and hands the new snapshot to the event loop, which
-swaps it in and tells the listeners (the replica manager applies leaderships from it).
-Decisions are the controller's (``tierlog.broker.controller``); this class only watches
-them and makes the writes any Kafka broker may make (AdminZkClient: create and delete
-topics, configs, producer id blocks). Reads never block; writes run on the worker thread
-and wait until the cache shows their effect, so a CreateTopics answer names a leader.
+A broker sees the cluster through a cache (``zk_cache.ClusterCache``): live brokers, the
+controller, every topic's assignment, id and config overrides, and every partition's state
+(leader, leader epoch, ISR, partition epoch = the state znode's zkVersion). ZooKeeper
+watches name what changed; one worker thread re-reads just that and hands the new snapshot,
+with what it changed (``MetadataChange``), to the event loop, which swaps it in and tells
+the listeners (the replica manager applies the partitions named). Decisions are the
+controller's (``tierlog.broker.controller``); this class only watches them and makes the
+writes any Kafka broker may make (AdminZkClient: create and delete topics, configs,
+producer id blocks). Reads never block; writes run on the worker thread and wait until the
+cache shows their effect, so a CreateTopics answer names a leader.
 
-Threads: kazoo's event thread (watch callbacks: set a flag, never block), the
+Threads: kazoo's event thread (watch callbacks: record the path, never block), the
 ``zk-coordinator`` worker (every ZooKeeper call), the event loop (the cache, listeners).
 """
 
@@ -19,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tierlog.broker.coordination import zk_data
@@ -29,14 +30,18 @@ from tierlog.broker.coordination.api import (
     AlterPartitionError,
     BrokerRegistration,
     CoordinationError,
+    MetadataChange,
     PartitionState,
     TopicMetadata,
     UnknownTopicError,
 )
+from tierlog.broker.coordination.zk_cache import ClusterCache, ClusterSnapshot
 from tierlog.broker.coordination.zk_client import SessionEvent, ZkClient
-from tierlog.broker.coordination.zk_data import BrokerInfo, TopicAssignment
+from tierlog.broker.coordination.zk_data import BrokerInfo
 
 log = logging.getLogger(__name__)
+
+__all__ = ["AlterPartitionSender", "ClusterSnapshot", "ZkCoordinator"]
 
 T = TypeVar("T")
 # How long an admin write waits for the controller's answer to show in the cache (Kafka's
@@ -49,17 +54,6 @@ DEFAULT_PROPAGATION_TIMEOUT_S = 30.0
 AlterPartitionSender = Callable[
     [int, str, int, int, int, list[int], int], Awaitable[PartitionState]
 ]
-
-
-@dataclass(frozen=True)
-class ClusterSnapshot:
-    """Everything the cache knows, replaced whole on every refresh (never mutated)."""
-
-    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
-    broker_epochs: dict[int, int] = field(default_factory=dict)
-    controller_id: int = -1
-    topics: dict[str, TopicMetadata] = field(default_factory=dict)
-    client_quotas: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class ZkCoordinator:
@@ -84,12 +78,13 @@ class ZkCoordinator:
         self.propagation_timeout_s = propagation_timeout_s
         self.alter_partition_sender: AlterPartitionSender | None = None
         self._snapshot = ClusterSnapshot()
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[MetadataChange | None], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._me: BrokerInfo | None = None
         self._dirty = threading.Event()
         self._closed = threading.Event()
-        self._watched: set[str] = set()
+        self._cache = ClusterCache(self.zk, self._dirty.set)
+        self._watching = False  # worker thread: set once registered
         self._worker: threading.Thread | None = None
         self._changed: asyncio.Event | None = None
         self._calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
@@ -118,7 +113,7 @@ class ZkCoordinator:
         self._me = BrokerInfo.plaintext(me.broker_id, me.host, me.port, me.rack)
         info = self._me
         self.broker_epoch = await self._call(lambda: self.zk.register_broker(info))
-        await self._call(self._watch_roots)
+        await self._call(self._start_watching)
         await self.wait_for(lambda s: me.broker_id in s.brokers, "this broker's registration")
         log.info("registered broker %d (epoch %d) in ZooKeeper", me.broker_id, self.broker_epoch)
 
@@ -158,7 +153,7 @@ class ZkCoordinator:
     def topic(self, name: str) -> TopicMetadata | None:
         return self._snapshot.topics.get(name)
 
-    def on_change(self, callback: Callable[[], None]) -> None:
+    def on_change(self, callback: Callable[[MetadataChange | None], None]) -> None:
         self._listeners.append(callback)
 
     async def wait_for(
@@ -266,7 +261,7 @@ class ZkCoordinator:
                 self._run_call(call, future)
             if self._closed.is_set():
                 return
-            if self._watched:
+            if self._watching:
                 self._refresh()
 
     def _run_call(self, call: Callable[[], Any], future: asyncio.Future[Any]) -> None:
@@ -278,88 +273,42 @@ class ZkCoordinator:
         else:
             self._loop.call_soon_threadsafe(_resolve, future, result)
 
-    def _mark_dirty(self, *_: Any) -> bool | None:
-        if self._closed.is_set():
-            return False  # ends kazoo's watch
-        self._dirty.set()
-        return None
-
-    def _watch(self, path: str, children: bool) -> None:
-        if path in self._watched:
-            return
-        self._watched.add(path)
-        if children:
-            self.zk.watch_children(path, self._mark_dirty)
-        else:
-            self.zk.watch_data(path, self._mark_dirty)
-
-    def _watch_roots(self) -> None:
-        self._watch(zk_data.BROKER_IDS, children=True)
-        self._watch(zk_data.TOPICS, children=True)
-        self._watch(zk_data.CONTROLLER, children=False)
-        self._watch(zk_data.CONFIG_CHANGES, children=True)
-        self._dirty.set()
+    def _start_watching(self) -> None:
+        self._watching = True
+        self._cache.request_full()
 
     def _refresh(self) -> None:
-        """Read the whole view (cheap at this scale: one read per znode), watching every
-        topic and partition state seen, then publish it to the loop."""
+        """Bring the cache up to date (only what the watches named, or everything after
+        start or a reconnection) and publish it to the loop if anything changed."""
+        begin = time.monotonic()
         try:
-            snapshot = self._read_snapshot()
+            update = self._cache.update()
         except Exception as exc:
             if not self._closed.is_set():
                 log.warning("reading the cluster state from ZooKeeper failed: %s (retrying)", exc)
                 threading.Timer(0.2, self._dirty.set).start()
             return
+        if update is None:
+            return
+        snapshot, change = update
+        log.debug(
+            "cluster state read in %.0f ms: %s",
+            (time.monotonic() - begin) * 1000,
+            "everything"
+            if change is None
+            else f"{len(change.topics)} topics, {len(change.partitions)} partition states",
+        )
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._publish, snapshot)
+        self._loop.call_soon_threadsafe(self._publish, snapshot, change)
 
     def _read_snapshot(self) -> ClusterSnapshot:
-        zk = self.zk
-        brokers: dict[int, BrokerRegistration] = {}
-        epochs: dict[int, int] = {}
-        for broker_id, (info, epoch) in zk.get_brokers().items():
-            brokers[broker_id] = BrokerRegistration(
-                broker_id, info.host or "", info.port, info.rack
-            )
-            epochs[broker_id] = epoch
-        topics: dict[str, TopicMetadata] = {}
-        for name in zk.get_topics():
-            self._watch(zk_data.topic_path(name), children=False)
-            assignment = zk.get_topic(name)
-            if assignment is None:
-                continue
-            topics[name] = self._read_topic(name, assignment)
-        controller = zk.get_controller_id()
-        return ClusterSnapshot(
-            brokers,
-            epochs,
-            -1 if controller is None else controller,
-            topics,
-            zk.get_client_quotas(),
-        )
+        """Read (and watch) everything now, on the calling thread (the benchmark's full
+        refresh, ``bench/failover_scale.py``)."""
+        return self._cache.read_full()
 
-    def _read_topic(self, name: str, assignment: TopicAssignment) -> TopicMetadata:
-        states: dict[int, PartitionState] = {}
-        for p, (state, zk_version) in self.zk.get_partition_states(name).items():
-            states[p] = PartitionState(
-                state.leader,
-                state.leader_epoch,
-                list(state.isr),
-                controller_epoch=state.controller_epoch,
-                partition_epoch=zk_version,
-            )
-        for p in assignment.partitions:
-            self._watch(zk_data.partition_state_path(name, p), children=False)
-        return TopicMetadata(
-            name,
-            assignment.topic_id or uuid.UUID(int=0),
-            {p: list(r) for p, r in assignment.partitions.items()},
-            self.zk.get_topic_configs(name),
-            states,
-        )
-
-    def _publish(self, snapshot: ClusterSnapshot) -> None:
-        """On the loop: swap the cache in and tell the listeners."""
+    def _publish(self, snapshot: ClusterSnapshot, change: MetadataChange | None) -> None:
+        """On the loop: swap the cache in and tell the listeners what changed. Snapshots
+        arrive in the order they were read, each with its own change."""
         if self._closed.is_set():
             return
         self._snapshot = snapshot
@@ -368,13 +317,16 @@ class ZkCoordinator:
             self._changed = asyncio.Event()
         for listener in list(self._listeners):
             try:
-                listener()
+                listener(change)
             except Exception:
                 log.exception("applying the cluster state failed")
 
     def _on_session_event(self, event: SessionEvent) -> None:
-        # kazoo's thread. A new session after an expiry lost the ephemeral registration:
-        # register again (a new broker epoch) and re-read everything.
+        # kazoo's thread. Connected again: kazoo dropped every watch when the connection
+        # went, so everything is read (and watched) again. A new session after an expiry
+        # also lost the ephemeral registration: register again (a new broker epoch).
+        if event is SessionEvent.CONNECTED:
+            self._cache.request_full()
         if event is SessionEvent.EXPIRED:
             log.warning("ZooKeeper session expired; registering again when reconnected")
             self._expired = True
