@@ -416,3 +416,41 @@ def test_any_json_decodes_or_raises_zk_data_error(value: object) -> None:
     ):
         with contextlib.suppress(ZkDataError):
             decode()
+
+
+# -- paths named by watches ------------------------------------------------------------------
+
+
+@given(names, st.integers(0, 10**6))
+def test_watched_paths_parse_back(topic: str, partition: int) -> None:
+    assert zk_data.parse_topic_path(zk_data.topic_path(topic)) == topic
+    state = zk_data.partition_state_path(topic, partition)
+    assert zk_data.parse_partition_state_path(state) == (topic, partition)
+    assert zk_data.parse_topic_path(state) is None
+    assert zk_data.parse_partition_state_path(zk_data.topic_path(topic)) is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        zk_data.TOPICS,
+        f"{zk_data.TOPICS}/",
+        f"{zk_data.TOPICS}/t/partitions",
+        f"{zk_data.TOPICS}/t/partitions/0",
+        f"{zk_data.TOPICS}/t/partitions/x/state",
+        f"{zk_data.TOPICS}/t/partitions/-1/state",
+        f"{zk_data.TOPICS}/t/partitions/01/state",
+        f"{zk_data.TOPICS}/t/other/0/state",
+        f"{zk_data.BROKER_IDS}/1",
+        zk_data.CONTROLLER,
+    ],
+)
+def test_other_paths_parse_to_none(path: str) -> None:
+    assert zk_data.parse_partition_state_path(path) is None
+    assert zk_data.parse_topic_path(path) is None
+
+
+def test_config_change_sequence() -> None:
+    assert zk_data.config_change_sequence("config_change_0000000042") == 42
+    assert zk_data.config_change_sequence("config_change_") is None
+    assert zk_data.config_change_sequence("isr_change_0000000001") is None
