@@ -33,10 +33,12 @@ class Recorder(ZkClient):
         super().__init__(connect, session_timeout_ms=SESSION_TIMEOUT_MS)
         self.read: list[str] = []
 
-    def read_many(self, data_paths: Any = (), children_paths: Any = (), watch: Any = None) -> Any:
+    def read_many(
+        self, data_paths: Any = (), children_paths: Any = (), watch: Any = None, **kw: Any
+    ) -> Any:
         data_paths, children_paths = list(data_paths), list(children_paths)
         self.read += data_paths + children_paths
-        return super().read_many(data_paths, children_paths, watch)
+        return super().read_many(data_paths, children_paths, watch, **kw)
 
 
 class Cache:
@@ -162,6 +164,9 @@ def test_topics_created_deleted_and_reconfigured_are_read_by_topic(env: Any) -> 
         snapshot, change = c.next()
     assert change is not None and "orders" in change.topics
     assert sorted(snapshot.topics) == ["events", "fresh"]
+    # No watch is left on the deleted znodes (kazoo's registry of this session's watches).
+    watched = [*c.zk.kazoo._data_watchers, *c.zk.kazoo._child_watchers]
+    assert not [p for p in watched if "/brokers/topics/orders" in p], watched
 
 
 def test_a_lost_connection_or_session_means_one_full_read(env: Any, zk_connect: str) -> None:
@@ -205,8 +210,10 @@ def test_a_state_never_goes_back_to_an_older_write(
     # both an incremental and a full read keep the newer state.
     real = ZkClient.read_many
 
-    def behind(self: ZkClient, data_paths: Any = (), children: Any = (), watch: Any = None) -> Any:
-        data, kids = real(self, data_paths, children, watch)
+    def behind(
+        self: ZkClient, data_paths: Any = (), children: Any = (), watch: Any = None, **kw: Any
+    ) -> Any:
+        data, kids = real(self, data_paths, children, watch, **kw)
         if path in data:
             data[path] = ZnodeData(old.data, old.version, old.mzxid, old.czxid)
         return data, kids

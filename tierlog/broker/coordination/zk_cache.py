@@ -195,14 +195,6 @@ class ClusterCache:
         self, changes: _Changes
     ) -> tuple[ClusterSnapshot, MetadataChange | None] | None:
         zk, watch, old = self._zk, self._watch, self.snapshot
-        data_paths = [zk_data.topic_path(t) for t in sorted(changes.topics)]
-        data_paths += [
-            zk_data.partition_state_path(t, p)
-            for t, p in sorted(changes.states)
-            if t in old.topics and p in old.topics[t].replicas
-        ]
-        if changes.controller:
-            data_paths.append(zk_data.CONTROLLER)
         children_paths = [
             path
             for path, flag in (
@@ -212,7 +204,21 @@ class ClusterCache:
             )
             if flag
         ]
-        data, children = zk.read_many(data_paths, children_paths, watch)
+        # A missing /controller is watched (its creation is the next controller); a missing
+        # topic or cached state is not: it was deleted, and a new topic of that name shows
+        # in /brokers/topics.
+        watched = [zk_data.CONTROLLER] if changes.controller else []
+        data, children = zk.read_many(watched, children_paths, watch)
+        existing = [zk_data.topic_path(t) for t in sorted(changes.topics)]
+        if not changes.topics and not changes.topic_list:
+            # The common case (a failover's writes): only states, read at once. With topic
+            # changes they wait until it is known which topics are gone (below).
+            existing += [
+                zk_data.partition_state_path(t, p)
+                for t, p in sorted(changes.states)
+                if t in old.topics and p in old.topics[t].partition_states
+            ]
+        data.update(zk.read_many(existing, (), watch, watch_missing=False)[0])
 
         topics = dict(old.topics)
         zxids = dict(self._state_zxids)
@@ -254,9 +260,17 @@ class ClusterCache:
             and p in topics[t].replicas
             and zk_data.partition_state_path(t, p) not in data
         )
-        if late:
-            more, _ = zk.read_many([zk_data.partition_state_path(t, p) for t, p in late], (), watch)
-            data.update(more)
+        # A partition with a state watches it even while it is missing (its creation is
+        # news); one with a state whose znode is gone is being deleted with its topic.
+        for cached_state in (True, False):
+            paths = [
+                zk_data.partition_state_path(t, p)
+                for t, p in late
+                if (p in topics[t].partition_states) == cached_state
+            ]
+            if paths:
+                more, _ = zk.read_many(paths, (), watch, watch_missing=not cached_state)
+                data.update(more)
         changed_partitions: set[Partition] = set()
         for name, p in changes.states:
             if name in fresh or name in gone or name not in topics:

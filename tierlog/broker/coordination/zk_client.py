@@ -315,6 +315,8 @@ class ZkClient:
         data_paths: Iterable[str] = (),
         children_paths: Iterable[str] = (),
         watch: PathWatch | None = None,
+        *,
+        watch_missing: bool = True,
     ) -> tuple[dict[str, ZnodeData | None], dict[str, list[str] | None]]:
         """Read many znodes in one pipelined round: every request is sent before the first
         answer is awaited, so N reads cost about one round trip plus N decodes instead of N
@@ -324,7 +326,9 @@ class ZkClient:
 
         With ``watch``, every path read is watched: a data read sets a data watch, a
         children read a children watch, and a missing znode an exists watch, so its creation
-        is seen too (one created between the two reads is read again).
+        is seen too (one created between the two reads is read again); with
+        ``watch_missing`` False a missing znode is not watched (one known to be deleted for
+        good would keep its watch until the session ends).
 
         Raises:
             kazoo's ConnectionLoss/SessionExpiredError once the connection timeout is spent
@@ -334,12 +338,16 @@ class ZkClient:
         if not data_paths and not children_paths:
             return {}, {}
         result: tuple[dict[str, ZnodeData | None], dict[str, list[str] | None]] = self._read(
-            self._read_many_once, data_paths, children_paths, watch
+            self._read_many_once, data_paths, children_paths, watch, watch_missing
         )
         return result
 
     def _read_many_once(
-        self, data_paths: list[str], children_paths: list[str], watch: PathWatch | None
+        self,
+        data_paths: list[str],
+        children_paths: list[str],
+        watch: PathWatch | None,
+        watch_missing: bool,
     ) -> tuple[dict[str, ZnodeData | None], dict[str, list[str] | None]]:
         deadline = time.monotonic() + self._connection_timeout_s
         zk = self._zk
@@ -361,7 +369,7 @@ class ZkClient:
             except NoNodeError:
                 children[path] = None
         while missing:
-            if watch is None:
+            if watch is None or not watch_missing:
                 data.update(dict.fromkeys(missing))
                 break
             # ZooKeeper sets no data watch on a missing znode; an exists watch fires on its
