@@ -1,12 +1,21 @@
 """The broker's remote log manager (KIP-405's RemoteLogManager): offload, remote retention,
 orphan cleanup and remote reads for the partitions this broker leads.
 
+This module owns the orchestration: which partitions are tracked (leader or follower),
+the periodic cycle and its order (manifest read, fencing, orphan scan, offload, retention,
+compaction), the ``remote-log`` worker thread, publishing each new manifest to the event
+loop and the remote checkpoint, and the public API the broker calls. The work itself is
+in sibling modules it composes: ``remote_copy`` (which segments are due, the upload),
+``remote_retention`` (retention, deletes, orphans, deleted topics), ``remote_reads`` (the
+read path and its ``remote-fetch`` pool), over ``tiered_partition.TieredPartition``.
+
 Threads: all object-store I/O runs off the event loop. Uploads, deletes and manifest
-commits run one at a time on the ``remote-log`` worker thread, so a partition's manifest is
-only ever written by that thread; remote reads run on a small ``remote-fetch`` pool. The
-event loop only reads immutable ``Manifest`` snapshots, published by assigning
-``TieredPartition.manifest``, and tells each ``Log`` how far its upload is committed
-(``Log.remote_end_offset``), which is what lets local retention delete a segment.
+commits (``remote_copy``, ``remote_retention``, compaction) run one at a time on the
+``remote-log`` worker thread this class owns, so a partition's manifest is only ever
+written by that thread; remote reads run on a small ``remote-fetch`` pool
+(``remote_reads``). The event loop only reads immutable ``Manifest`` snapshots, published
+by assigning ``TieredPartition.manifest``, and tells each ``Log`` how far its upload is
+committed (``Log.remote_end_offset``), which is what lets local retention delete a segment.
 
 Rules (DESIGN.md "Remote tier"):
 - a segment is offloaded when it is closed and wholly below the high watermark and the
@@ -38,74 +47,36 @@ Rules (DESIGN.md "Remote tier"):
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import functools
 import logging
-import threading
-import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from tierlog.local.checkpoint import (
-    CorruptCheckpointError,
-    atomic_write,
-    decode_checkpoint,
-    encode_checkpoint,
-)
+from tierlog.local.checkpoint import CorruptCheckpointError, atomic_write
 from tierlog.local.errors import CorruptSegmentError
-from tierlog.local.leader_epoch import EpochEntry
 from tierlog.local.log import Log
-from tierlog.local.producer_state import snapshot_path
-from tierlog.local.scrubber import verify_segment_crc
-from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, decode_entries
+from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.remote import manifest as mf
 from tierlog.remote import remote_checkpoint as rc
 from tierlog.remote.api import (
     CorruptManifestError,
     FencedLeaderEpochError,
-    IndexKind,
-    RemoteSegment,
     RemoteStorageError,
     RemoteStore,
-    SegmentState,
 )
 from tierlog.remote.chunk_cache import ChunkCache
-from tierlog.remote.remote_txn_index import RemoteTxnIndexes
-from tierlog.remote.segment_reader import RemoteSegmentReader
+from tierlog.remote.remote_copy import RemoteCopier, SegmentFiles, Throttle
+from tierlog.remote.remote_reads import AuxState, RemoteReads
+from tierlog.remote.remote_retention import RemoteRetention
+from tierlog.remote.tiered_partition import TieredPartition
 from tierlog.util.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-# Readers keep a segment's remote indexes in memory; this many stay open (an LRU).
-READER_CACHE_SIZE = 64
 # Orphans are looked for when a partition is first tracked and every this many cycles.
 ORPHAN_SCAN_EVERY = 20
-
-
-class Throttle:
-    """remote.log.manager.copy.max.bytes.per.second: a token bucket the uploader sleeps
-    on (on its own thread, never the event loop)."""
-
-    def __init__(self, bytes_per_second: int) -> None:
-        self.rate = bytes_per_second
-        self._allowance = float(bytes_per_second)
-        self._last = time.monotonic()
-
-    def __call__(self, nbytes: int) -> None:
-        if self.rate <= 0:
-            return
-        now = time.monotonic()
-        self._allowance = min(self.rate, self._allowance + (now - self._last) * self.rate)
-        self._last = now
-        self._allowance -= nbytes
-        if self._allowance < 0:
-            time.sleep(-self._allowance / self.rate)
 
 
 class RemoteCompaction(Protocol):
@@ -120,56 +91,6 @@ class RemoteCompaction(Protocol):
         leader_epoch: int,
         producer_last_offsets: dict[int, int],
     ) -> mf.Manifest | None: ...
-
-
-@dataclasses.dataclass
-class TieredPartition:
-    """What the manager knows of one partition; ``manifest`` is replaced, never mutated."""
-
-    topic: str
-    partition: int
-    topic_id: uuid.UUID
-    log: Log
-    leader_epoch: Callable[[], int]
-    # The partition's high watermark (its replication state owns it): only segments
-    # wholly below it are offloaded, so nothing uncommitted ever reaches the remote tier.
-    high_watermark: Callable[[], int]
-    # True for a partition this broker follows: its manifest is read, never written.
-    follower: bool = False
-    manifest: mf.Manifest | None = None
-    problem: str | None = None  # the last error, reported once per change
-    cycles: int = 0
-    readers: OrderedDict[str, RemoteSegmentReader] = dataclasses.field(default_factory=OrderedDict)
-    # How far the remote tier was known to reach, and what it lost (remote_checkpoint.py).
-    checkpoint: rc.RemoteCheckpoint = dataclasses.field(default_factory=rc.RemoteCheckpoint)
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-    def committed(self) -> list[RemoteSegment]:
-        return mf.committed_segments(self.manifest) if self.manifest else []
-
-    def remote_end(self) -> int:
-        """Next offset after the last committed remote segment (0 when none)."""
-        committed = self.committed()
-        return committed[-1].end_offset + 1 if committed else 0
-
-    def earliest_offset(self) -> int:
-        """The whole log's start: the remote log start when remote data exists. A range
-        the remote tier lost still counts (its reads fail loudly): the log start never
-        moves over acknowledged data without DeleteRecords saying so."""
-        start = self.log.log_start_offset
-        committed = self.committed()
-        if committed and self.manifest is not None:
-            remote_start = max(committed[0].base_offset, self.manifest.log_start_offset)
-            start = min(remote_start, start)
-        lost = self.lost()
-        return min(lost[0], start) if lost is not None else start
-
-    def lost(self) -> tuple[int, int] | None:
-        """``[start, end)`` the remote tier lost, None when it lost nothing."""
-        return self.checkpoint.lost if self.checkpoint.has_loss else None
 
 
 class RemoteLogManager:
@@ -202,24 +123,44 @@ class RemoteLogManager:
         # Partitions of deleted topics whose remote data is still to be deleted (retried
         # every cycle until the store lets it go): (topic, topic id, partition).
         self.deleted_partitions: set[tuple[str, uuid.UUID, int]] = set()
+        # The one thread that writes manifests (every commit of every partition).
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="remote-log")
-        self._fetchers = ThreadPoolExecutor(2, thread_name_prefix="remote-fetch")
-        self._lock = threading.Lock()
         self._cycle_running = False
-        self.uploaded_segments = 0
-        self.uploaded_bytes = 0
-        self.deleted_segments = 0
-        self.orphans_removed = 0
-        self.fetched_bytes = 0
+        self.copier = RemoteCopier(store, self.clock)
+        self.retention = RemoteRetention(store, self.cache, self.clock)
+        self.reads = RemoteReads(store, self.cache, self.fetch_timeout_s)
         self.copy_errors = 0
-        self.fetch_errors = 0
         self.lost_ranges = 0  # times the remote tier was found to have lost committed data
         self.compaction_errors = 0
-        # The remote .txnindex objects, decoded, for read_committed fetches.
-        self.txn_indexes = RemoteTxnIndexes(store, self._off_loop)
         # Cleans compacted topics' remote segments after each cycle (tierlog.compaction
         # sets it; the remote tier does not import the cleaner).
         self.compactor: RemoteCompaction | None = None
+
+    # The components' counters, read through the manager as before (stats(), metrics).
+
+    @property
+    def uploaded_segments(self) -> int:
+        return self.copier.uploaded_segments
+
+    @property
+    def uploaded_bytes(self) -> int:
+        return self.copier.uploaded_bytes
+
+    @property
+    def deleted_segments(self) -> int:
+        return self.retention.deleted_segments
+
+    @property
+    def orphans_removed(self) -> int:
+        return self.retention.orphans_removed
+
+    @property
+    def fetched_bytes(self) -> int:
+        return self.reads.fetched_bytes
+
+    @property
+    def fetch_errors(self) -> int:
+        return self.reads.fetch_errors
 
     # -- tracking ------------------------------------------------------------------------
 
@@ -326,26 +267,26 @@ class RemoteLogManager:
         )
         if manifest.topic_id not in (mf.ZERO_UUID, state.topic_id):
             manifest = await loop.run_in_executor(
-                self._worker, self._discard_previous_topic, state, manifest
+                self._worker, self.retention.discard_previous_topic, state, manifest
             )
         state.manifest = manifest
         self._publish(state)
         self._check_not_fenced(state, state.manifest)
         if scan:
             await loop.run_in_executor(
-                self._worker, self._remove_orphans, state, state.leader_epoch()
+                self._worker, self.retention.remove_orphans, state, state.leader_epoch()
             )
         state.cycles += 1
-        for segment in self._eligible(state):
-            snapshot = _SegmentFiles.of(segment, state.log)
+        for segment in self.copier.eligible(state):
+            snapshot = SegmentFiles.of(segment, state.log)
             state.manifest = await loop.run_in_executor(
-                self._worker, self._upload, state, snapshot, state.leader_epoch()
+                self._worker, self.copier.upload, state, snapshot, state.leader_epoch()
             )
             self._publish(state)
-        doomed = self._retention_candidates(state)
+        doomed = self.retention.candidates(state)
         if doomed:
             state.manifest = await loop.run_in_executor(
-                self._worker, self._delete, state, doomed, state.leader_epoch()
+                self._worker, self.retention.delete, state, doomed, state.leader_epoch()
             )
             self._publish(state)
         if self.compactor is not None and state.log.config.compact:
@@ -447,388 +388,78 @@ class RemoteLogManager:
                 writer_epoch=epoch,
             )
 
-    def _eligible(self, state: TieredPartition) -> list[LogSegment]:
-        """Closed segments wholly below the last stable offset and not yet remote, in
-        order. The LSO is the high watermark capped by the first offset of the earliest
-        open transaction (KIP-98); Kafka's RLM copies only segments below it, so a remote
-        segment never holds records of a transaction still open, and its uploaded
-        ``.txnindex`` is final."""
-        log_, end = state.log, state.remote_end()
-        stable = state.high_watermark()
-        # getattr: logs without transactions support (and test doubles) have no such field.
-        first_unstable = getattr(log_, "first_unstable_offset", None)
-        if first_unstable is not None:
-            stable = min(stable, first_unstable)
-        return [
-            s
-            for s in log_.segments[:-1]
-            if s.base_offset >= end and s.next_offset <= stable and s.size
-        ]
-
-    # -- worker-thread jobs --------------------------------------------------------------
-
-    def _upload(self, state: TieredPartition, files: _SegmentFiles, epoch: int) -> mf.Manifest:
-        manifest = state.manifest
-        assert manifest is not None
-        # Never offload damage: the remote copy outlives the local one, and readers of the
-        # remote tier trust what is there. The partition's offload stops here until the
-        # segment is repaired or removed; the log and the scrubber report the range.
-        problems = verify_segment_crc(files.log_path)
-        if problems:
-            first = problems[0]
-            raise CorruptSegmentError(
-                f"{files.log_path}: not offloaded, {len(problems)} damaged range(s), the "
-                f"first at byte {first.position} (offsets {first.first_offset}-"
-                f"{first.last_offset}): {first.problem}",
-                files.log_path,
-                first.position,
-            )
-        aux_state = files.aux_state()
-        txn_index = files.txn_index()
-        objects = dict(aux_state or {})
-        if txn_index is not None:
-            objects[IndexKind.TRANSACTION] = txn_index
-        segment = RemoteSegment(
-            topic=state.topic,
-            partition=state.partition,
-            topic_id=state.topic_id,
-            base_offset=files.base_offset,
-            end_offset=files.next_offset - 1,
-            segment_id=str(uuid.uuid4()),
-            size_bytes=files.size,
-            max_timestamp=files.max_timestamp,
-            first_batch_timestamp=files.first_timestamp,
-            leader_epochs=files.leader_epochs,
-            state=SegmentState.COPY_FINISHED,
-            created_ms=self.clock.milliseconds(),
-            has_aux_state=aux_state is not None,
-            has_txn_index=txn_index is not None,
-        )
-        self.store.copy_segment(
-            segment, files.log_path, files.index_path, files.time_index_path, objects or None
-        )
-        # Committed only after data and indexes are all uploaded.
-        updated = dataclasses.replace(mf.with_segment(manifest, segment), leader_epoch=epoch)
-        stored = self.store.commit(state.topic, state.partition, updated, manifest.version)
-        state.manifest = stored  # the next worker job builds on it, not on a stale copy
-        self.uploaded_segments += 1
-        self.uploaded_bytes += files.size
-        log.info(
-            "%s: offloaded segment %d-%d (%d bytes)",
-            state.name,
-            segment.base_offset,
-            segment.end_offset,
-            segment.size_bytes,
-        )
-        return stored
-
-    def _delete(
-        self, state: TieredPartition, doomed: list[RemoteSegment], epoch: int
-    ) -> mf.Manifest:
-        manifest = state.manifest
-        assert manifest is not None
-        for segment in doomed:
-            marked = dataclasses.replace(
-                mf.mark(manifest, segment.segment_id, SegmentState.DELETE_STARTED),
-                leader_epoch=epoch,
-            )
-            manifest = self.store.commit(state.topic, state.partition, marked, manifest.version)
-            state.manifest = manifest
-            self._delete_segment_objects(segment)
-            state.readers.pop(segment.segment_id, None)
-            dropped = mf.with_log_start_offset(
-                mf.without(manifest, segment.segment_id), segment.end_offset + 1
-            )
-            manifest = self.store.commit(state.topic, state.partition, dropped, manifest.version)
-            state.manifest = manifest
-            self.deleted_segments += 1
-            log.info(
-                "%s: remote retention deleted segment %d-%d",
-                state.name,
-                segment.base_offset,
-                segment.end_offset,
-            )
-        return manifest
-
-    def _delete_segment_objects(self, segment: RemoteSegment) -> None:
-        """Every object of one remote segment and what is cached of it. A decoded
-        ``.txnindex`` stays in its LRU until evicted: a segment id is never reused, so
-        nothing asks for it again."""
-        self.store.delete_segment(segment)
-        self.cache.remove_segment(segment.segment_id)
-
     async def _delete_deleted_topics(self) -> None:
         loop = asyncio.get_running_loop()
         for item in sorted(self.deleted_partitions, key=str):
             topic, topic_id, partition = item
             try:
                 await loop.run_in_executor(
-                    self._worker, self._delete_partition_data, topic, topic_id, partition
+                    self._worker, self.retention.delete_partition_data, topic, topic_id, partition
                 )
                 self.deleted_partitions.discard(item)
             except (RemoteStorageError, OSError, ValueError) as exc:
                 log.warning("%s-%d: deleting remote data: %s (will retry)", topic, partition, exc)
 
-    def _delete_partition_data(self, topic: str, topic_id: uuid.UUID, partition: int) -> None:
-        """Every object of a deleted topic's partition, then its manifest; nothing when the
-        manifest already belongs to a newer topic of the same name."""
-        manifest = self.store.read_manifest(topic, partition)
-        if manifest.topic_id not in (mf.ZERO_UUID, topic_id):
-            return
-        for segment in manifest.segments:
-            self._delete_segment_objects(segment)
-        for name in self.store.list_objects(topic, partition):
-            if name != mf.MANIFEST_NAME:
-                self.store.delete_object(topic, partition, name)
-        self.store.delete_object(topic, partition, mf.MANIFEST_NAME)
-        log.info("%s-%d: deleted the remote data of the deleted topic", topic, partition)
-
-    def _discard_previous_topic(self, state: TieredPartition, manifest: mf.Manifest) -> mf.Manifest:
-        """The manifest belongs to a deleted topic of the same name (another topic id):
-        delete its objects, then the manifest, and start the new topic empty (KIP-405
-        deletes a topic's remote data with it). Until then ``state.manifest`` is unset, so
-        nothing of the new log counts as remote — without this, local retention took the
-        old manifest's end offset as proof that the new topic's segments were uploaded.
-        A crash half-way is finished by the next cycle: the old manifest is still there."""
-        log.warning(
-            "%s: remote data of a deleted topic with the same name (topic id %s, this one "
-            "is %s): deleting it",
-            state.name,
-            manifest.topic_id,
-            state.topic_id,
-        )
-        state.readers.clear()
-        self._delete_partition_data(state.topic, manifest.topic_id, state.partition)
-        return self.store.read_manifest(state.topic, state.partition)
-
-    def _remove_orphans(self, state: TieredPartition, epoch: int) -> None:
-        """Objects no manifest entry names: interrupted uploads, left-over temp files.
-        Runs on the worker thread, so no upload of this broker is in flight meanwhile."""
-        manifest = state.manifest
-        assert manifest is not None
-        # Entries a crash left half-way (DELETE_STARTED) finish their deletion, as
-        # ``_delete`` would have: objects, then the entry, and the log start moves past it.
-        # Deleting the objects alone left the entry in the manifest for ever, and the
-        # remote log start never advanced over it.
-        for segment in manifest.segments:
-            if segment.state is SegmentState.DELETE_STARTED:
-                self._delete_segment_objects(segment)
-                dropped = dataclasses.replace(
-                    mf.with_log_start_offset(
-                        mf.without(manifest, segment.segment_id), segment.end_offset + 1
-                    ),
-                    leader_epoch=epoch,
-                )
-                manifest = self.store.commit(
-                    state.topic, state.partition, dropped, manifest.version
-                )
-                state.manifest = manifest
-        names = self.store.list_objects(state.topic, state.partition)
-        for name in mf.orphaned_objects(manifest, names):
-            self.store.delete_object(state.topic, state.partition, name)
-            self.orphans_removed += 1
-            log.info("%s: removed orphaned remote object %s", state.name, name)
-
-    # -- retention -----------------------------------------------------------------------
-
-    def _retention_candidates(self, state: TieredPartition) -> list[RemoteSegment]:
-        """Remote-only segments past retention.ms / retention.bytes (whole log), or below a
-        log start offset raised by DeleteRecords."""
-        log_, config = state.log, state.log.config
-        now = self.clock.milliseconds()
-        remote_only = [s for s in state.committed() if s.end_offset < log_.log_start_offset]
-        total = sum(s.size_bytes for s in remote_only) + log_.size
-        start = state.manifest.log_start_offset if state.manifest else 0
-        doomed = []
-        for segment in remote_only:
-            below_start = segment.end_offset < start
-            too_old = (
-                config.delete
-                and config.retention_ms >= 0
-                and (now - segment.max_timestamp > config.retention_ms)
-            )
-            too_big = (
-                config.delete
-                and config.retention_bytes >= 0
-                and (total - segment.size_bytes >= config.retention_bytes)
-            )
-            if not (below_start or too_old or too_big):
-                break
-            doomed.append(segment)
-            total -= segment.size_bytes
-        return doomed
+    # -- retention (remote_retention) ----------------------------------------------------
 
     async def advance_log_start_offset(self, state: TieredPartition, offset: int) -> int:
         """DeleteRecords reaching into the remote tier: the remote log start moves now
         (committed), and the next cycle deletes the segments wholly below it. Returns
         the whole log's start offset afterwards."""
         loop = asyncio.get_running_loop()
-
-        def commit() -> None:
-            manifest = state.manifest or self.store.read_manifest(state.topic, state.partition)
-            raised = dataclasses.replace(
-                mf.with_log_start_offset(manifest, offset), leader_epoch=state.leader_epoch()
-            )
-            state.manifest = self.store.commit(
-                state.topic, state.partition, raised, manifest.version
-            )
-
         # On failure the next cycle re-reads what was (or was not) stored.
-        await loop.run_in_executor(self._worker, commit)
+        await loop.run_in_executor(self._worker, self.retention.raise_log_start, state, offset)
         return max(offset, state.earliest_offset())
 
-    # -- reads ---------------------------------------------------------------------------
-
-    def _reader(self, state: TieredPartition, segment: RemoteSegment) -> RemoteSegmentReader:
-        reader = state.readers.get(segment.segment_id)
-        if reader is None:
-            # A store on the local filesystem is read in place: copying its objects into
-            # a local cache would only add a copy (measured: it halved replay speed).
-            cache = None if self.store.is_local else self.cache
-            reader = RemoteSegmentReader(self.store, segment, cache)
-            state.readers[segment.segment_id] = reader
-            while len(state.readers) > READER_CACHE_SIZE:
-                state.readers.popitem(last=False)
-        else:
-            state.readers.move_to_end(segment.segment_id)
-        return reader
-
-    async def _off_loop(self, call: Callable[[], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await asyncio.wait_for(
-            loop.run_in_executor(self._fetchers, call), self.fetch_timeout_s
-        )
+    # -- reads (remote_reads) -------------------------------------------------------------
 
     async def read(
         self, state: TieredPartition, offset: int, max_bytes: int, min_one_batch: bool = True
     ) -> bytes | None:
-        """Batches from the remote segment holding ``offset``, or from the next one that
-        has any when it has none at or after ``offset`` (a compacted segment can lose its
-        last records without its range shrinking). None when no remote segment from
-        ``offset`` on has a batch. Raises RemoteStorageError or TimeoutError when the store
-        cannot answer."""
-        manifest = state.manifest
-        segment = mf.segment_for_offset(manifest, offset) if manifest else None
-        data: bytes | None = None
-        while segment is not None and not data:
-            assert manifest is not None
-            reader = self._reader(state, segment)
-            start = max(offset, segment.base_offset)
-            try:
-                data = await self._off_loop(
-                    functools.partial(reader.read, start, max_bytes, min_one_batch=min_one_batch)
-                )
-            except (RemoteStorageError, OSError, TimeoutError):
-                self.fetch_errors += 1
-                raise
-            segment = mf.segment_for_offset(manifest, segment.end_offset + 1)
-        self.fetched_bytes += len(data) if data else 0
-        return data or None
+        """``RemoteReads.read``: batches from the remote segment holding ``offset`` (or the
+        next one that has any), None when none from ``offset`` on has a batch.
+
+        Raises:
+            RemoteStorageError, TimeoutError: the store cannot answer.
+        """
+        return await self.reads.read(state, offset, max_bytes, min_one_batch)
 
     async def offset_for_timestamp(
         self, state: TieredPartition, timestamp: int
     ) -> tuple[int, int] | None:
         """First remote record at or after ``timestamp`` (remote-only segments)."""
-        if state.manifest is None:
-            return None
-        start = state.earliest_offset()
-        for segment in mf.segments_for_timestamp(state.manifest, timestamp):
-            if segment.end_offset >= state.log.log_start_offset:
-                break  # the local tier answers from here on
-            reader = self._reader(state, segment)
-            found = await self._off_loop(
-                functools.partial(reader.offset_for_timestamp, timestamp, start)
-            )
-            if found is not None:
-                return found
-        return None
+        return await self.reads.offset_for_timestamp(state, timestamp)
 
     async def aborted_transactions(
         self, topic: str, partition: int, fetch_offset: int, upper_bound_offset: int
     ) -> list[AbortedTxn]:
-        """The aborted transactions a read_committed fetch of remote offsets
-        ``[fetch_offset, upper_bound_offset)`` must be told about, from the ``.txnindex``
-        objects of the committed segments from the one holding ``fetch_offset`` on
-        (Kafka's ``RemoteLogManager.collectAbortedTransactions``): each index's entries
-        overlapping the range, in segment order, until an entry's last stable offset
-        reaches ``upper_bound_offset`` or the remote segments run out (the local tier's
-        indexes are the caller's to add then). Segments without an index are skipped.
-        Each index is fetched once off the event loop and kept decoded (an LRU:
-        ``tierlog.remote.remote_txn_index``).
+        """``RemoteReads.aborted_transactions`` of a tracked partition (none when it is not
+        tracked): the remote aborted transactions of ``[fetch_offset, upper_bound_offset)``.
 
         Raises:
             RemoteStorageError: an index cannot be fetched or decoded.
             TimeoutError: the store did not answer within remote.fetch.max.wait.ms.
         """
         state = self.partitions.get((topic, partition))
-        if state is None or state.manifest is None:
-            return []
-        try:
-            return await self.txn_indexes.collect(state.manifest, fetch_offset, upper_bound_offset)
-        except (RemoteStorageError, OSError, TimeoutError):
-            self.fetch_errors += 1
-            raise
-
-    # -- replicas starting at the leader's local log start (KIP-405) --------------------
+        return await self.reads.aborted_transactions(state, fetch_offset, upper_bound_offset)
 
     async def aux_state_before(
         self, topic: str, partition: int, topic_id: uuid.UUID, offset: int
     ) -> AuxState:
-        """The producer state and leader-epoch history at the end of the remote segment
-        holding ``offset - 1``: what a replica restarting empty near its leader's local log
-        start ``offset`` needs, without downloading the remote log (Kafka's
-        ``ReplicaFetcherTierStateMachine.buildRemoteLogAuxState``). The replica restarts at
-        that segment's ``next_offset``. Reads the manifest afresh: a follower's cached copy
-        may lag the leader's uploads.
+        """``RemoteReads.aux_state_before``: the producer state and leader-epoch history a
+        replica restarting empty at its leader's local log start ``offset`` needs (KIP-405).
 
         Raises:
             RemoteStorageError: the store cannot answer, or no committed segment holds
-                ``offset - 1`` yet (retriable: the leader's upload is on its way).
+                ``offset - 1`` yet (retriable).
         """
-        manifest = await self._off_loop(
-            functools.partial(self.store.read_manifest, topic, partition)
-        )
-        if manifest.topic_id not in (mf.ZERO_UUID, topic_id):
-            raise RemoteStorageError(
-                f"{topic}-{partition}: the remote manifest is another topic's "
-                f"(topic id {manifest.topic_id}, ours {topic_id})",
-                retriable=True,
-            )
-        # The segment holding the offset just below: a new leader's local segments need
-        # not end where the old leader's uploads did, so the replica restarts at this
-        # segment's end + 1, which is at or above ``offset`` and inside the leader's local
-        # log (Kafka's follower does the same).
-        segment = mf.segment_for_offset(manifest, offset - 1)
-        if segment is None or segment.base_offset > offset - 1:
-            raise RemoteStorageError(
-                f"{topic}-{partition}: no remote segment holds offset {offset - 1} "
-                f"(remote end {mf.end_offset(manifest)})",
-                retriable=True,
-            )
-        if not segment.has_aux_state:
-            # Uploaded before segments carried it: the epochs are still in the manifest;
-            # the producer state is lost (idempotent producers get a fresh start).
-            epochs = [EpochEntry(*pair) for pair in mf.leader_epoch_history(manifest, offset)]
-            return AuxState(segment, epochs, None)
-        checkpoint, snapshot = await self._off_loop(
-            lambda: (
-                self.store.fetch_index(segment, IndexKind.LEADER_EPOCH),
-                self.store.fetch_index(segment, IndexKind.PRODUCER_SNAPSHOT),
-            )
-        )
-        where = self.store.manifest_url(topic, partition)
-        try:
-            rows = decode_checkpoint(checkpoint, 2, f"{where}: {segment.segment_id}")
-            entries = [EpochEntry(int(epoch), int(start)) for epoch, start in rows]
-        except (CorruptCheckpointError, ValueError) as exc:
-            raise RemoteStorageError(f"corrupt leader-epoch checkpoint: {exc}") from None
-        return AuxState(segment, entries, snapshot)
+        return await self.reads.aux_state_before(topic, partition, topic_id, offset)
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
         self._worker.shutdown(wait=True, cancel_futures=True)
-        self._fetchers.shutdown(wait=False, cancel_futures=True)
+        self.reads.close()
         self.cache.close()  # its chunks may be kept by the next start
 
     def stats(self) -> dict[str, Any]:
@@ -855,86 +486,3 @@ def _read_checkpoint(directory: Path) -> rc.RemoteCheckpoint:
     except (CorruptCheckpointError, OSError) as exc:
         log.warning("%s; starting without it (a loss before now may go unnoticed)", exc)
         return rc.RemoteCheckpoint()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AuxState:
-    """KIP-405's auxiliary state of a partition at the end of ``segment``: a replica
-    restarts at ``segment.next_offset`` with it."""
-
-    segment: RemoteSegment
-    leader_epochs: list[EpochEntry]
-    producer_snapshot: bytes | None  # None: the segment was uploaded without one
-
-
-@dataclasses.dataclass(frozen=True)
-class _SegmentFiles:
-    """What an upload needs of a closed local segment, read on the event loop; files are
-    read on the worker."""
-
-    base_offset: int
-    next_offset: int
-    size: int
-    max_timestamp: int
-    first_timestamp: int
-    leader_epochs: tuple[tuple[int, int], ...]
-    log_path: Path
-    index_path: Path
-    time_index_path: Path
-    # KIP-405's auxiliary state at the segment's end: the producer snapshot the log took
-    # when it rolled past the segment, and the leader-epoch history up to the segment's end.
-    producer_snapshot_path: Path
-    leader_epoch_checkpoint: bytes
-    # KIP-98's aborted-transaction index; the local log writes it only for segments an
-    # aborted transaction's marker went into.
-    txn_index_path: Path
-
-    def aux_state(self) -> dict[IndexKind, bytes] | None:
-        """Both auxiliary objects, or None when the producer snapshot is gone (a restart
-        that found it corrupt, or a snapshot-less segment): the segment is then uploaded
-        without them, and a replica starting after it rebuilds no producer state."""
-        try:
-            snapshot = self.producer_snapshot_path.read_bytes()
-        except FileNotFoundError:
-            return None
-        return {
-            IndexKind.PRODUCER_SNAPSHOT: snapshot,
-            IndexKind.LEADER_EPOCH: self.leader_epoch_checkpoint,
-        }
-
-    def txn_index(self) -> bytes | None:
-        """The segment's ``.txnindex`` bytes, None when it has none or it is empty.
-
-        Raises:
-            CorruptTxnIndexError: not a whole number of entries (a ValueError: reported
-                and retried like any failed upload, never uploaded).
-        """
-        try:
-            data = self.txn_index_path.read_bytes()
-        except FileNotFoundError:
-            return None
-        decode_entries(data, str(self.txn_index_path))  # checks it: readers trust it
-        return data or None
-
-    @classmethod
-    def of(cls, segment: LogSegment, log_: Log) -> _SegmentFiles:
-        stem = segment.path.with_suffix("")
-        epochs = mf.segment_leader_epochs(
-            log_.leader_epoch_cache.entries, segment.base_offset, segment.next_offset - 1
-        )
-        return cls(
-            segment.base_offset,
-            segment.next_offset,
-            segment.size,
-            max(segment.max_timestamp, -1),
-            segment.first_batch_timestamp if segment.first_batch_timestamp is not None else -1,
-            epochs,
-            segment.path,
-            stem.with_suffix(INDEX_SUFFIX),
-            stem.with_suffix(TIME_INDEX_SUFFIX),
-            snapshot_path(log_.producer_state.directory, segment.next_offset),
-            encode_checkpoint(
-                e for e in log_.leader_epoch_cache.entries if e.start_offset < segment.next_offset
-            ),
-            stem.with_suffix(TXN_INDEX_SUFFIX),
-        )

@@ -3,8 +3,8 @@
 has the byte format) and kept in an LRU, and searched as Kafka's
 ``RemoteLogManager.collectAbortedTransactions`` does.
 
-Owned by ``RemoteLogManager``; used on the event loop only (the LRU takes no lock), while
-the fetches run where the manager's ``off_loop`` puts them.
+Owned by ``remote_reads.RemoteReads``; used on the event loop only (the LRU takes no lock),
+while the fetches run where its ``off_loop`` puts them (the ``remote-fetch`` pool).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class RemoteTxnIndexes:
     """Args:
     store: where the ``.txnindex`` objects are.
     off_loop: runs a blocking call away from the event loop, bounded in time (the
-        manager's remote-fetch pool with remote.fetch.max.wait.ms).
+        remote-fetch pool of ``RemoteReads`` with remote.fetch.max.wait.ms).
     size: how many decoded indexes the LRU keeps.
     """
 

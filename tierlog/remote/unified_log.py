@@ -30,7 +30,8 @@ from tierlog.records.errors import RecordsError
 from tierlog.records.header import HEADER_SIZE, parse_header
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import RemoteDataLostError, RemoteStorageUnavailableError
-from tierlog.remote.remote_log_manager import RemoteLogManager, TieredPartition
+from tierlog.remote.remote_log_manager import RemoteLogManager
+from tierlog.remote.tiered_partition import TieredPartition
 
 # KIP-405/KIP-1005 special timestamps: earliest local offset, latest tiered offset, first
 # offset not uploaded yet.

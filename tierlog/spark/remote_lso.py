@@ -16,7 +16,7 @@ with its first offset below the bound would have been open at the earlier end to
 Where it comes from: the producer snapshot uploaded beside each segment (KIP-405's
 auxiliary state, ``IndexKind.PRODUCER_SNAPSHOT``), whose entries carry each producer's
 ``current_txn_first_offset``. It is the log's ``<segment next offset>.snapshot``
-(``RemoteLogManager``'s ``_SegmentFiles.of``), written by ``Log.roll`` when it opens the
+(``remote_copy.SegmentFiles.of``), written by ``Log.roll`` when it opens the
 next segment, before that segment's first batch is applied to the producer state (``_write``
 rolls, the append updates the state after): the state after the segment's last batch and
 no later one. ``ProducerStateManager.take_snapshot`` refuses an offset below what it has

@@ -1,0 +1,218 @@
+"""Offload for the remote log manager (KIP-405's copy task): which closed local segments
+are due, what an upload needs of one (``SegmentFiles``), the upload and its manifest
+commit (``RemoteCopier``), and the upload throttle (``Throttle``).
+
+Rules (DESIGN.md "Remote tier"): a segment is offloaded when it is closed and wholly below
+the high watermark and the last stable offset; its data, indexes and auxiliary objects are
+uploaded first, then it is committed to the manifest (COPY_FINISHED), so an interrupted
+upload leaves only orphans; a segment whose batches fail their CRC-32C check is never
+offloaded.
+
+Threads: ``RemoteCopier.eligible`` and ``SegmentFiles.of`` run on the event loop (they
+read the live ``Log``); ``RemoteCopier.upload`` runs on the manager's ``remote-log``
+worker thread, the partition manifest's one writer, and reads the segment's files there.
+``Throttle`` sleeps on the thread that uploads, never the event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from pathlib import Path
+
+from tierlog.local.checkpoint import encode_checkpoint
+from tierlog.local.errors import CorruptSegmentError
+from tierlog.local.log import Log
+from tierlog.local.producer_state import snapshot_path
+from tierlog.local.scrubber import verify_segment_crc
+from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, decode_entries
+from tierlog.remote import manifest as mf
+from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStore, SegmentState
+from tierlog.remote.tiered_partition import TieredPartition
+from tierlog.util.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class Throttle:
+    """remote.log.manager.copy.max.bytes.per.second: a token bucket the uploader sleeps
+    on (on its own thread, never the event loop)."""
+
+    def __init__(self, bytes_per_second: int) -> None:
+        self.rate = bytes_per_second
+        self._allowance = float(bytes_per_second)
+        self._last = time.monotonic()
+
+    def __call__(self, nbytes: int) -> None:
+        if self.rate <= 0:
+            return
+        now = time.monotonic()
+        self._allowance = min(self.rate, self._allowance + (now - self._last) * self.rate)
+        self._last = now
+        self._allowance -= nbytes
+        if self._allowance < 0:
+            time.sleep(-self._allowance / self.rate)
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentFiles:
+    """What an upload needs of a closed local segment, read on the event loop; files are
+    read on the worker."""
+
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+    first_timestamp: int
+    leader_epochs: tuple[tuple[int, int], ...]
+    log_path: Path
+    index_path: Path
+    time_index_path: Path
+    # KIP-405's auxiliary state at the segment's end: the producer snapshot the log took
+    # when it rolled past the segment, and the leader-epoch history up to the segment's end.
+    producer_snapshot_path: Path
+    leader_epoch_checkpoint: bytes
+    # KIP-98's aborted-transaction index; the local log writes it only for segments an
+    # aborted transaction's marker went into.
+    txn_index_path: Path
+
+    def aux_state(self) -> dict[IndexKind, bytes] | None:
+        """Both auxiliary objects, or None when the producer snapshot is gone (a restart
+        that found it corrupt, or a snapshot-less segment): the segment is then uploaded
+        without them, and a replica starting after it rebuilds no producer state."""
+        try:
+            snapshot = self.producer_snapshot_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return {
+            IndexKind.PRODUCER_SNAPSHOT: snapshot,
+            IndexKind.LEADER_EPOCH: self.leader_epoch_checkpoint,
+        }
+
+    def txn_index(self) -> bytes | None:
+        """The segment's ``.txnindex`` bytes, None when it has none or it is empty.
+
+        Raises:
+            CorruptTxnIndexError: not a whole number of entries (a ValueError: reported
+                and retried like any failed upload, never uploaded).
+        """
+        try:
+            data = self.txn_index_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        decode_entries(data, str(self.txn_index_path))  # checks it: readers trust it
+        return data or None
+
+    @classmethod
+    def of(cls, segment: LogSegment, log_: Log) -> SegmentFiles:
+        stem = segment.path.with_suffix("")
+        epochs = mf.segment_leader_epochs(
+            log_.leader_epoch_cache.entries, segment.base_offset, segment.next_offset - 1
+        )
+        return cls(
+            segment.base_offset,
+            segment.next_offset,
+            segment.size,
+            max(segment.max_timestamp, -1),
+            segment.first_batch_timestamp if segment.first_batch_timestamp is not None else -1,
+            epochs,
+            segment.path,
+            stem.with_suffix(INDEX_SUFFIX),
+            stem.with_suffix(TIME_INDEX_SUFFIX),
+            snapshot_path(log_.producer_state.directory, segment.next_offset),
+            encode_checkpoint(
+                e for e in log_.leader_epoch_cache.entries if e.start_offset < segment.next_offset
+            ),
+            stem.with_suffix(TXN_INDEX_SUFFIX),
+        )
+
+
+class RemoteCopier:
+    """Args:
+    store: the remote storage and metadata the segments are copied to.
+    clock: stamps each remote segment's creation time.
+    """
+
+    def __init__(self, store: RemoteStore, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+        self.uploaded_segments = 0
+        self.uploaded_bytes = 0
+
+    def eligible(self, state: TieredPartition) -> list[LogSegment]:
+        """Closed segments wholly below the last stable offset and not yet remote, in
+        order. The LSO is the high watermark capped by the first offset of the earliest
+        open transaction (KIP-98); Kafka's RLM copies only segments below it, so a remote
+        segment never holds records of a transaction still open, and its uploaded
+        ``.txnindex`` is final."""
+        log_, end = state.log, state.remote_end()
+        stable = state.high_watermark()
+        # getattr: logs without transactions support (and test doubles) have no such field.
+        first_unstable = getattr(log_, "first_unstable_offset", None)
+        if first_unstable is not None:
+            stable = min(stable, first_unstable)
+        return [
+            s
+            for s in log_.segments[:-1]
+            if s.base_offset >= end and s.next_offset <= stable and s.size
+        ]
+
+    def upload(self, state: TieredPartition, files: SegmentFiles, epoch: int) -> mf.Manifest:
+        """Copy one segment and commit it to the manifest as ``epoch``; on the worker
+        thread. Returns the stored manifest (also assigned to ``state.manifest``)."""
+        manifest = state.manifest
+        assert manifest is not None
+        # Never offload damage: the remote copy outlives the local one, and readers of the
+        # remote tier trust what is there. The partition's offload stops here until the
+        # segment is repaired or removed; the log and the scrubber report the range.
+        problems = verify_segment_crc(files.log_path)
+        if problems:
+            first = problems[0]
+            raise CorruptSegmentError(
+                f"{files.log_path}: not offloaded, {len(problems)} damaged range(s), the "
+                f"first at byte {first.position} (offsets {first.first_offset}-"
+                f"{first.last_offset}): {first.problem}",
+                files.log_path,
+                first.position,
+            )
+        aux_state = files.aux_state()
+        txn_index = files.txn_index()
+        objects = dict(aux_state or {})
+        if txn_index is not None:
+            objects[IndexKind.TRANSACTION] = txn_index
+        segment = RemoteSegment(
+            topic=state.topic,
+            partition=state.partition,
+            topic_id=state.topic_id,
+            base_offset=files.base_offset,
+            end_offset=files.next_offset - 1,
+            segment_id=str(uuid.uuid4()),
+            size_bytes=files.size,
+            max_timestamp=files.max_timestamp,
+            first_batch_timestamp=files.first_timestamp,
+            leader_epochs=files.leader_epochs,
+            state=SegmentState.COPY_FINISHED,
+            created_ms=self.clock.milliseconds(),
+            has_aux_state=aux_state is not None,
+            has_txn_index=txn_index is not None,
+        )
+        self.store.copy_segment(
+            segment, files.log_path, files.index_path, files.time_index_path, objects or None
+        )
+        # Committed only after data and indexes are all uploaded.
+        updated = dataclasses.replace(mf.with_segment(manifest, segment), leader_epoch=epoch)
+        stored = self.store.commit(state.topic, state.partition, updated, manifest.version)
+        state.manifest = stored  # the next worker job builds on it, not on a stale copy
+        self.uploaded_segments += 1
+        self.uploaded_bytes += files.size
+        log.info(
+            "%s: offloaded segment %d-%d (%d bytes)",
+            state.name,
+            segment.base_offset,
+            segment.end_offset,
+            segment.size_bytes,
+        )
+        return stored

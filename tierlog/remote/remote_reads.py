@@ -1,0 +1,215 @@
+"""The remote tier's read path (KIP-405's remote fetch), for the remote log manager:
+batches and timestamp lookups on the committed remote segments, the aborted transactions
+of a read_committed fetch of remote offsets, and the auxiliary state a replica restarting
+near its leader's local log start needs (``AuxState``).
+
+Owns the ``remote-fetch`` thread pool (every object-store read of a fetch runs there,
+bounded by remote.fetch.max.wait.ms), each partition's LRU of open
+``RemoteSegmentReader``s (``TieredPartition.readers``), the decoded remote ``.txnindex``
+LRU (``remote_txn_index``) and the fetch counters.
+
+Threads: the public methods are coroutines on the event loop. They read only the immutable
+``Manifest`` snapshots the ``remote-log`` worker thread publishes
+(``TieredPartition.manifest``), or a manifest freshly fetched on the pool, and never write
+a manifest: that is the worker's alone (``remote_log_manager``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from tierlog.local.checkpoint import CorruptCheckpointError, decode_checkpoint
+from tierlog.local.leader_epoch import EpochEntry
+from tierlog.local.txn_index_codec import AbortedTxn
+from tierlog.remote import manifest as mf
+from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStorageError, RemoteStore
+from tierlog.remote.chunk_cache import ChunkCache
+from tierlog.remote.remote_txn_index import RemoteTxnIndexes
+from tierlog.remote.segment_reader import RemoteSegmentReader
+from tierlog.remote.tiered_partition import TieredPartition
+
+T = TypeVar("T")
+# Readers keep a segment's remote indexes in memory; this many stay open (an LRU).
+READER_CACHE_SIZE = 64
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuxState:
+    """KIP-405's auxiliary state of a partition at the end of ``segment``: a replica
+    restarts at ``segment.next_offset`` with it."""
+
+    segment: RemoteSegment
+    leader_epochs: list[EpochEntry]
+    producer_snapshot: bytes | None  # None: the segment was uploaded without one
+
+
+class RemoteReads:
+    """Args:
+    store: the remote storage and metadata.
+    cache: the on-disk chunk cache of remote reads (unused when the store is local).
+    fetch_timeout_s: remote.fetch.max.wait.ms, the bound on one remote read.
+    """
+
+    def __init__(self, store: RemoteStore, cache: ChunkCache, fetch_timeout_s: float) -> None:
+        self.store = store
+        self.cache = cache
+        self.fetch_timeout_s = fetch_timeout_s
+        self._fetchers = ThreadPoolExecutor(2, thread_name_prefix="remote-fetch")
+        self.fetched_bytes = 0
+        self.fetch_errors = 0
+        # The remote .txnindex objects, decoded, for read_committed fetches.
+        self.txn_indexes = RemoteTxnIndexes(store, self._off_loop)
+
+    def _reader(self, state: TieredPartition, segment: RemoteSegment) -> RemoteSegmentReader:
+        reader = state.readers.get(segment.segment_id)
+        if reader is None:
+            # A store on the local filesystem is read in place: copying its objects into
+            # a local cache would only add a copy (measured: it halved replay speed).
+            cache = None if self.store.is_local else self.cache
+            reader = RemoteSegmentReader(self.store, segment, cache)
+            state.readers[segment.segment_id] = reader
+            while len(state.readers) > READER_CACHE_SIZE:
+                state.readers.popitem(last=False)
+        else:
+            state.readers.move_to_end(segment.segment_id)
+        return reader
+
+    async def _off_loop(self, call: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await asyncio.wait_for(
+            loop.run_in_executor(self._fetchers, call), self.fetch_timeout_s
+        )
+
+    async def read(
+        self, state: TieredPartition, offset: int, max_bytes: int, min_one_batch: bool = True
+    ) -> bytes | None:
+        """Batches from the remote segment holding ``offset``, or from the next one that
+        has any when it has none at or after ``offset`` (a compacted segment can lose its
+        last records without its range shrinking). None when no remote segment from
+        ``offset`` on has a batch. Raises RemoteStorageError or TimeoutError when the store
+        cannot answer."""
+        manifest = state.manifest
+        segment = mf.segment_for_offset(manifest, offset) if manifest else None
+        data: bytes | None = None
+        while segment is not None and not data:
+            assert manifest is not None
+            reader = self._reader(state, segment)
+            start = max(offset, segment.base_offset)
+            try:
+                data = await self._off_loop(
+                    functools.partial(reader.read, start, max_bytes, min_one_batch=min_one_batch)
+                )
+            except (RemoteStorageError, OSError, TimeoutError):
+                self.fetch_errors += 1
+                raise
+            segment = mf.segment_for_offset(manifest, segment.end_offset + 1)
+        self.fetched_bytes += len(data) if data else 0
+        return data or None
+
+    async def offset_for_timestamp(
+        self, state: TieredPartition, timestamp: int
+    ) -> tuple[int, int] | None:
+        """First remote record at or after ``timestamp`` (remote-only segments)."""
+        if state.manifest is None:
+            return None
+        start = state.earliest_offset()
+        for segment in mf.segments_for_timestamp(state.manifest, timestamp):
+            if segment.end_offset >= state.log.log_start_offset:
+                break  # the local tier answers from here on
+            reader = self._reader(state, segment)
+            found = await self._off_loop(
+                functools.partial(reader.offset_for_timestamp, timestamp, start)
+            )
+            if found is not None:
+                return found
+        return None
+
+    async def aborted_transactions(
+        self, state: TieredPartition | None, fetch_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of remote offsets
+        ``[fetch_offset, upper_bound_offset)`` must be told about, from the ``.txnindex``
+        objects of the committed segments from the one holding ``fetch_offset`` on
+        (Kafka's ``RemoteLogManager.collectAbortedTransactions``): each index's entries
+        overlapping the range, in segment order, until an entry's last stable offset
+        reaches ``upper_bound_offset`` or the remote segments run out (the local tier's
+        indexes are the caller's to add then). Segments without an index are skipped.
+        Each index is fetched once off the event loop and kept decoded (an LRU:
+        ``tierlog.remote.remote_txn_index``). None (an untracked partition): none.
+
+        Raises:
+            RemoteStorageError: an index cannot be fetched or decoded.
+            TimeoutError: the store did not answer within remote.fetch.max.wait.ms.
+        """
+        if state is None or state.manifest is None:
+            return []
+        try:
+            return await self.txn_indexes.collect(state.manifest, fetch_offset, upper_bound_offset)
+        except (RemoteStorageError, OSError, TimeoutError):
+            self.fetch_errors += 1
+            raise
+
+    # -- replicas starting at the leader's local log start (KIP-405) --------------------
+
+    async def aux_state_before(
+        self, topic: str, partition: int, topic_id: uuid.UUID, offset: int
+    ) -> AuxState:
+        """The producer state and leader-epoch history at the end of the remote segment
+        holding ``offset - 1``: what a replica restarting empty near its leader's local log
+        start ``offset`` needs, without downloading the remote log (Kafka's
+        ``ReplicaFetcherTierStateMachine.buildRemoteLogAuxState``). The replica restarts at
+        that segment's ``next_offset``. Reads the manifest afresh: a follower's cached copy
+        may lag the leader's uploads.
+
+        Raises:
+            RemoteStorageError: the store cannot answer, or no committed segment holds
+                ``offset - 1`` yet (retriable: the leader's upload is on its way).
+        """
+        manifest = await self._off_loop(
+            functools.partial(self.store.read_manifest, topic, partition)
+        )
+        if manifest.topic_id not in (mf.ZERO_UUID, topic_id):
+            raise RemoteStorageError(
+                f"{topic}-{partition}: the remote manifest is another topic's "
+                f"(topic id {manifest.topic_id}, ours {topic_id})",
+                retriable=True,
+            )
+        # The segment holding the offset just below: a new leader's local segments need
+        # not end where the old leader's uploads did, so the replica restarts at this
+        # segment's end + 1, which is at or above ``offset`` and inside the leader's local
+        # log (Kafka's follower does the same).
+        segment = mf.segment_for_offset(manifest, offset - 1)
+        if segment is None or segment.base_offset > offset - 1:
+            raise RemoteStorageError(
+                f"{topic}-{partition}: no remote segment holds offset {offset - 1} "
+                f"(remote end {mf.end_offset(manifest)})",
+                retriable=True,
+            )
+        if not segment.has_aux_state:
+            # Uploaded before segments carried it: the epochs are still in the manifest;
+            # the producer state is lost (idempotent producers get a fresh start).
+            epochs = [EpochEntry(*pair) for pair in mf.leader_epoch_history(manifest, offset)]
+            return AuxState(segment, epochs, None)
+        checkpoint, snapshot = await self._off_loop(
+            lambda: (
+                self.store.fetch_index(segment, IndexKind.LEADER_EPOCH),
+                self.store.fetch_index(segment, IndexKind.PRODUCER_SNAPSHOT),
+            )
+        )
+        where = self.store.manifest_url(topic, partition)
+        try:
+            rows = decode_checkpoint(checkpoint, 2, f"{where}: {segment.segment_id}")
+            entries = [EpochEntry(int(epoch), int(start)) for epoch, start in rows]
+        except (CorruptCheckpointError, ValueError) as exc:
+            raise RemoteStorageError(f"corrupt leader-epoch checkpoint: {exc}") from None
+        return AuxState(segment, entries, snapshot)
+
+    def close(self) -> None:
+        """Stop the fetch pool; a read in flight is not waited for."""
+        self._fetchers.shutdown(wait=False, cancel_futures=True)
