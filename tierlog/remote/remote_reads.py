@@ -67,8 +67,11 @@ class RemoteReads:
         self.txn_indexes = RemoteTxnIndexes(store, self._off_loop)
 
     def _reader(self, state: TieredPartition, segment: RemoteSegment) -> RemoteSegmentReader:
-        reader = state.readers.get(segment.segment_id)
-        if reader is None:
+        with state.readers_lock:  # retention prunes them on the worker thread
+            reader = state.readers.get(segment.segment_id)
+            if reader is not None:
+                state.readers.move_to_end(segment.segment_id)
+                return reader
             # A store on the local filesystem is read in place: copying its objects into
             # a local cache would only add a copy (measured: it halved replay speed).
             cache = None if self.store.is_local else self.cache
@@ -76,9 +79,7 @@ class RemoteReads:
             state.readers[segment.segment_id] = reader
             while len(state.readers) > READER_CACHE_SIZE:
                 state.readers.popitem(last=False)
-        else:
-            state.readers.move_to_end(segment.segment_id)
-        return reader
+            return reader
 
     async def _off_loop(self, call: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()

@@ -86,7 +86,8 @@ class RemoteRetention:
             manifest = self.store.commit(state.topic, state.partition, marked, manifest.version)
             state.manifest = manifest
             self._delete_segment_objects(segment)
-            state.readers.pop(segment.segment_id, None)
+            with state.readers_lock:
+                state.readers.pop(segment.segment_id, None)
             dropped = mf.with_log_start_offset(
                 mf.without(manifest, segment.segment_id), segment.end_offset + 1
             )
@@ -145,7 +146,8 @@ class RemoteRetention:
             manifest.topic_id,
             state.topic_id,
         )
-        state.readers.clear()
+        with state.readers_lock:
+            state.readers.clear()
         self.delete_partition_data(state.topic, manifest.topic_id, state.partition)
         return self.store.read_manifest(state.topic, state.partition)
 

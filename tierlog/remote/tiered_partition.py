@@ -6,12 +6,14 @@ Threads: ``manifest`` is replaced, never mutated. The ``remote-log`` worker thre
 manifest's one writer: ``remote_log_manager``, ``remote_copy``, ``remote_retention``)
 assigns it after each commit; the event loop reads whichever snapshot is there
 (``remote_reads``, ``unified_log``). ``readers`` is filled on the event loop by
-``remote_reads`` and pruned by retention on the worker thread.
+``remote_reads`` and pruned by retention on the worker thread: both hold
+``readers_lock`` (a lookup followed by ``move_to_end`` raced a pop on the other thread).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -41,6 +43,7 @@ class TieredPartition:
     problem: str | None = None  # the last error, reported once per change
     cycles: int = 0
     readers: OrderedDict[str, RemoteSegmentReader] = dataclasses.field(default_factory=OrderedDict)
+    readers_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     # How far the remote tier was known to reach, and what it lost (remote_checkpoint.py).
     checkpoint: rc.RemoteCheckpoint = dataclasses.field(default_factory=rc.RemoteCheckpoint)
 
