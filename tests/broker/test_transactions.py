@@ -20,6 +20,8 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 
 from tests.broker.harness import BrokerProcess
+from tests.broker.test_protocol_versions import RawClient, request
+from tierlog.protocol.versions import ApiKey
 
 TXN_OVERRIDES = {
     "transaction.state.log.num.partitions": "4",
@@ -389,3 +391,35 @@ def test_kafka_python_transactions_and_read_committed(txn_broker: BrokerProcess)
 
     assert read("read_committed") == [b"one"]
     assert read("read_uncommitted") == [b"one", b"two"]
+
+
+def list_transactions_by_pattern(port: int, pattern: str) -> tuple[int, list[str], float]:
+    """ListTransactions v2 (KIP-1152) with ``pattern``: the error code, the ids listed and
+    the seconds the broker took to answer."""
+    client = RawClient(port, timeout=30)
+    try:
+        body = {
+            "state_filters": [],
+            "producer_id_filters": [],
+            "duration_filter": -1,
+            "transactional_id_pattern": pattern,
+        }
+        started = time.monotonic()
+        response = client.call(request(ApiKey.LIST_TRANSACTIONS, 2, body))
+        took = time.monotonic() - started
+    finally:
+        client.close()
+    ids = sorted(state.transactional_id for state in response.transaction_states)
+    return response.error_code, ids, took
+
+
+def test_a_pathological_id_pattern_answers_at_once(txn_broker: BrokerProcess) -> None:
+    # (a+)+b against 32 a's: a backtracking engine tries every split of them (2**32, many
+    # minutes with the event loop held: the broker answers nothing else meanwhile); Kafka's
+    # RE2/J and tierlog's RE2 read the id once.
+    long_id = "a" * 32
+    transactional_producer(txn_broker.bootstrap, long_id).close()
+    assert list_transactions_by_pattern(txn_broker.port, "(a+)+")[:2] == (0, [long_id])
+    code, ids, took = list_transactions_by_pattern(txn_broker.port, "(a+)+b")
+    assert (code, ids) == (0, [])
+    assert took < 1.0, f"ListTransactions with (a+)+b took {took:.1f} s"

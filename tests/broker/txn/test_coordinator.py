@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 
 import pytest
 
 from tierlog.broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from tierlog.broker.txn.id_pattern import compile_id_pattern
 from tierlog.broker.txn.log_codec import TxnLogValue, TxnState
 from tierlog.protocol.errors import ErrorCode as E
 from tierlog.util.clock import ManualClock
@@ -252,7 +252,7 @@ async def test_list_filters_by_state_and_producer(store, clock):
     assert [m.transactional_id for m in c.list(producer_ids=frozenset({a.producer_id}))] == ["a"]
     # KIP-1152: the pattern matches whole ids, ANDed with the other filters.
     await c.init_producer_id("ab", 1000)
-    assert [m.transactional_id for m in c.list(id_pattern=re.compile("a.*"))] == ["a", "ab"]
-    assert [m.transactional_id for m in c.list(id_pattern=re.compile("b"))] == ["b"]
-    ongoing_a = c.list(frozenset({S.ONGOING}), id_pattern=re.compile("a.*"))
+    assert [m.transactional_id for m in c.list(id_pattern=compile_id_pattern("a.*"))] == ["a", "ab"]
+    assert [m.transactional_id for m in c.list(id_pattern=compile_id_pattern("b"))] == ["b"]
+    ongoing_a = c.list(frozenset({S.ONGOING}), id_pattern=compile_id_pattern("a.*"))
     assert [m.transactional_id for m in ongoing_a] == ["a"]

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from tierlog.broker.group.placement import partition_for
+from tierlog.broker.txn.id_pattern import IdPattern
 from tierlog.broker.txn.log_codec import TxnLogValue, TxnState
 from tierlog.broker.txn.metadata import MAX_EPOCH, NO_EPOCH, TxnMetadata
 from tierlog.protocol.errors import ErrorCode
@@ -485,7 +485,7 @@ class TransactionCoordinator:
         states: frozenset[TxnState] | None = None,
         producer_ids: frozenset[int] | None = None,
         min_duration_ms: int = -1,
-        id_pattern: re.Pattern[str] | None = None,
+        id_pattern: IdPattern | None = None,
     ) -> list[TxnMetadata]:
         """The ids matching every filter given (ListTransactions; ``id_pattern`` must
         match the whole id, KIP-1152)."""
@@ -495,7 +495,7 @@ class TransactionCoordinator:
             for md in part.txns.values():
                 if states and md.state not in states:
                     continue
-                if id_pattern is not None and id_pattern.fullmatch(md.transactional_id) is None:
+                if id_pattern is not None and not id_pattern.matches(md.transactional_id):
                     continue
                 if producer_ids and md.producer_id not in producer_ids:
                     continue
