@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -94,6 +95,7 @@ def test_a_truncation_and_new_appends_during_a_walk_report_no_damage(
             lg.roll()
     walked = lg.segments[0]
     original_size = walked.size
+    original_inode = os.fstat(walked.fd).st_ino
     cut_at = [h.base_offset for _, h in walked.batches()][2]
 
     async def scenario() -> int:
@@ -119,6 +121,7 @@ def test_a_truncation_and_new_appends_during_a_walk_report_no_damage(
 
     assert asyncio.run(scenario()) == 0
     assert lg.segments[0] is walked
+    assert os.fstat(walked.fd).st_ino != original_inode  # cut under the walk: a copy
     assert all(segment.damaged == [] for segment in lg.segments)
     assert walked.leases == 0
     # Every batch reads: nothing was marked damaged.
@@ -127,6 +130,24 @@ def test_a_truncation_and_new_appends_during_a_walk_report_no_damage(
             piece = lg.read(header.base_offset, 1 << 20)
             assert piece is not None
             piece.release()
+
+
+def test_a_truncation_after_a_pass_cuts_in_place(make_log: LogFactory) -> None:
+    # The walk preads its bytes: once its lease is back nothing reads them, so a
+    # truncation afterwards costs no copy of the kept prefix.
+    lg = make_log(segment_bytes=1 << 20)
+    for i in range(24):
+        lg.append(make_batch(4, value_size=230, base_timestamp=T0 + i))
+        if i == 11:
+            lg.roll()
+    walked = lg.segments[0]
+    scrubber = Scrubber(lambda: {("t", 0): lg}, 1 << 30, min_pass_interval_s=0)
+    assert asyncio.run(asyncio.wait_for(scrubber.run_pass(), 30)) == 0
+    assert scrubber.stats.verified_segments == 1 and walked.leases == 0
+    inode = os.fstat(walked.fd).st_ino
+    lg.truncate_to([h.base_offset for _, h in walked.batches()][5])
+    assert lg.segments == [walked]
+    assert os.fstat(walked.fd).st_ino == inode == os.stat(walked.path).st_ino
 
 
 def test_the_lease_is_released_once_a_walk_stopped_by_shutdown_ends(

@@ -157,6 +157,25 @@ def test_truncate_past_every_lease_is_in_place(seg: LogSegment) -> None:
     chunk.release()
 
 
+def test_a_whole_file_reader_forces_a_copy_only_until_it_releases(seg: LogSegment) -> None:
+    # The scrubber's lease: its bytes are read with pread, so once it is released nothing
+    # reads the file any more and a truncation may cut in place (unlike a fetch's slice).
+    done = seg.lease_all()
+    assert done.size == seg.size and seg.leases == 1
+    done.release()
+    done.release()  # idempotent: the reader count is not given back twice
+    inode = os.fstat(seg.fd).st_ino
+    seg.truncate_to(BASE + 12)
+    assert os.fstat(seg.fd).st_ino == inode  # after the release: cut in place
+    reading = seg.lease_all()
+    before = reading.read()
+    seg.truncate_to(BASE + 9)
+    assert os.fstat(seg.fd).st_ino != inode  # cut while it reads: the segment moved
+    assert reading.read() == before  # the old inode keeps every byte it leased
+    reading.release()
+    assert seg.next_offset == BASE + 9 and seg.leases == 0
+
+
 def test_release_is_idempotent_and_a_released_slice_refuses_use(seg: LogSegment) -> None:
     chunk = seg.read(BASE, 1 << 20)
     other = seg.read(BASE, 1 << 20)

@@ -16,10 +16,11 @@ rewrites the range from an in-sync replica. The marks are saved in the partition
 (``damage_marks.py``) and applied again when the log loads.
 
 Threads: the checking (reading and CRC) runs on a worker thread and touches no ``Log``
-state. It reads through a lease on the segment's file (``LogSegment.lease_all``, the
-leases fetches take for ``sendfile``), so the bytes stay as they were for the whole walk,
-which at the default rate takes ~17 minutes for a 1 GiB segment: a follower's truncation
-moves the segment to a copy instead of cutting the file in place. What the walk finds is
+state. It reads through a lease on the segment's file (``LogSegment.lease_all``, a
+reader's lease beside those fetches take for ``sendfile``), so the bytes stay as they were
+for the whole walk, which at the default rate takes ~17 minutes for a 1 GiB segment: a
+follower's truncation meanwhile moves the segment to a copy instead of cutting the file in
+place (after the walk it cuts in place again). What the walk finds is
 applied on the event loop, after checking the segment still is the file that was read
 (retention, compaction and truncation may have replaced or removed it meanwhile).
 ``verify_segment_crc`` is the I/O-light core, usable on its own (e.g. before uploading a

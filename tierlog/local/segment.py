@@ -28,25 +28,32 @@ fd keeps the inode and its pages. Lifecycle of a file (``FileState``)::
       |                                                                              ^
       +------------- (retired with no lease outstanding) ----------------------------+
 
-Truncation never shrinks or rewrites bytes that were leased (``SegmentFile.leased_end``,
-the highest end any lease ever named): below that mark ``truncate_to`` copies the kept
-prefix to a new file (``copy_file_range``, in the kernel), renames it over the segment's
-path and switches the segment to it, leaving the old inode to the leases. The mark never
-goes down, even when no lease is outstanding, because Linux ``sendfile`` to TCP queues
-page-cache pages by reference: bytes already "sent" are still read from the file's pages
-until the peer takes them (on loopback, until the client reads), and an in-place
-``ftruncate`` zeroes the tail of the page at the new end, which the next append then
-overwrites. The copy costs up to one segment of I/O, only when a follower truncates bytes
-a fetch has read (a leader change with a diverged tail), which is rare; the alternative,
-refusing the truncation until leases drain, would stall replication behind a slow consumer.
-Appends write only past ``size``, beyond every lease, so they never need this.
+Truncation never shrinks or rewrites bytes that were leased for sending
+(``SegmentFile.leased_end``, the highest end any fetch's lease ever named), nor any byte of
+a file that a reader is checking (``SegmentFile.readers``, the scrubber's whole-file
+leases, ``lease_all``): then ``truncate_to`` copies the kept prefix to a new file
+(``copy_file_range``, in the kernel), renames it over the segment's path and switches the
+segment to it, leaving the old inode to the leases. ``leased_end`` never goes down, even
+when no lease is outstanding, because Linux ``sendfile`` to TCP queues page-cache pages by
+reference: bytes already "sent" are still read from the file's pages until the peer takes
+them (on loopback, until the client reads), and an in-place ``ftruncate`` zeroes the tail
+of the page at the new end, which the next append then overwrites. A reader with
+``pread`` has its bytes once the call returns, so ``readers`` counts only the readers still
+reading: once the scrubber is done with a file, truncating it cuts in place again. The
+copy costs up to one segment of I/O, only when a truncation (a follower whose leader's log
+diverged, which is rare) cuts bytes a fetch has read, or meets the scrubber in that
+segment; the alternative, refusing the truncation until leases drain, would stall
+replication behind a slow consumer. Appends write only past ``size``, beyond every lease,
+so they never need this.
 
 Not thread-safe; owned by one ``Log``, and leases are taken and released on the thread
 that owns the log (the broker's event loop).
 
-Size: ~870 lines, past the ~600 guideline, since the leases (``FileState``,
-``SegmentFile``, ``FileSlice``) joined the segment that hands them out; they are the part
-to move into their own module (``local/file_lease.py``) next.
+Size: ~970 lines, past the ~600 guideline: the segment keeps its four files' whole life
+(load and recovery, append with index upkeep, reads with damage marks, copy-on-write
+truncation, delete), and the leases (``FileState``, ``SegmentFile``, ``FileSlice``, ~170
+lines) sit beside the segment that hands them out and retires their files. The leases are
+the part to move into their own module (``local/file_lease.py``) next.
 """
 
 from __future__ import annotations
@@ -110,16 +117,19 @@ class SegmentFile:
     """One open ``.log`` file descriptor, shared by its segment and the leases on it.
 
     ``leases`` counts the slices read from it and not yet released; ``leased_end`` is the
-    highest byte position any of them ever named (see the module docstring for why it
-    never goes down). The fd is closed once the file is RETIRED and ``leases`` is 0.
+    highest byte position any slice for sending ever named (see the module docstring for
+    why it never goes down); ``readers`` counts the whole-file slices of readers that
+    ``pread`` it (``LogSegment.lease_all``), also counted in ``leases``. The fd is closed
+    once the file is RETIRED and ``leases`` is 0.
     """
 
-    __slots__ = ("fd", "leased_end", "leases", "state")
+    __slots__ = ("fd", "leased_end", "leases", "readers", "state")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.leases = 0
         self.leased_end = 0
+        self.readers = 0
         self.state = FileState.OPEN
 
     def retire(self) -> None:
@@ -250,6 +260,19 @@ class FileSlice:
     def __repr__(self) -> str:
         lease = "" if self._file is None else ", released" if self.released else ", leased"
         return f"FileSlice(fd={self.fd}, position={self.position}, size={self.size}{lease})"
+
+
+class _ReaderSlice(FileSlice):
+    """A whole-file slice for a reader that ``pread``s it (``LogSegment.lease_all``): its
+    release also ends the reader's hold on truncation (``SegmentFile.readers``)."""
+
+    __slots__ = ()
+
+    def release(self) -> None:
+        file = self._file
+        if file is not None and file is not _RELEASED:
+            file.readers -= 1
+        super().release()
 
 
 @dataclass(slots=True)
@@ -747,13 +770,15 @@ class LogSegment:
 
     def lease_all(self) -> FileSlice:
         """A leased slice of the whole file as it is, damaged ranges included: for a reader
-        that checks every byte on another thread (the scrubber), so a truncation meanwhile
-        moves the segment to a copy instead of cutting the bytes under it."""
+        that checks every byte with ``pread`` on another thread (the scrubber), so a
+        truncation before its release moves the segment to a copy instead of cutting the
+        bytes under it. Unlike a fetch's slice it leaves ``leased_end`` alone: nothing
+        reads its bytes after the release (no ``sendfile`` queue), so later truncations cut
+        in place."""
         file = self._file
         file.leases += 1
-        if self.size > file.leased_end:
-            file.leased_end = self.size
-        return FileSlice(file.fd, 0, self.size, file)
+        file.readers += 1
+        return _ReaderSlice(file.fd, 0, self.size, file)
 
     def mark_damaged(self, position: int, end: int, problem: str) -> None:
         """Never hand out bytes ``[position, end)`` again (the scrubber found them failing
@@ -796,8 +821,9 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= ``offset``; returns bytes removed.
 
-        When a lease ever named bytes at or past the cut, the file is not cut in place:
-        the kept prefix moves to a new file (see the module docstring, copy-on-write).
+        When a fetch's lease ever named bytes at or past the cut, or a reader holds a
+        whole-file lease, the file is not cut in place: the kept prefix moves to a new file
+        (see the module docstring, copy-on-write).
         """
         found = self.find_batch(offset)
         if found is None:
@@ -806,7 +832,7 @@ class LogSegment:
         removed = self.size - position
         # Damage before the cut is copied along with the prefix: it stays marked.
         kept_damage = [d for d in self.damaged if d[0] < position]
-        if position < self._file.leased_end:
+        if position < self._file.leased_end or self._file.readers > 0:
             self._replace_with_prefix(position)
         self.damaged = kept_damage
         self.offset_index.truncate_to(offset)
