@@ -427,6 +427,11 @@ class Scrubber:
             lease = segment.lease_all()
             try:
                 inode = os.fstat(lease.fd).st_ino
+            except OSError as exc:
+                lease.release()  # no worker thread took it: give it back here
+                log.warning("scrubber: cannot examine %s: %s", path, exc)
+                continue
+            try:
                 problems = await _on_worker_thread(
                     lease, verify_segment_crc, path, limiter, fd=lease.fd
                 )
