@@ -21,14 +21,10 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from tests.integration.acked_producer import PARTITIONS, TOPIC, BackgroundProducer
 from tests.integration.cluster_harness import ProcessCluster
 from tests.integration.test_cluster_metrics import UNCLEAN_ELECTIONS, cluster_sum
-from tests.integration.test_replication import (
-    PARTITIONS,
-    TOPIC,
-    BackgroundProducer,
-    consume,
-)
+from tests.integration.test_replication import consume
 from tierlog.tools.zookeeper import ZooKeeperServer
 
 

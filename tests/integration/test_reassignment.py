@@ -26,33 +26,14 @@ from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.broker.test_protocol_versions import RawClient, request
-from tests.integration import test_replication
+from tests.integration.acked_producer import BackgroundProducer
 from tests.integration.cluster_harness import ProcessCluster
-from tests.integration.test_replication import BackgroundProducer, consume
+from tests.integration.test_replication import consume
 from tierlog.protocol import ApiKey
 
 pytestmark = pytest.mark.timeout(90)
 
 NOT_CONTROLLER = 41
-
-
-class TopicProducer(BackgroundProducer):
-    """test_replication's producer (value n to partition n % 3, acks=all, idempotent) on a
-    topic of our choosing."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(bootstrap)
-        self.topic = topic
-
-    def _run(self) -> None:
-        n = 0
-        partitions = test_replication.PARTITIONS
-        while not self._stop.is_set():
-            self._producer.produce(
-                self.topic, b"%d" % n, partition=n % partitions, on_delivery=self._on_delivery
-            )
-            n += 1
-            self._producer.poll(0.002)
 
 
 # -- the controller's APIs ------------------------------------------------------------------
@@ -194,7 +175,7 @@ def test_reassignment_under_load_loses_nothing(cluster: ProcessCluster) -> None:
     topic = "moving"
     create_topic(cluster, topic, [[0, 1, 2], [1, 2, 0], [2, 0, 1]])
     targets = {0: [1, 2, 3], 1: [1, 2, 3], 2: [2, 3, 1]}
-    with TopicProducer(cluster.bootstrap, topic) as producer:
+    with BackgroundProducer(cluster.bootstrap, topic) as producer:
         producer.wait_for_more(300)
         assert alter_reassignments(cluster, topic, dict(targets.items())) == {0: 0, 1: 0, 2: 0}
         cluster.wait_until(

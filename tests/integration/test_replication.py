@@ -26,71 +26,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from tests.integration.acked_producer import PARTITIONS, TOPIC, BackgroundProducer
 from tests.integration.cluster_harness import ProcessCluster
 
-TOPIC = "replication-test"
-PARTITIONS = 3
 # Kafka's test bounces 5 times, and so does CI; TIERLOG_BOUNCES=N runs another count.
 BOUNCES = int(os.environ.get("TIERLOG_BOUNCES", "5"))
-
-
-class BackgroundProducer:
-    """Sends an increasing sequence, value n to partition n % 3, acks=all, idempotent, until
-    stopped; remembers what was acknowledged."""
-
-    def __init__(self, bootstrap: str, **config: object) -> None:
-        self.acked: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-        self.errors: list[KafkaError] = []
-        self._stop = threading.Event()
-        self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "message.timeout.ms": 60_000,
-                "linger.ms": 2,
-                **config,
-            }
-        )
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _on_delivery(self, err: KafkaError | None, msg: object) -> None:
-        if err is not None:
-            self.errors.append(err)
-        else:
-            self.acked[msg.partition()].append(int(msg.value()))  # type: ignore[attr-defined]
-
-    def _run(self) -> None:
-        n = 0
-        while not self._stop.is_set():
-            self._producer.produce(
-                TOPIC, b"%d" % n, partition=n % PARTITIONS, on_delivery=self._on_delivery
-            )
-            n += 1
-            self._producer.poll(0.002)
-
-    def __enter__(self) -> BackgroundProducer:
-        self._thread.start()
-        return self
-
-    def count(self) -> int:
-        return sum(len(v) for v in self.acked.values())
-
-    def wait_for_more(self, extra: int, timeout: float = 60) -> None:
-        """Wait until ``extra`` more records are acknowledged (the cluster serves writes)."""
-        target = self.count() + extra
-        deadline = time.monotonic() + timeout
-        while self.count() < target:
-            assert time.monotonic() < deadline, f"stuck at {self.count()} acknowledged records"
-            time.sleep(0.05)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        assert self._producer.flush(90) == 0
 
 
 class LiveConsumer:

@@ -25,8 +25,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
+from tests.integration.acked_producer import PARTITIONS, TOPIC, BackgroundProducer
 from tests.integration.cluster_harness import ProcessCluster
-from tests.integration.test_replication import PARTITIONS, TOPIC, BackgroundProducer, read_log
+from tests.integration.test_replication import read_log
 from tierlog.records.reader import iter_batches_records
 
 # The zombie's own writes, per attempt: values no BackgroundProducer sends (it counts up
