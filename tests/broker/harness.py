@@ -96,3 +96,10 @@ class BrokerProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def metrics_port(self) -> int:
+        """The port its metrics endpoint (``metrics.http.port=0``) took, from its log; the
+        last one, since a restarted broker appends to the same log."""
+        found = re.findall(r"metrics on http://[^:]+:(\d+)/", self.log_text())
+        assert found, f"{self.data_dir.name}: the broker serves no metrics"
+        return int(found[-1])

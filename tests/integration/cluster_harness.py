@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -124,3 +126,10 @@ class ProcessCluster:
     def kill(self) -> None:
         for broker in self.brokers:
             broker.kill()
+
+
+def signal_broker(cluster: ProcessCluster, broker: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to a running broker (SIGSTOP and SIGCONT pause and resume it)."""
+    proc = cluster.brokers[broker].proc
+    assert proc is not None
+    os.kill(proc.pid, sig)

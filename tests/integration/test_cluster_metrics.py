@@ -4,11 +4,8 @@ IsrShrinks/IsrExpands, OfflinePartitionsCount and ActiveControllerCount."""
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import threading
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,48 +14,20 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
-from tests.integration.cluster_harness import ProcessCluster
+from tests.integration.broker_metrics import (
+    ACTIVE_CONTROLLER,
+    ISR_EXPANDS,
+    ISR_SHRINKS,
+    OFFLINE,
+    UNCLEAN_ELECTIONS,
+    UNDER_REPLICATED,
+    cluster_sum,
+    live,
+    metric,
+)
+from tests.integration.cluster_harness import ProcessCluster, signal_broker
 
 pytestmark = pytest.mark.timeout(240)
-
-UNDER_REPLICATED = "kafka_server_replicamanager_underreplicatedpartitions"
-ISR_SHRINKS = "kafka_server_replicamanager_isrshrinks_total"
-ISR_EXPANDS = "kafka_server_replicamanager_isrexpands_total"
-OFFLINE = "kafka_controller_kafkacontroller_offlinepartitionscount"
-ACTIVE_CONTROLLER = "kafka_controller_kafkacontroller_activecontrollercount"
-UNCLEAN_ELECTIONS = "kafka_controller_controllerstats_uncleanleaderelections_total"
-
-
-def metrics_port(cluster: ProcessCluster, broker: int) -> int:
-    """The port the broker's endpoint (``metrics.http.port=0``) took, from its log; the
-    last one, since a restarted broker appends to the same log."""
-    found = re.findall(r"metrics on http://[^:]+:(\d+)/", cluster.brokers[broker].log_text())
-    assert found, f"broker {broker} serves no metrics"
-    return int(found[-1])
-
-
-def metric(cluster: ProcessCluster, broker: int, name: str) -> float:
-    """One unlabelled sample of broker ``broker``; a missing metric fails the test."""
-    url = f"http://127.0.0.1:{metrics_port(cluster, broker)}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
-    found = re.search(rf"^{name} (\S+)$", text, re.M)
-    assert found, f"broker {broker} has no {name}"
-    return float(found.group(1))
-
-
-def signal_broker(cluster: ProcessCluster, broker: int, sig: signal.Signals) -> None:
-    proc = cluster.brokers[broker].proc
-    assert proc is not None
-    os.kill(proc.pid, sig)
-
-
-def live(cluster: ProcessCluster) -> list[int]:
-    return [n for n, b in enumerate(cluster.brokers) if b.proc is not None]
-
-
-def cluster_sum(cluster: ProcessCluster, name: str) -> float:
-    return sum(metric(cluster, n, name) for n in live(cluster))
 
 
 @contextmanager

@@ -22,8 +22,8 @@ from confluent_kafka.admin import (
 )
 
 from tests.integration.acked_producer import PARTITIONS, TOPIC, BackgroundProducer
+from tests.integration.broker_metrics import UNCLEAN_ELECTIONS, cluster_sum
 from tests.integration.cluster_harness import ProcessCluster
-from tests.integration.test_cluster_metrics import UNCLEAN_ELECTIONS, cluster_sum
 from tests.integration.test_replication import consume
 from tierlog.tools.zookeeper import ZooKeeperServer
 

@@ -15,7 +15,6 @@ the divergence certain and compares the replicas' logs on disk.)
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from tests.integration.acked_producer import PARTITIONS, TOPIC, BackgroundProducer
-from tests.integration.cluster_harness import ProcessCluster
+from tests.integration.cluster_harness import ProcessCluster, signal_broker
 from tests.integration.test_replication import read_log
 from tierlog.records.reader import iter_batches_records
 
@@ -39,12 +38,6 @@ ATTEMPTS = 3
 # Only usually: a loaded leader may answer it late, with the tail, into the paused
 # follower's socket; ``diverge`` checks what the successor holds instead of relying on it.
 FETCH_SETTLE_S = 0.4
-
-
-def signal_broker(cluster: ProcessCluster, broker: int, sig: signal.Signals) -> None:
-    proc = cluster.brokers[broker].proc
-    assert proc is not None
-    os.kill(proc.pid, sig)
 
 
 def replica_log(cluster: ProcessCluster, broker: int, partition: int = 0) -> list[bytes]:
