@@ -1,6 +1,6 @@
-"""Integration tests reuse the remote tier's moto fixtures (one S3 server per session), and
+"""Integration tests reuse the remote tier's moto fixtures (one S3 server per session),
 share one real ZooKeeper per session (``zookeeper_server``), each test in its own chroot
-(``zk_connect``)."""
+(``zk_connect``), and kill the brokers a test started (``brokers``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.broker.harness import BrokerProcess
 from tests.remote.conftest import s3_bucket, s3_server  # noqa: F401
 from tierlog.tools.zookeeper import INSTALL_HINT, ZK_SERVER_SH, ZooKeeperServer
 
@@ -32,3 +33,12 @@ def zk_connect(zookeeper_server: ZooKeeperServer) -> str:
     """A connect string with a chroot of its own, so tests sharing the server never see
     each other's znodes."""
     return f"{zookeeper_server.connect}/tierlog-test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def brokers() -> Iterator[list[BrokerProcess]]:
+    """Brokers a test starts (appended here) are killed at its end, whatever happened."""
+    started: list[BrokerProcess] = []
+    yield started
+    for broker in started:
+        broker.kill()

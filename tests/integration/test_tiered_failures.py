@@ -1,8 +1,7 @@
 """The remote tier on S3 (moto's HTTP server, s3fs) under a real broker subprocess: the end
 to end path, then issue 4's failures — the store unreachable, the broker killed in the
-middle of an upload, a corrupt manifest — each bounded in time. Nothing may be lost. Then
-issue 10's item 7: a store that lost committed data (a partition's objects deleted; moto
-restarted empty, bucket and all) is reported, never skipped silently.
+middle of an upload, a corrupt manifest — each bounded in time. Nothing may be lost.
+(A store that loses committed data: test_tiered_data_loss.py.)
 
 moto runs in this process (``ThreadedMotoServer``), so its state outlives a stop and a
 restart on the same port: an outage test can take the store away after data was offloaded
@@ -11,380 +10,39 @@ and check that it is all still readable once the store is back.
 
 from __future__ import annotations
 
-import itertools
-import json
-import socket
-import struct
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KTopicPartition
-from kio.index import load_request_schema
 
 from tests.broker.harness import BrokerProcess
-from tests.remote.conftest import S3Bucket, create_bucket, s3_options, start_moto, stop_moto
-from tierlog.protocol import ApiKey, ErrorCode, decode_response, encode_request
-from tierlog.protocol.kio_build import build
+from tests.integration.tiered_s3 import (
+    BASE_TS,
+    KAFKA_STORAGE_ERROR,
+    LOCAL_RETENTION,
+    SEGMENT_BYTES,
+    Remote,
+    assert_contiguous_from_zero,
+    consume,
+    create_topic,
+    kafka_python_replay,
+    local_logs,
+    local_size,
+    local_start,
+    produce,
+    raw_fetch,
+    raw_list_offset,
+    s3_broker,
+    wait_for_offload,
+    wait_until,
+)
+from tests.remote.conftest import S3Bucket, create_bucket, start_moto, stop_moto
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
-
-BASE_TS = 1_700_000_000_000
-SEGMENT_BYTES = 16384
-LOCAL_RETENTION = 32768
-FAST = {
-    "log.segment.bytes": str(SEGMENT_BYTES),
-    "remote.log.manager.task.interval.ms": "200",
-    "log.retention.check.interval.ms": "200",
-    "log.segment.delete.delay.ms": "0",
-}
-KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)  # 56, retriable
-
-
-# -- helpers ------------------------------------------------------------------------------
-
-
-def s3_broker(data: Path, endpoint: str, bucket: str) -> BrokerProcess:
-    """A broker (not started) whose remote tier is ``s3://<bucket>/tiered`` on ``endpoint``;
-    botocore does not retry and times out fast, so an outage shows within a second."""
-    prefix = "remote.log.storage.options."
-    return BrokerProcess(
-        data,
-        {
-            **FAST,
-            "remote.log.storage.url": f"s3://{bucket}/tiered",
-            f"{prefix}endpoint_url": endpoint,
-            f"{prefix}key": "testing",
-            f"{prefix}secret": "testing",
-            f"{prefix}client_kwargs.region_name": "us-east-1",
-            f"{prefix}config_kwargs.connect_timeout": "1",
-            f"{prefix}config_kwargs.read_timeout": "5",
-            f"{prefix}config_kwargs.retries.max_attempts": "1",
-        },
-    )
-
-
-class Remote:
-    """The test's own view of the bucket (s3fs, no listing cache)."""
-
-    def __init__(self, endpoint: str, bucket: str) -> None:
-        import s3fs
-
-        self.fs = s3fs.S3FileSystem(**s3_options(endpoint))
-        self.root = f"{bucket}/tiered"
-
-    def manifest_path(self, topic: str) -> str:
-        return f"{self.root}/{topic}-0/manifest.json"
-
-    def manifest(self, topic: str) -> dict[str, Any]:
-        try:
-            return dict(json.loads(self.fs.cat_file(self.manifest_path(topic))))
-        except FileNotFoundError:
-            return {"segments": [], "log_start_offset": 0}
-
-    def committed(self, topic: str) -> list[dict[str, Any]]:
-        return [s for s in self.manifest(topic)["segments"] if s["state"] == "COPY_FINISHED"]
-
-    def objects(self, topic: str) -> set[str]:
-        try:
-            entries = self.fs.ls(f"{self.root}/{topic}-0", refresh=True)
-        except FileNotFoundError:
-            return set()
-        return {str(e).rsplit("/", 1)[-1] for e in entries}
-
-
-def create_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    config = {
-        "remote.storage.enable": "true",
-        "local.retention.bytes": str(LOCAL_RETENTION),
-        "retention.ms": "-1",
-    }
-    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=10)
-
-
-def value(i: int) -> bytes:
-    return b"%06d" % i + b"-" * 100
-
-
-def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
-    """Messages ``start .. start+count-1``: value numbered, timestamp BASE_TS + i s."""
-    # Batches of 20 (~2.5 KiB) stay well below segment.bytes (16 KiB).
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 2, "batch.num.messages": 20, "acks": "all"}
-    )
-    errors: list[Any] = []
-
-    def delivered(error: Any, _message: Any) -> None:
-        if error is not None:
-            errors.append(error)
-
-    for i in range(start, start + count):
-        producer.produce(
-            topic,
-            key=b"k%d" % i,
-            value=value(i),
-            timestamp=BASE_TS + i * 1000,
-            on_delivery=delivered,
-        )
-    assert producer.flush(30) == 0
-    assert errors == []
-
-
-def local_logs(data: Path, topic: str) -> list[Path]:
-    return sorted((data / f"{topic}-0").glob("*.log"))
-
-
-def local_size(data: Path, topic: str) -> int:
-    return sum(p.stat().st_size for p in local_logs(data, topic))
-
-
-def local_start(data: Path, topic: str) -> int:
-    return int(local_logs(data, topic)[0].stem)
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not {what} within {timeout}s")
-
-
-def wait_for_offload(remote: Remote, data: Path, topic: str, timeout: float = 30) -> None:
-    """Until every closed local segment is committed remotely and the local tier is
-    trimmed to its hot tail (local.retention.bytes plus the active segment)."""
-
-    def done() -> bool:
-        committed = remote.committed(topic)
-        logs = local_logs(data, topic)
-        return (
-            bool(committed)
-            and committed[-1]["end_offset"] + 1 == int(logs[-1].stem)
-            and local_size(data, topic) <= LOCAL_RETENTION + SEGMENT_BYTES
-        )
-
-    wait_until(done, timeout, f"offloaded ({remote.manifest(topic)})")
-
-
-def assert_contiguous_from_zero(remote: Remote, topic: str) -> None:
-    committed = remote.committed(topic)
-    assert committed[0]["base_offset"] == 0
-    for before, after in itertools.pairwise(committed):
-        assert after["base_offset"] == before["end_offset"] + 1
-
-
-def consume(bootstrap: str, topic: str, start: int, count: int, timeout: float = 30) -> list[int]:
-    """Numbers of the ``count`` messages from offset ``start`` (confluent-kafka)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, start)])
-    got: list[int] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            got.append(int(msg.value()[:6]))
-    finally:
-        consumer.close()
-    return got
-
-
-def kafka_python_replay(bootstrap: str, topic: str, count: int) -> tuple[list[int], int, Any]:
-    """(numbers read from offset 0, beginning offset, offsets_for_times of message 123)."""
-    kc = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        consumer_timeout_ms=10_000,
-    )
-    try:
-        tp = KTopicPartition(topic, 0)
-        kc.assign([tp])
-        beginning = kc.beginning_offsets([tp])[tp]
-        kc.seek(tp, 0)
-        got: list[int] = []
-        for message in kc:
-            got.append(int(message.value[:6]))
-            if len(got) == count:
-                break
-        found = kc.offsets_for_times({tp: BASE_TS + 123 * 1000 + 1})[tp]
-        return got, beginning, found
-    finally:
-        kc.close()
-
-
-def raw_call(port: int, api_key: int, version: int, data: dict[str, Any]) -> Any:
-    """One request on a fresh connection; the decoded response."""
-    body = build(load_request_schema(api_key, version), data)
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(encode_request(body, 7, client_id="failures-test"))
-        (size,) = struct.unpack(">i", _read(sock, 4))
-        correlation_id, response = decode_response(_read(sock, size), api_key, version)
-    assert correlation_id == 7
-    return response
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return bytes(data)
-
-
-def raw_fetch(port: int, topic: str, offset: int) -> tuple[int, bytes]:
-    """(error code, records) of a one-partition Fetch v11 at ``offset`` (no long poll)."""
-    response = raw_call(
-        port,
-        ApiKey.FETCH,
-        11,
-        {
-            "replica_id": -1,
-            "max_wait": 0,
-            "min_bytes": 0,
-            "max_bytes": 1 << 20,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": 0,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": offset,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        },
-    )
-    partition = response.responses[0].partitions[0]
-    return int(partition.error_code), bytes(partition.records or b"")
-
-
-def raw_list_offset(port: int, topic: str, timestamp: int) -> tuple[int, int]:
-    """(error code, offset) of ListOffsets v5 for ``timestamp``."""
-    response = raw_call(
-        port,
-        ApiKey.LIST_OFFSETS,
-        5,
-        {
-            "replica_id": -1,
-            "isolation_level": 0,
-            "topics": [
-                {
-                    "name": topic,
-                    "partitions": [
-                        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}
-                    ],
-                }
-            ],
-        },
-    )
-    partition = response.topics[0].partitions[0]
-    return int(partition.error_code), int(partition.offset)
-
-
-class MotoProcess:
-    """moto's S3 server as its own process on a fixed port: ``restart_empty`` kills it and
-    starts a new one on the same port, with nothing in it, not even the bucket (moto keeps
-    its state in memory; the in-process server of the other tests keeps it across a
-    restart)."""
-
-    def __init__(self) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> MotoProcess:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return self
-            except OSError:
-                assert self.proc.poll() is None, "moto exited"
-                time.sleep(0.1)
-        raise AssertionError("moto did not start within 30 s")
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(10)
-            self.proc = None
-
-    def restart_empty(self) -> None:
-        self.kill()
-        self.start()
-
-
-def metric(port: int, name: str) -> float:
-    """A sample of the broker's Prometheus endpoint (``metrics.http.port``)."""
-    url = f"http://127.0.0.1:{port}/metrics"
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split(" ")[1])
-    raise AssertionError(f"{name} not among the broker's metrics")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture
-def moto_process() -> Iterator[MotoProcess]:
-    moto = MotoProcess().start()
-    try:
-        yield moto
-    finally:
-        moto.kill()
-
-
-@pytest.fixture
-def brokers() -> Iterator[list[BrokerProcess]]:
-    """Brokers a test starts are killed at its end, whatever happened."""
-    started: list[BrokerProcess] = []
-    yield started
-    for broker in started:
-        broker.kill()
 
 
 # -- a. end to end ------------------------------------------------------------------------
@@ -623,116 +281,4 @@ def test_corrupt_manifest_is_reported_and_no_local_data_is_deleted(
     # Hot reads keep being served.
     assert consume(broker.bootstrap, topic, 2000, 200, timeout=15) == list(range(2000, 2200))
     assert broker.proc is not None and broker.proc.poll() is None
-    assert broker.stop() == 0
-
-
-# -- e. the object store loses committed data ---------------------------------------------
-
-
-def test_an_emptied_bucket_is_reported_and_never_skipped_silently(
-    tmp_path: Path, s3_bucket: S3Bucket, brokers: list[BrokerProcess]
-) -> None:
-    """Issue 10, item 7: the bucket loses everything while the broker runs. The broker
-    says so, consumers of the lost range get a retriable error instead of being moved
-    past it, the earliest offset stays, across a restart, until DeleteRecords gives the
-    range up."""
-    topic = "emptied"
-    remote = Remote(s3_bucket.endpoint_url, s3_bucket.name)
-    broker = s3_broker(tmp_path / "data", s3_bucket.endpoint_url, s3_bucket.name)
-    metrics_port = free_port()
-    broker.overrides["metrics.http.port"] = str(metrics_port)
-    brokers.append(broker.start())
-    data = broker.data_dir
-    create_topic(broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 0, 1000)
-    wait_for_offload(remote, data, topic)
-    start = local_start(data, topic)
-    assert start > 0
-    assert consume(broker.bootstrap, topic, 0, 10) == list(range(10))
-    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 0
-
-    remote.fs.rm(f"{remote.root}/{topic}-0", recursive=True)
-    wait_until(lambda: "lost committed data" in broker.log_text(), 10, "reported")
-    assert f"offsets 0-{start - 1} were in" in broker.log_text()
-    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 1
-    assert raw_fetch(broker.port, topic, 0) == (KAFKA_STORAGE_ERROR, b"")
-    assert raw_list_offset(broker.port, topic, -2) == (0, 0)  # earliest: not moved
-    # A consumer at 0 gets nothing (librdkafka retries the storage error) rather than
-    # records from after the loss; the local tail is served as before.
-    assert consume(broker.bootstrap, topic, 0, 10, timeout=2) == []
-    assert consume(broker.bootstrap, topic, start, 10) == list(range(start, start + 10))
-
-    # The loss survives a restart (the partition's remote-log-checkpoint).
-    assert broker.stop() == 0
-    broker.start()
-    # Once the manifest is read again, the earliest offset is still 0 and 0 is still lost.
-    wait_until(lambda: raw_list_offset(broker.port, topic, -2) == (0, 0), 10, "read again")
-    assert raw_fetch(broker.port, topic, 0) == (KAFKA_STORAGE_ERROR, b"")
-
-    # DeleteRecords past it is the operator's explicit "give it up".
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.delete_records([TopicPartition(topic, 0, start)])[TopicPartition(topic, 0, start)].result(
-        10
-    )
-    assert raw_list_offset(broker.port, topic, -2) == (0, start)
-    assert consume(broker.bootstrap, topic, start, 10) == list(range(start, start + 10))
-    assert "gives up the lost remote offsets" in broker.log_text()
-    assert broker.stop() == 0
-
-
-@pytest.mark.timeout(300)  # a Spark session's start under load, then two minutes' work
-def test_moto_restarted_empty_is_reported_and_a_spark_read_of_the_loss_fails(
-    tmp_path: Path, moto_process: MotoProcess, brokers: list[BrokerProcess], spark: Any
-) -> None:
-    """Issue 10, item 7 as the issue ran it: moto restarted empty while the broker runs,
-    so the bucket itself is gone (S3 answers NoSuchBucket, not NoSuchKey). The broker says
-    so in its log and its metric, readers of the lost range get an error, the log start
-    stays, and a Spark read of the range fails (failOnDataLoss) instead of returning the
-    rows after the loss."""
-    topic = "vanished"
-    bucket = f"restart-{uuid.uuid4().hex[:12]}"
-    endpoint = moto_process.endpoint
-    create_bucket(endpoint, bucket)
-    remote = Remote(endpoint, bucket)
-    broker = s3_broker(tmp_path / "data", endpoint, bucket)
-    metrics_port = free_port()
-    broker.overrides["metrics.http.port"] = str(metrics_port)
-    brokers.append(broker.start())
-    data = broker.data_dir
-    create_topic(broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 0, 1000)
-    wait_for_offload(remote, data, topic)
-    start = local_start(data, topic)
-    assert start > 0
-    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 0
-
-    moto_process.restart_empty()
-    wait_until(lambda: "lost committed data" in broker.log_text(), 15, "reported")
-    text = broker.log_text()
-    assert f"{topic}-0: the remote tier lost committed data: offsets 0-{start - 1}" in text
-    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 1
-    assert raw_fetch(broker.port, topic, 0) == (KAFKA_STORAGE_ERROR, b"")
-    assert raw_list_offset(broker.port, topic, -2) == (0, 0)  # earliest: not moved
-    assert consume(broker.bootstrap, topic, 0, 10, timeout=2) == []
-    assert consume(broker.bootstrap, topic, start, 10) == list(range(start, start + 10))
-
-    # Spark's source, reading the remote tier straight from the (now empty) store and the
-    # rest from the broker: the lost offsets make the query fail, whatever the tier.
-    prefix = "remote.log.storage.options."
-    options = {
-        "kafka.bootstrap.servers": broker.bootstrap,
-        "subscribe": topic,
-        "failOnDataLoss": "true",
-        "remote.log.storage.url": f"s3://{bucket}/tiered",
-        f"{prefix}endpoint_url": endpoint,
-        f"{prefix}key": "testing",
-        f"{prefix}secret": "testing",
-        f"{prefix}client_kwargs.region_name": "us-east-1",
-    }
-    with pytest.raises(Exception) as raised:  # Spark wraps the Python worker's error
-        spark.read.format("tierlog").options(**options).load().count()
-    assert f"Fetch {topic}-0 at offset 0: KAFKA_STORAGE_ERROR" in str(raised.value)
-    # Nothing moved meanwhile: the loss is still reported, not skipped.
-    assert raw_list_offset(broker.port, topic, -2) == (0, 0)
-    assert metric(metrics_port, "tierlog_remote_lost_ranges_total") == 1
     assert broker.stop() == 0
