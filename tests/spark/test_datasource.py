@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from tests.spark.streams import run_available_now
 from tests.tiered_data import Row, TieredTopic, produce_activity, running_tiered_topic, topic_rows
 from tierlog.client import LATEST, LogClient
 from tierlog.spark.datasource import SplitPartition, TierlogBatchReader
@@ -124,17 +125,7 @@ def test_streaming_available_now_then_only_new_rows(
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
     def run() -> list[Row]:
-        query = (
-            stream.load()
-            .writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(90)
-        assert query.exception() is None
-        return spark_rows(spark.read.parquet(str(out)))
+        return spark_rows(run_available_now(spark, stream, out, checkpoint))
 
     assert run() == topic_rows(tiered)
     produce_activity(tiered.bootstrap, tiered.topic, 300, first=tiered.produced, codecs=("lz4",))

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.remote.conftest import PARTITION, TOPIC, TOPIC_ID, S3Bucket, s3_bucket, s3_server  # noqa: F401
+from tests.spark.streams import run_available_now
 from tests.tiered_data import TieredTopic, create_tiered_topic, start_broker
 from tests.txn_data import append_transactions
 from tierlog.client import LATEST, LogClient
@@ -125,17 +126,7 @@ def test_remote_only_read_committed_stops_before_transactions_whose_marker_is_lo
             return [bytes(r["value"]) for r in sorted(df.collect(), key=lambda r: r["offset"])]
 
         def run_stream() -> list[bytes]:
-            query = (
-                stream.load()
-                .writeStream.format("parquet")
-                .option("path", str(out))
-                .option("checkpointLocation", str(checkpoint))
-                .trigger(availableNow=True)
-                .start()
-            )
-            query.awaitTermination(90)
-            assert query.exception() is None
-            rows = spark.read.parquet(str(out)).collect()
+            rows = run_available_now(spark, stream, out, checkpoint).collect()
             offsets = [r["offset"] for r in rows]
             assert len(offsets) == len(set(offsets)), "no row twice"
             return [bytes(r["value"]) for r in sorted(rows, key=lambda r: r["offset"])]
