@@ -4,6 +4,7 @@ with ``transaction.partition.verification.enable`` and
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,12 @@ from tests.broker.test_transactions import TXN_OVERRIDES, create_topic, last_sta
 
 pytestmark = pytest.mark.timeout(120)
 
+LOAD_BUFFER_SIZE = 200
+# state_topic.py's line for each partition it loads.
+LOADED = re.compile(
+    r"loaded (\d+) transactional ids from \S+ in (\d+) reads of at most (\d+) bytes"
+)
+
 
 def test_verification_off_and_a_small_load_buffer(tmp_path: Path) -> None:
     broker = BrokerProcess(
@@ -22,13 +29,14 @@ def test_verification_off_and_a_small_load_buffer(tmp_path: Path) -> None:
         {
             **TXN_OVERRIDES,
             "transaction.partition.verification.enable": "false",
-            "transaction.state.log.load.buffer.size": "200",
+            "transaction.state.log.load.buffer.size": str(LOAD_BUFFER_SIZE),
         },
     ).start()
     raw = RawClient(broker.port)
     try:
         create_topic(broker.bootstrap, "hang")
-        pid, epoch = init_producer(raw)
+        for _ in range(3):  # three states of the id, ~130 bytes each, in its partition
+            pid, epoch = init_producer(raw)
         # Never added to the transaction, and accepted: Kafka's behaviour without KIP-890
         # part 1 (with it, INVALID_TXN_STATE: tests/broker/test_hanging_transactions.py).
         accepted = produce(raw, TXN_ID, pid, epoch, 0)
@@ -36,10 +44,20 @@ def test_verification_off_and_a_small_load_buffer(tmp_path: Path) -> None:
         assert last_stable_offset(broker.bootstrap, "hang") == 0  # the hanging transaction
         raw.close()
         broker.stop()
+        restarted_at = len(broker.log_text())
         broker.start()
         raw = RawClient(broker.port)
-        # The coordinator loaded the id from __transaction_state, 200 bytes at a time.
+        # The coordinator loaded the id from __transaction_state, 200 bytes at a time (the
+        # default, 5 MiB, reads the partition at once).
         assert init_producer(raw) == (pid, epoch + 1)
+        loads = [
+            tuple(map(int, found))
+            for found in LOADED.findall(broker.log_text()[restarted_at:])
+            if int(found[0]) > 0
+        ]
+        assert len(loads) == 1, loads  # the id's partition
+        _, reads, largest = loads[0]
+        assert reads >= 2 and largest <= LOAD_BUFFER_SIZE, loads
     finally:
         raw.close()
         broker.stop()

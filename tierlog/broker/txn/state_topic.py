@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from tierlog.broker import internal_topics
 from tierlog.broker.config import BrokerConfig
@@ -54,15 +55,26 @@ _WRITE_ERRORS = {
 _pread = os.pread  # tests count the reads
 
 
+@dataclass
+class LoadReads:
+    """The reads one load made, for its log line: how many, and the largest in bytes."""
+
+    count: int = 0
+    largest: int = 0
+
+
 def read_entries(
-    topic_log: Log, end_offset: int, buffer_size: int = DEFAULT_LOAD_BUFFER_SIZE
+    topic_log: Log,
+    end_offset: int,
+    buffer_size: int = DEFAULT_LOAD_BUFFER_SIZE,
+    reads: LoadReads | None = None,
 ) -> Iterator[tuple[str, TxnLogValue | None]]:
     """Every (transactional id, state or None) of a ``__transaction_state`` log, in order;
     records this coordinator cannot read are logged and skipped.
 
     The log is read ``buffer_size`` bytes at a time (``transaction.state.log.load.buffer.size``,
     Kafka's loading read), or one whole batch when a batch is larger: consecutive batches
-    of a segment are read together.
+    of a segment are read together. Each read is counted in ``reads`` when given.
     """
     run: list[tuple[int, BatchHeader]] = []  # consecutive batches of ``run_segment``
     run_segment: LogSegment | None = None
@@ -74,20 +86,27 @@ def read_entries(
             or position != run[-1][0] + run[-1][1].size
             or position + header.size - run[0][0] > buffer_size
         ):
-            yield from _read_run(topic_log, run_segment, run)
+            yield from _read_run(topic_log, run_segment, run, reads)
             run = []
         run_segment = segment
         run.append((position, header))
     if run:
-        yield from _read_run(topic_log, run_segment, run)
+        yield from _read_run(topic_log, run_segment, run, reads)
 
 
 def _read_run(
-    topic_log: Log, segment: LogSegment | None, run: list[tuple[int, BatchHeader]]
+    topic_log: Log,
+    segment: LogSegment | None,
+    run: list[tuple[int, BatchHeader]],
+    reads: LoadReads | None,
 ) -> Iterator[tuple[str, TxnLogValue | None]]:
     assert segment is not None
     start = run[0][0]
-    data = memoryview(_pread(segment.fd, run[-1][0] + run[-1][1].size - start, start))
+    size = run[-1][0] + run[-1][1].size - start
+    if reads is not None:
+        reads.count += 1
+        reads.largest = max(reads.largest, size)
+    data = memoryview(_pread(segment.fd, size, start))
     for position, header in run:
         if header.is_control:
             continue
@@ -156,16 +175,22 @@ class TransactionStateTopic:
             return
         if partition.is_leader:
             self.coordinator.begin_loading(partition.index)
+            buffer_size = self.config["transaction.state.log.load.buffer.size"]
+            reads = LoadReads()
             loaded = self.coordinator.load_partition(
                 partition.index,
                 partition.leader_epoch,
-                read_entries(
-                    partition.local,
-                    partition.local.log_end_offset,
-                    self.config["transaction.state.log.load.buffer.size"],
-                ),
+                read_entries(partition.local, partition.local.log_end_offset, buffer_size, reads),
             )
-            log.info("loaded %d transactional ids from %s", loaded, partition)
+            log.info(
+                "loaded %d transactional ids from %s in %d reads of at most %d bytes"
+                " (transaction.state.log.load.buffer.size %d)",
+                loaded,
+                partition,
+                reads.count,
+                reads.largest,
+                buffer_size,
+            )
         else:
             self.coordinator.unload_partition(partition.index)
 
