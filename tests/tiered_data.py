@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.harness import BrokerProcess
+from tests.files import present_bytes
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.manifest import end_offset
 from tierlog.tools.activity import activity_stream
@@ -106,7 +107,7 @@ def wait_offloaded(tiered: TieredTopic, timeout: float = 60.0) -> dict[int, int]
         for p in range(tiered.partitions):
             segments = _local_segments(tiered, p)
             active_base = int(segments[-1].stem) if segments else -1
-            local_bytes = sum(f.stat().st_size for f in segments)
+            local_bytes = present_bytes(segments)
             trimmed = local_bytes <= LOCAL_RETENTION_BYTES + SEGMENT_BYTES
             settled = settled and ends[p] > 0 and ends[p] == active_base and trimmed
         if settled:

@@ -13,6 +13,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
 from tests.broker.harness import BrokerProcess
+from tests.files import present_bytes
 
 MESSAGES = 3000
 BASE_TS = 1_700_000_000_000
@@ -61,7 +62,7 @@ def wait_for_offload(data: Path, topic: str, timeout: float = 60) -> None:
     """Until the local log has been trimmed to its hot tail behind the offloaded part."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        local = sum(p.stat().st_size for p in (data / f"{topic}-0").glob("*.log"))
+        local = present_bytes((data / f"{topic}-0").glob("*.log"))
         remote = [s for s in manifest(data, topic)["segments"] if s["state"] == "COPY_FINISHED"]
         if remote and local <= 40000 + 16384:
             return

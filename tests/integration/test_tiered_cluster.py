@@ -13,6 +13,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from tests.files import present_bytes
 from tests.integration.cluster_harness import ProcessCluster
 from tierlog.local.producer_state import decode_snapshot
 from tierlog.remote import manifest as mf
@@ -61,7 +62,7 @@ def consume_all(cluster: ProcessCluster, count: int) -> list[int]:
 
 def local_bytes(cluster: ProcessCluster, broker: int) -> int:
     directory = cluster.brokers[broker].data_dir / f"{TOPIC}-0"
-    return sum(p.stat().st_size for p in directory.glob("*.log"))
+    return present_bytes(directory.glob("*.log"))
 
 
 def test_leader_failover_mid_offload(tmp_path: Path, zk_connect: str) -> None:

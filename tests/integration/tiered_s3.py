@@ -21,6 +21,7 @@ from kafka import TopicPartition as KTopicPartition
 from kio.index import load_request_schema
 
 from tests.broker.harness import BrokerProcess
+from tests.files import present_bytes
 from tests.remote.conftest import s3_options
 from tierlog.protocol import ApiKey, ErrorCode, decode_response, encode_request
 from tierlog.protocol.kio_build import build
@@ -129,7 +130,7 @@ def local_logs(data: Path, topic: str) -> list[Path]:
 
 
 def local_size(data: Path, topic: str) -> int:
-    return sum(p.stat().st_size for p in local_logs(data, topic))
+    return present_bytes(local_logs(data, topic))
 
 
 def local_start(data: Path, topic: str) -> int:
