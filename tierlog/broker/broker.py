@@ -37,6 +37,7 @@ from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.broker.txn import Transactions
 from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
 from tierlog.compaction.remote_cleaner import RemoteCompactor
+from tierlog.local.dir_remover import DirRemover
 from tierlog.local.log_manager import LogManager, LogManagerTimings
 from tierlog.local.scrubber import Scrubber
 from tierlog.protocol import EncodedFetchResponse, Request
@@ -74,6 +75,8 @@ class Broker:
         self.scrubber: Scrubber | None = None
         self.repairer: SegmentRepairer | None = None
         self.cleaner: LogCleaner | None = None
+        # Deleted partitions' directories are unlinked off the event loop (dir_remover).
+        self._dir_remover = DirRemover()
         self.port = 0
         self.metrics_port = -1
         self._metrics_server: Any = None
@@ -116,6 +119,7 @@ class Broker:
             config.log_config,
             clock=self.clock,
             scheduler=scheduler,
+            remove_dir=self._dir_remover.submit,
             timings=LogManagerTimings(
                 flush_check_interval_ms=config["log.flush.scheduler.interval.ms"],
                 retention_check_interval_ms=config["log.retention.check.interval.ms"],
@@ -427,6 +431,7 @@ class Broker:
             ("remote tier", remote.close if remote else None),
             ("high watermarks", replicas.checkpoint_high_watermarks if replicas else None),
             ("logs", log_manager.shutdown if log_manager else None),
+            ("deleted logs' removal", lambda: asyncio.to_thread(self._dir_remover.close)),
             (
                 "coordination",
                 (cluster.stop if cluster else coordinator.stop) if coordinator else None,

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.config import LogConfig
+from tierlog.local.dir_remover import remove_now
 from tierlog.local.errors import DiskFullError
 from tierlog.local.log import Log
 from tierlog.local.segment import LogSegment
@@ -80,6 +81,9 @@ class LogManager:
         default_config: configuration for logs without topic overrides.
         clock, scheduler: injected so tests control time.
         timings: background task intervals.
+        remove_dir: removes a deleted partition's renamed-aside directory; the broker
+            passes a ``DirRemover``'s ``submit`` so the event loop does not wait for the
+            unlinks (default: at once, ``dir_remover.remove_now``).
     """
 
     def __init__(
@@ -90,6 +94,7 @@ class LogManager:
         clock: Clock | None = None,
         scheduler: Scheduler | None = None,
         timings: LogManagerTimings | None = None,
+        remove_dir: Callable[[Path], None] = remove_now,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -98,6 +103,7 @@ class LogManager:
         self.clock = clock or SystemClock()
         self.scheduler = scheduler
         self.timings = timings or LogManagerTimings()
+        self.remove_dir = remove_dir
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
@@ -265,7 +271,7 @@ class LogManager:
         for segment in doomed.segments:
             segment.delete()
         doomed.closed = True
-        shutil.rmtree(aside, ignore_errors=True)
+        self.remove_dir(aside)
         try:
             self.checkpoint()
         except OSError as exc:
