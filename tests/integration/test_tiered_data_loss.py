@@ -38,9 +38,6 @@ from tests.integration.tiered_s3 import (
 )
 from tests.remote.conftest import S3Bucket, create_bucket
 
-pytest.importorskip("s3fs")
-pytest.importorskip("moto")
-
 LOST_RANGES = "tierlog_remote_lost_ranges_total"
 MOTO_START_S = 30.0
 # What moto's (werkzeug's) server prints once it listens, and what it says when the port

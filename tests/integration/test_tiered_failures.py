@@ -41,10 +41,6 @@ from tests.integration.tiered_s3 import (
 )
 from tests.remote.conftest import S3Bucket, create_bucket, start_moto, stop_moto
 
-pytest.importorskip("s3fs")
-pytest.importorskip("moto")
-
-
 # -- a. end to end ------------------------------------------------------------------------
 
 

@@ -37,9 +37,6 @@ from tierlog.remote.chunk_cache import ChunkCache
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.segment_reader import RemoteSegmentReader
 
-pytest.importorskip("s3fs")
-pytest.importorskip("moto")
-
 
 def make_store(bucket: S3Bucket, **kwargs: Any) -> FsspecRemoteStore:
     return FsspecRemoteStore(bucket.url, bucket.options(), retries=0, **kwargs)
