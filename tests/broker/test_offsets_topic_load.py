@@ -4,10 +4,7 @@ coordinator every batch, transaction markers included, so transactional offset c
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-
-import pytest
 
 from tests.broker.group.helpers import make_coordinator, run
 from tierlog.broker.group import AppendError, GroupConfig, GroupCoordinator
@@ -103,17 +100,8 @@ def test_load_from_a_log_with_transaction_markers(tmp_path: Path) -> None:
         log.close()
 
 
-def _coordinator_appends(log: Log) -> bool:
-    # Log.append(coordinator=True) (Kafka's AppendOrigin.COORDINATOR) is what takes the
-    # group coordinator's transactional batches, which carry no sequence number.
-    return "coordinator" in inspect.signature(Log.append).parameters
-
-
 def test_txn_offset_commits_through_a_real_log(tmp_path: Path) -> None:
     log = Log(tmp_path / "__consumer_offsets-0", clock=ManualClock())
-    if not _coordinator_appends(log):
-        log.close()
-        pytest.skip("Log.append has no coordinator origin yet")
 
     async def append(partition: int, batch: bytes) -> None:
         del partition
