@@ -35,7 +35,7 @@ from kafka.admin._configs import AlterConfigOp, ConfigResourceType
 from kafka.admin._configs import ConfigResource as KConfigResource
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_protocol_versions import RawClient, request
+from tests.raw_client import RawClient, request
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.local.log_manager import parse_log_dir_name
 from tierlog.protocol import ApiKey

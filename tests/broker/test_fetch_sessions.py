@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_protocol_versions import RawClient, fetch_body, request
+from tests.raw_client import RawClient, fetch_body, request
 from tierlog.broker.fetch_sessions import FetchSessionCache, SessionPartition
 from tierlog.protocol import ApiKey
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_protocol_versions import RawClient, request
 from tests.broker.test_transactions import TXN_OVERRIDES, create_topic, last_stable_offset
+from tests.raw_client import RawClient, request
 from tierlog.protocol import ApiKey
 from tierlog.records.builder import Record, build_batch
 

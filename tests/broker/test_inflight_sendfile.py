@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_protocol_versions import RawClient, request
+from tests.raw_client import RawClient, request
 from tierlog.protocol import ApiKey, decode_response, encode_request
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.header import iter_batches

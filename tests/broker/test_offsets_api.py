@@ -28,7 +28,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.admin import OffsetSpec as KOffsetSpec
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_protocol_versions import RawClient, request
+from tests.raw_client import RawClient, request
 from tierlog.protocol import ApiKey
 
 BASE_TS = 1_700_000_000_000

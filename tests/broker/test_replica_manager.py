@@ -6,7 +6,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_protocol_versions import RawClient, request
+from tests.raw_client import RawClient, request
 from tierlog.protocol import ApiKey, ErrorCode
 from tierlog.records.builder import Record, build_batch
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_protocol_versions import RawClient, request
+from tests.raw_client import RawClient, request
 from tierlog.protocol import ApiKey, ErrorCode
 
 

@@ -20,7 +20,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_protocol_versions import RawClient, request
+from tests.raw_client import RawClient, request
 from tierlog.protocol.versions import ApiKey
 
 TXN_OVERRIDES = {

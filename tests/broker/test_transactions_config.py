@@ -11,8 +11,8 @@ import pytest
 
 from tests.broker.harness import BrokerProcess
 from tests.broker.test_hanging_transactions import TXN_ID, init_producer, produce
-from tests.broker.test_protocol_versions import RawClient
 from tests.broker.test_transactions import TXN_OVERRIDES, create_topic, last_stable_offset
+from tests.raw_client import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,8 +17,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
-from tests.broker.test_protocol_versions import RawClient, request
 from tests.integration.cluster_harness import ProcessCluster
+from tests.raw_client import RawClient, request
 from tierlog.protocol import ApiKey
 
 pytestmark = pytest.mark.timeout(120)

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from tests.broker.test_protocol_versions import RawClient, fetch_body, request
 from tests.integration.cluster_harness import ProcessCluster
+from tests.raw_client import RawClient, fetch_body, request
 from tierlog.protocol import ApiKey
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,8 +20,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from tests.broker.test_protocol_versions import RawClient, request
 from tests.integration.cluster_harness import ProcessCluster
+from tests.raw_client import RawClient, request
 from tierlog.protocol import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.records.builder import Record, build_batch

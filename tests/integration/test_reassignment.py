@@ -25,10 +25,10 @@ import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from tests.broker.test_protocol_versions import RawClient, request
 from tests.integration.acked_producer import BackgroundProducer
 from tests.integration.cluster_harness import ProcessCluster
 from tests.integration.test_replication import consume
+from tests.raw_client import RawClient, request
 from tierlog.protocol import ApiKey
 
 pytestmark = pytest.mark.timeout(90)

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from tests.broker.test_protocol_versions import RawClient, fetch_body, request
 from tests.integration.cluster_harness import ProcessCluster
+from tests.raw_client import RawClient, fetch_body, request
 from tierlog.broker.group.placement import partition_for
 from tierlog.protocol import ApiKey
 from tierlog.records.header import iter_batches
