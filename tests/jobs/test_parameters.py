@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from tests.tools.test_cli_errors import REPO, TIERLOG, closed_port, one_line_failure, run
+from tests.cli import REPO, TIERLOG, closed_port, one_line_failure, run
 
 DATA = Path(__file__).parent / "data"
 NOTEBOOKS = REPO / "notebooks"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.cli import TIERLOG, run
 from tests.jobs.test_schedule import write_config
-from tests.tools.test_cli_errors import TIERLOG, run
 
 JOBS = """
 [[job]]

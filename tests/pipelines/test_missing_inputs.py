@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.tools.test_cli_errors import one_line_failure, run
+from tests.cli import one_line_failure, run
 
 
 def test_replay_of_a_remote_tier_that_does_not_exist(tmp_path: Path) -> None:

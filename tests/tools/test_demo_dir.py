@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.broker.harness import BrokerProcess
-from tests.tools.test_cli_errors import TIERLOG, one_line_failure, run
+from tests.cli import TIERLOG, one_line_failure, run
 from tierlog.tools.demo_dir import MARKER, prepare
 from tierlog.tools.errors import CliError
 

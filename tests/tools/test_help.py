@@ -3,7 +3,7 @@ every option does and its default."""
 
 from __future__ import annotations
 
-from tests.tools.test_cli_errors import TIERLOG, run
+from tests.cli import TIERLOG, run
 
 
 def test_help_opens_with_what_tierlog_is() -> None:

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from tests import browser
+from tests.cli import REPO, TIERLOG, closed_port, one_line_failure, run
 from tests.jobs.conftest import DATA
-from tests.tools.test_cli_errors import REPO, TIERLOG, closed_port, one_line_failure, run
 from tierlog.jobs.runner import run_notebook
 from tierlog.tools.errors import CliError
 from tierlog.tools.lab import KERNEL_NAME, register_kernel, start_lab, write_settings_overrides

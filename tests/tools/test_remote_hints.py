@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.tools.test_cli_errors import TIERLOG, one_line_failure
+from tests.cli import TIERLOG, one_line_failure
 
 HINT = (
     "point at the broker's remote tier with --remote-url URL or --config server.properties "
