@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -18,13 +16,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
-from kio.index import load_request_schema
 
 from tests.broker.harness import BrokerProcess
 from tests.files import present_bytes
+from tests.raw_client import RawClient, fetch_body, request
 from tests.remote.conftest import s3_options
-from tierlog.protocol import ApiKey, ErrorCode, decode_response, encode_request
-from tierlog.protocol.kio_build import build
+from tierlog.protocol import ApiKey, ErrorCode
 
 BASE_TS = 1_700_000_000_000
 SEGMENT_BYTES = 16384
@@ -218,57 +215,16 @@ def kafka_python_replay(bootstrap: str, topic: str, count: int) -> tuple[list[in
 
 def raw_call(port: int, api_key: int, version: int, data: dict[str, Any]) -> Any:
     """One request on a fresh connection; the decoded response."""
-    body = build(load_request_schema(api_key, version), data)
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(encode_request(body, 7, client_id="failures-test"))
-        (size,) = struct.unpack(">i", _read(sock, 4))
-        correlation_id, response = decode_response(_read(sock, size), api_key, version)
-    assert correlation_id == 7
-    return response
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return bytes(data)
+    client = RawClient(port)
+    try:
+        return client.call(request(api_key, version, data))
+    finally:
+        client.close()
 
 
 def raw_fetch(port: int, topic: str, offset: int) -> tuple[int, bytes]:
     """(error code, records) of a one-partition Fetch v11 at ``offset`` (no long poll)."""
-    response = raw_call(
-        port,
-        ApiKey.FETCH,
-        11,
-        {
-            "replica_id": -1,
-            "max_wait": 0,
-            "min_bytes": 0,
-            "max_bytes": 1 << 20,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": 0,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": offset,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        },
-    )
+    response = raw_call(port, ApiKey.FETCH, 11, fetch_body(topic, {0: offset}))
     partition = response.responses[0].partitions[0]
     return int(partition.error_code), bytes(partition.records or b"")
 
