@@ -1,5 +1,6 @@
 """tierlog for Spark: the ``tierlog`` data source (batch and streaming) that reads the hot
-and the cold tier together, and ``session()`` that sets Spark up with Delta.
+and the cold tier together and writes DataFrames to topics (``sink``), and ``session()``
+that sets Spark up with Delta.
 
     from tierlog.spark import session
     spark = session()

@@ -1,5 +1,6 @@
 """The PySpark data source ``tierlog``: batch (``spark.read``) and streaming
-(``spark.readStream``) reads of topics across the hot and the cold tier.
+(``spark.readStream``) reads of topics across the hot and the cold tier, and writes of
+DataFrames to topics (``df.write``, ``df.writeStream``: ``sink``).
 
 Driver side, ``partitions()`` plans (``discovery`` + ``planning``); executor side, ``read()``
 runs ``split_readers`` and yields Arrow batches. Readers are pickled to the executors, so
@@ -16,6 +17,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -39,6 +42,13 @@ from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.spark.discovery import Discovery, SourceError
 from tierlog.spark.options import SourceOptions, parse
 from tierlog.spark.planning import OffsetRange, RemoteSplit, Split, limit_ranges, plan
+from tierlog.spark.sink import (
+    SinkError,
+    TierlogBatchWriter,
+    TierlogStreamWriter,
+    check_schema,
+    parse_sink,
+)
 from tierlog.spark.split_readers import finish, read_leader, read_remote
 
 NAME = "tierlog"
@@ -73,8 +83,9 @@ class SplitPartition(InputPartition):
 
 
 class TierlogDataSource(DataSource):
-    """``spark.read.format("tierlog")`` / ``spark.readStream.format("tierlog")``; the options
-    are documented in ``tierlog.spark.options``."""
+    """``spark.read.format("tierlog")`` / ``spark.readStream.format("tierlog")``, options in
+    ``tierlog.spark.options``; ``df.write.format("tierlog")`` /
+    ``df.writeStream.format("tierlog")``, options and columns in ``tierlog.spark.sink``."""
 
     @classmethod
     def name(cls) -> str:
@@ -88,6 +99,22 @@ class TierlogDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return TierlogStreamReader(parse(dict(self.options), streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise SinkError(
+                "mode overwrite: a topic's records cannot be replaced; write with mode "
+                "append (delete and create the topic to start it again)"
+            )
+        options = parse_sink(dict(self.options))
+        check_schema(schema, options)
+        return TierlogBatchWriter(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # Every output mode appends each micro-batch's rows, as Spark's Kafka sink does.
+        options = parse_sink(dict(self.options))
+        check_schema(schema, options)
+        return TierlogStreamWriter(options)
 
 
 def _read_split(options: SourceOptions, split: Split) -> Iterator[pa.RecordBatch]:

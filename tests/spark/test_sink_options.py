@@ -1,0 +1,174 @@
+"""The sink's options, columns and rows without Spark's session (sans-I/O parts of
+``tierlog.spark.sink``), and its delivery loop against a stand-in producer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from tierlog.spark.sink import (
+    DEFAULT_MESSAGE_TIMEOUT_MS,
+    SinkError,
+    check_schema,
+    parse_sink,
+    produce_batches,
+)
+
+
+def test_options_pass_kafka_settings_to_the_producer_over_the_defaults() -> None:
+    options = parse_sink(
+        {"Kafka.Bootstrap.Servers": "h:1", "topic": " t ", "kafka.linger.ms": "50",
+         "kafka.acks": "1", "checkpointLocation": "/x"}
+    )  # fmt: skip
+    assert (options.bootstrap, options.topic) == ("h:1", "t")
+    config = options.producer_config()
+    assert config["linger.ms"] == "50" and config["acks"] == "1"
+    assert config["enable.idempotence"] is True
+    assert config["partitioner"] == "murmur2_random"
+    assert config["message.timeout.ms"] == DEFAULT_MESSAGE_TIMEOUT_MS
+    assert "checkpointLocation" not in config and "checkpointlocation" not in config
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "kafka.bootstrap.servers is required"),
+        ({"kafka.bootstrap.servers": "h:1", "topic": " "}, "option topic is empty"),
+        ({"kafka.bootstrap.servers": "h:1", "kafka.value.serializer": "x"},
+         "kafka.value.serializer is not supported"),
+        ({"kafka.bootstrap.servers": "h:1", "kafka.enable.idempotence": "false"},
+         "always idempotent"),
+    ],
+)  # fmt: skip
+def test_bad_options_name_the_option(options: dict[str, str], message: str) -> None:
+    with pytest.raises(SinkError, match=message):
+        parse_sink(options)
+
+
+B, S = BinaryType(), StringType()
+HEADERS = ArrayType(StructType().add("key", S).add("value", B))
+
+
+def columns(**types: DataType) -> StructType:
+    return StructType([StructField(name, t) for name, t in types.items()])
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (columns(value=S, key=IntegerType()), "column key must be string or binary, not int"),
+        (columns(value=B, topic=B), "column topic must be string"),
+        (columns(value=B, partition=LongType()), "column partition must be int, not bigint"),
+        (columns(value=B, headers=ArrayType(S)), "column headers must be array<struct"),
+        (columns(value=B, headers=ArrayType(StructType().add("key", S).add("value", S))),
+         "column headers must be"),
+    ],
+)  # fmt: skip
+def test_columns_of_the_wrong_type_are_refused(schema: StructType, message: str) -> None:
+    options = parse_sink({"kafka.bootstrap.servers": "h:1", "topic": "t"})
+    with pytest.raises(SinkError, match=message):
+        check_schema(schema, options)
+
+
+def test_kafka_sinks_columns_pass() -> None:
+    options = parse_sink({"kafka.bootstrap.servers": "h:1"})
+    check_schema(
+        columns(key=B, value=S, topic=S, partition=IntegerType(), headers=HEADERS,
+                other=DoubleType()),
+        options,
+    )  # fmt: skip
+
+
+class Delivered:
+    """What a delivery report names."""
+
+    def __init__(self, topic: str) -> None:
+        self._topic = topic
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return 0
+
+
+class StandIn:
+    """Records what is produced; answers each with the error it is told to, at flush."""
+
+    def __init__(self, error: Any = None, queue_full_once: bool = False) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.pending: list[Any] = []
+        self.error = error
+        self.queue_full = queue_full_once
+
+    def produce(self, topic: str, **kwargs: Any) -> None:
+        if self.queue_full:
+            self.queue_full = False
+            raise BufferError("queue full")
+        self.sent.append((topic, kwargs))
+        self.pending.append((topic, kwargs))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        for topic, kwargs in self.pending:
+            kwargs["on_delivery"](self.error, Delivered(topic))
+        self.pending = []
+        return 0
+
+
+def test_rows_become_records_and_a_full_queue_is_waited_out() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": ["a", None],
+            "value": [b"1", None],
+            "partition": pa.array([None, 2], pa.int32()),
+            "headers": [[{"key": "h", "value": b"x"}], None],
+        }
+    )
+    producer = StandIn(queue_full_once=True)
+    options = parse_sink({"kafka.bootstrap.servers": "h:1", "topic": "t"})
+    done = produce_batches(options, [batch], producer)
+    assert done.records == {"t": 2} and done.value_bytes == 1
+    assert [(t, k["key"], k["value"], k.get("partition"), k.get("headers"))
+            for t, k in producer.sent] == [
+        ("t", b"a", b"1", None, [("h", b"x")]),
+        ("t", None, None, 2, None),
+    ]  # fmt: skip
+
+
+def test_an_undelivered_row_fails_the_task_and_a_row_without_topic_is_refused() -> None:
+    failed = type("E", (), {"str": lambda s: "Broker: Message size too large"})()
+    options = parse_sink({"kafka.bootstrap.servers": "h:1", "topic": "t"})
+    batch = pa.RecordBatch.from_pydict({"value": ["v"]})
+    with pytest.raises(SinkError, match="t-0: Broker: Message size too large"):
+        produce_batches(options, [batch], StandIn(error=failed))
+    no_topic = pa.RecordBatch.from_pydict({"value": ["v"], "topic": [None]})
+    with pytest.raises(SinkError, match="null or empty topic"):
+        produce_batches(parse_sink({"kafka.bootstrap.servers": "h:1"}), [no_topic], StandIn())
+
+
+def test_a_row_refused_before_sending_fails_the_task_with_its_reason() -> None:
+    class Refusing(StandIn):
+        def produce(self, topic: str, **kwargs: Any) -> None:
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+
+    options = parse_sink({"kafka.bootstrap.servers": "h:1", "topic": "t"})
+    batch = pa.RecordBatch.from_pydict({"value": ["v", "w"]})
+    with pytest.raises(SinkError, match=r"a row was not written: t: .*too large"):
+        produce_batches(options, [batch], Refusing())
