@@ -1,6 +1,6 @@
 """Spark read benchmark (issue 5): Kafka record batches -> Arrow, and Spark reading tierlog.
 
-Run: ``.venv/bin/python bench/spark_read.py [--quick] [--only decode|spark]``. The last line
+Run: ``.venv/bin/python bench/spark_read.py [--quick] [--only decode|spark|sink]``. The last line
 printed is one JSON object with every figure; the lines before it are for people.
 
 1. ``decode`` — ``tierlog.records.arrow.to_record_batches``, the function the Spark data
@@ -20,6 +20,8 @@ printed is one JSON object with every figure; the lines before it are for people
    (``codecs.decompress`` per batch: the bound the codec sets) and the CRC-32C check alone.
 2. ``spark`` — the tierlog data source vs Spark's own Kafka source reading the same,
    mostly cold topic through one Spark session (``bench/spark_sources.py`` says how).
+3. ``sink`` — the tierlog sink vs Spark's own Kafka sink writing the same DataFrame to a
+   tierlog broker (``bench/spark_sinks.py`` says how).
 """
 
 from __future__ import annotations
@@ -261,7 +263,7 @@ def check_all(calls: list[bytes]) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    parser.add_argument("--only", choices=["decode", "spark"], help="run one section only")
+    parser.add_argument("--only", choices=["decode", "spark", "sink"], help="run one section only")
     parser.add_argument("--records", type=int, help="records per log (100,000; quick 20,000)")
     parser.add_argument("--repeats", type=int, help="timed passes, best kept (7; quick 3)")
     parser.add_argument("--call-mib", type=float, default=4.0, help="wire MiB per call (4)")
@@ -277,7 +279,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--spark-records", type=int, help="records in the Spark section's topic (2M; quick 200k)"
     )
-    parser.add_argument("--spark-repeats", type=int, help="timed passes per source (3; quick 2)")
+    parser.add_argument(
+        "--spark-repeats", type=int, help="timed passes per source or sink (3; quick 2)"
+    )
+    parser.add_argument(
+        "--sink-records", type=int, help="rows the sink section writes (1M; quick 100k)"
+    )
     args = parser.parse_args(argv)
     figures: dict[str, Any] = {}
     if args.only in (None, "decode"):
@@ -286,6 +293,10 @@ def main(argv: list[str] | None = None) -> None:
         from spark_sources import bench_spark
 
         figures["spark"] = bench_spark(args)
+    if args.only in (None, "sink"):
+        from spark_sinks import bench_sink
+
+        figures["sink"] = bench_sink(args)
     print(json.dumps({"bench": "spark_read", "quick": args.quick, **figures}))
 
 

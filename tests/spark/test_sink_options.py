@@ -107,27 +107,36 @@ class Delivered:
 
 
 class StandIn:
-    """Records what is produced; answers each with the error it is told to, at flush."""
+    """Records what is produced; at flush, reports each as failed with ``error`` (as
+    ``delivery.report.only.error`` does, nothing is reported without one)."""
 
-    def __init__(self, error: Any = None, queue_full_once: bool = False) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-        self.pending: list[Any] = []
+    def __init__(self, error: Any = None, queue_full: int = 0) -> None:
+        self.sent: list[tuple[Any, ...]] = []
+        self.pending: list[str] = []
         self.error = error
-        self.queue_full = queue_full_once
+        self.queue_full = queue_full  # how many produce calls say the queue is full first
+        self.on_failure: Any = None
 
-    def produce(self, topic: str, **kwargs: Any) -> None:
+    def __call__(self, options: Any, on_failure: Any) -> StandIn:
+        self.on_failure = on_failure
+        return self
+
+    def produce(
+        self, topic: str, value: Any = None, key: Any = None, partition: int = -1, **kw: Any
+    ) -> None:
         if self.queue_full:
-            self.queue_full = False
+            self.queue_full -= 1
             raise BufferError("queue full")
-        self.sent.append((topic, kwargs))
-        self.pending.append((topic, kwargs))
+        self.sent.append((topic, key, value, partition, kw.get("headers")))
+        self.pending.append(topic)
 
     def poll(self, timeout: float) -> int:
         return 0
 
     def flush(self, timeout: float) -> int:
-        for topic, kwargs in self.pending:
-            kwargs["on_delivery"](self.error, Delivered(topic))
+        for topic in self.pending:
+            if self.error is not None:
+                self.on_failure(self.error, Delivered(topic))
         self.pending = []
         return 0
 
@@ -141,15 +150,19 @@ def test_rows_become_records_and_a_full_queue_is_waited_out() -> None:
             "headers": [[{"key": "h", "value": b"x"}], None],
         }
     )
-    producer = StandIn(queue_full_once=True)
+    producer = StandIn(queue_full=2)
     options = parse_sink({"kafka.bootstrap.servers": "h:1", "topic": "t"})
     done = produce_batches(options, [batch], producer)
     assert done.records == {"t": 2} and done.value_bytes == 1
-    assert [(t, k["key"], k["value"], k.get("partition"), k.get("headers"))
-            for t, k in producer.sent] == [
-        ("t", b"a", b"1", None, [("h", b"x")]),
+    assert producer.sent == [
+        ("t", b"a", b"1", -1, [("h", b"x")]),
         ("t", None, None, 2, None),
-    ]  # fmt: skip
+    ]
+    simple = pa.RecordBatch.from_pydict({"key": ["k", None], "value": ["é", "w"]})
+    producer = StandIn(queue_full=3)
+    done = produce_batches(options, [simple], producer)
+    assert producer.sent == [("t", b"k", "é".encode(), -1, None), ("t", None, b"w", -1, None)]
+    assert done.records == {"t": 2} and done.value_bytes == 3
 
 
 def test_an_undelivered_row_fails_the_task_and_a_row_without_topic_is_refused() -> None:
@@ -165,7 +178,7 @@ def test_an_undelivered_row_fails_the_task_and_a_row_without_topic_is_refused() 
 
 def test_a_row_refused_before_sending_fails_the_task_with_its_reason() -> None:
     class Refusing(StandIn):
-        def produce(self, topic: str, **kwargs: Any) -> None:
+        def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
             raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
 
     options = parse_sink({"kafka.bootstrap.servers": "h:1", "topic": "t"})

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,13 +163,20 @@ class SinkCommit(WriterCommitMessage):
 
 
 def produce_batches(
-    options: SinkOptions, batches: Iterable[pa.RecordBatch], producer: Any = None
+    options: SinkOptions,
+    batches: Iterable[pa.RecordBatch],
+    make_producer: Callable[[SinkOptions, Callable[[Any, Any], None]], Any] | None = None,
 ) -> SinkCommit:
     """Produce every row of ``batches`` and wait until each is acknowledged.
 
+    The loop is per row in Python, so it does as little per row as it can: columns come
+    out of Arrow as bytes (strings cast to binary, which copies nothing), ``produce`` is
+    called with positional arguments, and delivery reports come back only for failures
+    (``delivery.report.only.error``): a report per acknowledged row was a Python call each.
+
     Args:
-        producer: a confluent-kafka Producer (tests); default, one made from ``options``
-            and closed (flushed) here.
+        make_producer: makes the producer from the options and the callback its failed
+            deliveries go to (tests); default, a confluent-kafka Producer (``_producer``).
 
     Raises:
         SinkError: a row was refused or not acknowledged in time (the first such error,
@@ -177,35 +184,38 @@ def produce_batches(
     """
     from confluent_kafka import KafkaException
 
-    if producer is None:
-        producer = _producer(options)
     errors: list[str] = []
-    done = SinkCommit()
 
-    def delivered(err: Any, msg: Any) -> None:
+    def failed(err: Any, msg: Any) -> None:
         if err is not None and not errors:
             errors.append(f"{msg.topic()}-{msg.partition()}: {err.str()}")
 
+    producer = (make_producer or _producer)(options, failed)
+    produce = producer.produce
+    done = SinkCommit()
     for batch in batches:
-        for topic, key, value, partition, headers in _rows(batch, options.topic):
-            kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
-            if partition is not None:
-                kwargs["partition"] = partition
-            if headers:
-                kwargs["headers"] = headers
-            while True:
-                try:
-                    producer.produce(topic, **kwargs)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    producer.poll(0.1)
-                except KafkaException as exc:  # refused before sending (e.g. too large)
-                    errors.append(f"{topic}: {exc.args[0].str() if exc.args else exc}")
-                    break
-            if errors:
-                break
-            done.records[topic] = done.records.get(topic, 0) + 1
-            done.value_bytes += len(value) if value is not None else 0
+        rows = _Rows(batch, options.topic)
+        topic = options.topic
+        try:
+            if rows.simple:
+                for key, value in zip(rows.keys, rows.values, strict=True):
+                    while True:
+                        try:
+                            produce(topic, value, key)
+                            break
+                        except BufferError:  # the local queue is full: deliveries drain it
+                            producer.poll(0.1)
+            else:
+                for topic, key, value, partition, headers in rows:
+                    while True:
+                        try:
+                            produce(topic, value, key, partition, headers=headers)
+                            break
+                        except BufferError:
+                            producer.poll(0.1)
+        except KafkaException as exc:  # refused before sending (e.g. too large)
+            errors.append(f"{topic}: {exc.args[0].str() if exc.args else exc}")
+        rows.count(done)
         producer.poll(0)
         if errors:
             break
@@ -215,11 +225,13 @@ def produce_batches(
     return done
 
 
-def _producer(options: SinkOptions) -> Any:
+def _producer(options: SinkOptions, on_failure: Callable[[Any, Any], None]) -> Any:
     from confluent_kafka import KafkaException, Producer
 
+    config = {**options.producer_config(), "on_delivery": on_failure}
+    config.setdefault("delivery.report.only.error", True)
     try:
-        return Producer(options.producer_config())
+        return Producer(config)
     except (KafkaException, ValueError, TypeError) as exc:
         raise SinkError(f"a kafka.* producer option is not valid: {exc}") from None
 
@@ -237,31 +249,62 @@ def _flush(producer: Any, options: SinkOptions) -> None:
             raise SinkError(f"rows not acknowledged within {timeout_s:.0f} s")
 
 
-def _rows(
-    batch: pa.RecordBatch, topic_option: str | None
-) -> Iterator[tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]]:
-    names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
-    n = batch.num_rows
+class _Rows:
+    """One Arrow batch's rows as Python lists of bytes, column by column; iterating gives
+    (topic, key, value, partition, headers) per row. ``simple``: the rows need only the
+    topic option, a key and a value (no topic, partition or headers column)."""
 
-    def column(name: str) -> list[Any]:
-        i = names.get(name)
-        return batch.column(i).to_pylist() if i is not None else [None] * n
+    def __init__(self, batch: pa.RecordBatch, topic_option: str | None) -> None:
+        names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+        self.n = n = batch.num_rows
 
-    values = column("value")
-    keys = column("key")
-    topics = [topic_option] * n if topic_option else column("topic")
-    partitions = column("partition")
-    headers = column("headers")
-    for i in range(n):
-        topic = topics[i]
-        if not topic:
-            raise SinkError("a row has a null or empty topic, and no topic option is set")
-        row_headers = [(h["key"], _bytes(h["value"])) for h in headers[i] or ()]
-        yield topic, _bytes(keys[i]), _bytes(values[i]), partitions[i], row_headers
+        def column(name: str, as_bytes: bool = False) -> list[Any] | None:
+            i = names.get(name)
+            if i is None:
+                return None
+            data = batch.column(i)
+            if as_bytes and pa.types.is_string(data.type):
+                data = data.cast(pa.binary())  # the same bytes: UTF-8, no copy
+            return data.to_pylist()
 
+        self.values = column("value", as_bytes=True) or [None] * n
+        self.keys = column("key", as_bytes=True) or [None] * n
+        self.topic_option = topic_option
+        self.topics = None if topic_option else column("topic")
+        self.partitions = column("partition")
+        self.headers = column("headers")
+        self.simple = topic_option is not None and self.partitions is None and not self.headers
+        self._produced = 0
 
-def _bytes(value: str | bytes | None) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value
+    def __iter__(self) -> Iterator[tuple[str, Any, Any, int, list[tuple[str, Any]] | None]]:
+        for i in range(self.n):
+            topic = self.topic_option or (self.topics[i] if self.topics else None)
+            if not topic:
+                raise SinkError("a row has a null or empty topic, and no topic option is set")
+            partition = self.partitions[i] if self.partitions else None
+            headers = self.headers[i] if self.headers else None
+            self._produced = i
+            yield (
+                topic,
+                self.keys[i],
+                self.values[i],
+                -1 if partition is None else partition,  # -1: the partitioner picks
+                [(h["key"], h["value"]) for h in headers] if headers else None,
+            )
+            self._produced = i + 1
+
+    def count(self, done: SinkCommit) -> None:
+        """Add what this batch produced to ``done`` (all of it, or up to a failure)."""
+        if self.simple:
+            assert self.topic_option is not None
+            rows: Iterable[int] = range(self.n)
+            done.records[self.topic_option] = done.records.get(self.topic_option, 0) + self.n
+        else:
+            rows = range(self._produced)
+            for i in rows:
+                topic = self.topic_option or (self.topics[i] if self.topics else "")
+                done.records[topic] = done.records.get(topic, 0) + 1
+        done.value_bytes += sum(len(self.values[i] or b"") for i in rows)
 
 
 class TierlogBatchWriter(DataSourceArrowWriter):
