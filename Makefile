@@ -94,7 +94,8 @@ bench-throughput: $(STAMP)
 bench-cluster: $(STAMP) zookeeper
 	$(BIN)/python bench/cluster.py
 
-# Arrow decoding per codec, and the tierlog source vs Spark's Kafka source on a cold topic.
+# Arrow decoding per codec, the tierlog source vs Spark's Kafka source on a cold topic, and
+# the tierlog sink vs Spark's Kafka sink.
 bench-spark: $(STAMP) $(JARS)
 	$(BIN)/python bench/spark_read.py
 
