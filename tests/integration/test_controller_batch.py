@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.test_controller import Cluster, active, wait_for
+from tests.integration.controllers import Cluster, active, running, wait_for
 from tierlog.broker.controller.context import ControllerContext, TopicPartition
 from tierlog.broker.controller.state_machine import PartitionStateMachine
 from tierlog.broker.coordination import zk_data
@@ -26,11 +26,8 @@ PARTITIONS = 1500  # broker 1 leads 500 and follows 1,000 (RF 3)
 
 @pytest.fixture
 def cluster(zk_connect: str) -> Iterator[Cluster]:
-    c = Cluster(zk_connect)
-    try:
+    with running(zk_connect) as c:
         yield c
-    finally:
-        c.close()
 
 
 def stats(zk: ZkClient, topic: str, count: int) -> dict[int, tuple[LeaderAndIsr, int, int]]:
