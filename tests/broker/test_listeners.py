@@ -67,6 +67,16 @@ def test_a_listener_without_a_host_is_advertised_under_the_host_name(
     assert listener.host == ("127.0.0.1" if "advertised.listeners" in props else "0.0.0.0")
 
 
+def test_a_named_host_is_advertised_as_it_is() -> None:
+    listener, advertised = endpoints_of({"listeners": "PLAINTEXT://127.0.0.1:9092"})
+    assert (listener.host, advertised.host, advertised.port) == ("127.0.0.1", "127.0.0.1", 9092)
+    listener, advertised = endpoints_of(
+        {"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://db1:19092"}
+    )
+    assert (listener.host, listener.port) == ("0.0.0.0", 9092)
+    assert (advertised.host, advertised.port) == ("db1", 19092)
+
+
 def test_the_advertised_listener_is_what_clients_are_told(tmp_path: Path) -> None:
     broker = BrokerProcess(
         tmp_path / "data", {"advertised.listeners": "PLAINTEXT://localhost:0"}
