@@ -4,6 +4,7 @@ thread, in order, and the LogManager handing them over."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -52,8 +53,13 @@ def test_a_failed_removal_is_logged_and_the_rest_go_on(
     assert any("cannot remove" in r.message and "gone-already" in r.message for r in caplog.records)
 
 
-def test_close_without_work_returns_at_once() -> None:
-    DirRemover().close(timeout=0.1)
+def test_close_without_work_starts_no_thread_and_returns_at_once() -> None:
+    before = {t.name for t in threading.enumerate()}
+    remover = DirRemover()
+    started = time.monotonic()
+    remover.close(timeout=5)
+    assert time.monotonic() - started < 1.0
+    assert "tierlog-delete-logs" not in {t.name for t in threading.enumerate()} - before
 
 
 def test_delete_log_hands_the_renamed_directory_to_remove_dir(tmp_path: Path) -> None:
