@@ -1,0 +1,237 @@
+"""The ACL authorizer: Kafka's ``AclAuthorizer``/``StandardAuthorizer`` decisions over an
+``AclCache``.
+
+A decision for (principal, host, operation, resource), in Kafka's order:
+
+1. a principal in ``super.users`` (``User:a;User:b``) is allowed everything;
+2. the ACLs that apply to the resource are its literal pattern, the wildcard ``*`` and
+   every prefix pattern of its name; if there are none, ``allow.everyone.if.no.acl.found``
+   decides (default false);
+3. a matching Deny (principal or ``User:*``, host or ``*``, the operation or ``All``)
+   denies: Deny wins;
+4. a matching Allow of the operation, ``All``, or an operation implying it
+   (``acl.IMPLIED_BY``) allows;
+5. otherwise denied.
+
+Each denial logs one line on ``kafka.authorizer.logger`` (allowed actions too when the
+action asks, at DEBUG), in Kafka's words: principal, operation, host, resource, API.
+In this stage the ACLs live in memory (single-node mode's store and tests); the
+ZooKeeper-backed store feeds the same cache through ``AclCache.set_entries``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from tierlog.security.acl import (
+    IMPLIED_BY,
+    WILDCARD_HOST,
+    WILDCARD_RESOURCE,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    validate_new_binding,
+)
+from tierlog.security.acl_cache import AclCache
+from tierlog.security.api import (
+    AclCreateResult,
+    AclDeleteResult,
+    Action,
+    AuthorizationResult,
+    RequestContext,
+)
+from tierlog.security.errors import InvalidAclError, SecurityConfigError
+from tierlog.security.principal import WILDCARD_PRINCIPAL, KafkaPrincipal, parse_principal
+
+__all__ = ["AclAuthorizer", "parse_super_users"]
+
+AUDIT_LOG: Final = logging.getLogger("kafka.authorizer.logger")
+_WILDCARD_PRINCIPAL: Final = str(WILDCARD_PRINCIPAL)
+# operation asked -> the Allow operations that grant it (itself, All, what implies it).
+_GRANTING: Final = {
+    operation: frozenset({operation, AclOperation.ALL} | IMPLIED_BY.get(operation, frozenset()))
+    for operation in AclOperation
+}
+
+
+def parse_super_users(text: str | None) -> frozenset[KafkaPrincipal]:
+    """``super.users=User:admin;User:broker`` (semicolon separated, as Kafka).
+
+    Raises:
+        SecurityConfigError: an entry that is not ``Type:name``.
+    """
+    users = set()
+    for part in (text or "").split(";"):
+        if part.strip():
+            try:
+                users.add(parse_principal(part.strip()))
+            except InvalidAclError as exc:
+                raise SecurityConfigError("super.users", str(exc)) from None
+    return frozenset(users)
+
+
+class AclAuthorizer:
+    """ACL decisions and the ACL store (``Authorizer``); see the module docstring."""
+
+    def __init__(
+        self,
+        super_users: Iterable[KafkaPrincipal] = (),
+        allow_everyone_if_no_acl_found: bool = False,
+        cache: AclCache | None = None,
+    ) -> None:
+        self._super_users = frozenset(super_users)
+        self._allow_if_no_acls = allow_everyone_if_no_acl_found
+        self._cache = AclCache() if cache is None else cache
+
+    @classmethod
+    def from_config(cls, config: dict[str, str]) -> AclAuthorizer:
+        """From ``super.users`` and ``allow.everyone.if.no.acl.found`` (strings)."""
+        allow = str(config.get("allow.everyone.if.no.acl.found", "false")).strip().lower()
+        if allow not in ("true", "false"):
+            raise SecurityConfigError(
+                "allow.everyone.if.no.acl.found", f"expected true or false, got {allow!r}"
+            )
+        return cls(parse_super_users(config.get("super.users")), allow == "true")
+
+    # --- decisions -----------------------------------------------------------------------
+
+    def authorize(
+        self, context: RequestContext, actions: Sequence[Action]
+    ) -> list[AuthorizationResult]:
+        return [self._authorize_one(context, action) for action in actions]
+
+    def allowed(
+        self,
+        principal: KafkaPrincipal,
+        host: str,
+        operation: AclOperation,
+        resource: ResourcePattern,
+    ) -> bool:
+        """The bare decision, without audit logging."""
+        if principal in self._super_users:
+            return True
+        entry_sets = self._cache.matching(resource.resource_type, resource.name)
+        if not entry_sets:
+            return self._allow_if_no_acls
+        principals = (str(principal), _WILDCARD_PRINCIPAL)
+        hosts = (host, WILDCARD_HOST)
+        granting = _GRANTING[operation]
+        allowed = False
+        for entries in entry_sets:
+            for entry in entries:
+                if entry.principal not in principals or entry.host not in hosts:
+                    continue
+                if entry.permission_type is AclPermissionType.DENY:
+                    if entry.operation is operation or entry.operation is AclOperation.ALL:
+                        return False
+                elif entry.operation in granting:
+                    allowed = True
+        return allowed
+
+    def _authorize_one(self, context: RequestContext, action: Action) -> AuthorizationResult:
+        ok = self.allowed(context.principal, context.client_host, action.operation, action.resource)
+        if (ok and action.log_if_allowed) or (not ok and action.log_if_denied):
+            level = logging.DEBUG if ok else logging.INFO
+            resource = action.resource
+            AUDIT_LOG.log(
+                level,
+                "Principal = %s is %s operation = %s from host = %s on resource = %s:%s:%s "
+                "for request = %s with resourceRefCount = 1",
+                context.principal,
+                "Allowed" if ok else "Denied",
+                action.operation.kafka_name,
+                context.client_host,
+                resource.resource_type.kafka_name,
+                resource.pattern_type.name,
+                resource.name,
+                context.api_key,
+            )
+        return AuthorizationResult.ALLOWED if ok else AuthorizationResult.DENIED
+
+    def authorize_by_resource_type(
+        self, context: RequestContext, operation: AclOperation, resource_type: ResourceType
+    ) -> AuthorizationResult:
+        """Kafka's ``Authorizer.authorizeByResourceType`` default (KIP-679)."""
+        # Kafka first checks a made-up name: super users, a wildcard Allow and
+        # allow.everyone.if.no.acl.found all pass there, whatever prefix Denies exist.
+        probe = ResourcePattern(resource_type, "hardcode", PatternType.LITERAL)
+        if self.allowed(context.principal, context.client_host, operation, probe):
+            return AuthorizationResult.ALLOWED
+        principals = (str(context.principal), _WILDCARD_PRINCIPAL)
+        hosts = (context.client_host, WILDCARD_HOST)
+        deny: dict[PatternType, set[str]] = {
+            PatternType.LITERAL: set(),
+            PatternType.PREFIXED: set(),
+        }
+        allow: dict[PatternType, set[str]] = {
+            PatternType.LITERAL: set(),
+            PatternType.PREFIXED: set(),
+        }
+        for pattern, entries in self._cache.patterns(resource_type):
+            for entry in entries:
+                if entry.principal not in principals or entry.host not in hosts:
+                    continue
+                if entry.operation is not operation and entry.operation is not AclOperation.ALL:
+                    continue
+                if entry.permission_type is AclPermissionType.DENY:
+                    if (
+                        pattern.pattern_type is PatternType.LITERAL
+                        and pattern.name == WILDCARD_RESOURCE
+                    ):
+                        return AuthorizationResult.DENIED
+                    deny[pattern.pattern_type].add(pattern.name)
+                elif (
+                    pattern.pattern_type is PatternType.LITERAL
+                    and pattern.name == WILDCARD_RESOURCE
+                ):
+                    return AuthorizationResult.ALLOWED
+                else:
+                    allow[pattern.pattern_type].add(pattern.name)
+        for pattern_type, names in allow.items():
+            for name in names:
+                if pattern_type is PatternType.LITERAL and name in deny[PatternType.LITERAL]:
+                    continue
+                if not any(name[:n] in deny[PatternType.PREFIXED] for n in range(1, len(name) + 1)):
+                    return AuthorizationResult.ALLOWED
+        return AuthorizationResult.DENIED
+
+    # --- the ACLs ------------------------------------------------------------------------
+
+    @property
+    def cache(self) -> AclCache:
+        return self._cache
+
+    def acls(self, filter: AclBindingFilter) -> list[AclBinding]:
+        return [binding for binding in self._cache.bindings() if filter.matches(binding)]
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]:
+        results = []
+        for binding in bindings:
+            try:
+                validate_new_binding(binding)
+            except InvalidAclError as exc:
+                results.append(AclCreateResult(binding, str(exc)))
+                continue
+            self._cache.add(binding)
+            results.append(AclCreateResult(binding))
+        return results
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        results = []
+        for acl_filter in filters:
+            try:
+                acl_filter.check()
+            except InvalidAclError as exc:
+                results.append(AclDeleteResult(acl_filter, error=str(exc)))
+                continue
+            doomed = tuple(self.acls(acl_filter))
+            for binding in doomed:
+                self._cache.remove(binding)
+            results.append(AclDeleteResult(acl_filter, doomed))
+        return results
