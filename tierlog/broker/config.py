@@ -20,6 +20,8 @@ from tierlog.broker.replica_selector import SELECTORS
 from tierlog.local.config import LogConfig, check_kafka_ranges
 from tierlog.remote._errors import missing_package
 from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
+from tierlog.security.config_providers import is_provider_key
+from tierlog.security.config_providers import resolve as resolve_config_providers
 from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, one_of
 from tierlog.util.properties import load_properties
 
@@ -550,11 +552,17 @@ class BrokerConfig:
     """Parsed broker configuration; ``values`` holds every key by its Kafka name."""
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
-        self.raw = dict(props or {})
+        # ${file:path:key} and ${env:VAR} references (KIP-297 config providers) resolved
+        # first, so that every key below sees its real value.
+        self.raw = resolve_config_providers(dict(props or {}))
         # remote.log.storage.options.<key>=<value> go to fsspec as storage options.
         self.remote_storage_options = remote_options(self.raw)
         self.values = BROKER_CONFIG.parse(
-            {k: v for k, v in self.raw.items() if not k.startswith(REMOTE_OPTIONS_PREFIX)}
+            {
+                k: v
+                for k, v in self.raw.items()
+                if not k.startswith(REMOTE_OPTIONS_PREFIX) and not is_provider_key(k)
+            }
         )
         check_kafka_ranges(BROKER_CONFIG, self.values)
         v = self.values

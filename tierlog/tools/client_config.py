@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tierlog.security.config_providers import is_provider_key
+from tierlog.security.config_providers import resolve as resolve_config_providers
+from tierlog.util.configdef import ConfigError
 from tierlog.util.properties import PropertiesError, load_properties
 
 if TYPE_CHECKING:
@@ -107,7 +110,12 @@ class ClientSettings:
         properties: dict[str, str] = {}
         if command_config:
             try:
-                properties = load_properties(Path(command_config))
+                # ${file:...}/${env:...} references (KIP-297), as Kafka's tools resolve them;
+                # the config.providers keys themselves are not client settings.
+                resolved = resolve_config_providers(load_properties(Path(command_config)))
+                properties = {k: v for k, v in resolved.items() if not is_provider_key(k)}
+            except ConfigError as exc:
+                raise ToolError(f"--command-config: {exc}") from None
             except PropertiesError as exc:
                 raise ToolError(f"--command-config: {exc}") from None
             except OSError as exc:
