@@ -150,6 +150,15 @@ def test_bad_settings_name_the_key(config: dict[str, str], key: str) -> None:
     assert caught.value.key == key
 
 
+def test_client_auth_needs_a_truststore(ca: LocalCa, tmp_path: Path) -> None:
+    files = broker_files(ca, tmp_path)
+    del files["ssl.truststore.location"]
+    with pytest.raises(SecurityConfigError) as caught:
+        server_context(TlsSettings.from_config({**files, "ssl.client.auth": "requested"}))
+    assert caught.value.key == "ssl.truststore.location"
+    server_context(TlsSettings.from_config(files))  # without client auth it needs none
+
+
 def test_wrong_key_password_names_ssl_key_password(ca: LocalCa, tmp_path: Path) -> None:
     files = broker_files(ca, tmp_path, password="right")
     with pytest.raises(SecurityConfigError) as caught:

@@ -289,7 +289,12 @@ def _trusted_pem(settings: TlsSettings) -> str | None:
 
 
 def _base_context(purpose: ssl.Purpose, settings: TlsSettings) -> ssl.SSLContext:
-    context = ssl.create_default_context(purpose)
+    if purpose is ssl.Purpose.CLIENT_AUTH:
+        # A listener trusts only its truststore for client certificates, never the
+        # system's public roots (which Kafka's JVM default truststore would add).
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    else:
+        context = ssl.create_default_context(purpose)
     versions = sorted(_PROTOCOLS[p] for p in settings.enabled_protocols)
     context.minimum_version, context.maximum_version = versions[0], versions[-1]
     tls12 = [s for s in settings.cipher_suites if s not in _TLS13_SUITES]
@@ -321,6 +326,14 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
     """
     if not (settings.keystore_location or settings.keystore_key):
         raise SecurityConfigError("ssl.keystore.location", "a TLS listener needs a keystore")
+    if settings.client_auth != "none" and not (
+        settings.truststore_location or settings.truststore_certificates
+    ):
+        raise SecurityConfigError(
+            "ssl.truststore.location",
+            f"ssl.client.auth={settings.client_auth} needs a truststore to check client "
+            "certificates against",
+        )
     context = _base_context(ssl.Purpose.CLIENT_AUTH, settings)
     context.verify_mode = {
         "none": ssl.CERT_NONE,
