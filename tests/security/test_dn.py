@@ -51,7 +51,15 @@ def test_multi_valued_rdn_and_dc_uid() -> None:
 
 
 @pytest.mark.parametrize(
-    "der", [b"", b"\x30", b"\x31\x00", b"\x30\x05\x31\x03\x30\x01\x06", b"\x30\x84\xff\xff\xff\xff"]
+    "der",
+    [
+        b"",
+        b"\x30",
+        b"\x31\x00",
+        b"\x30\x05\x31\x03\x30\x01\x06",
+        b"\x30\x84\xff\xff\xff\xff",
+        b"\x30\x07\x31\x05\x30\x03\x06\x01\x81",  # an OID cut inside an arc (fuzzing)
+    ],
 )
 def test_bad_der_is_refused(der: bytes) -> None:
     with pytest.raises(SecurityError):

@@ -78,8 +78,8 @@ class _Der:
 
 
 def _oid(body: bytes) -> str:
-    if not body:
-        raise SecurityError("empty OID in a distinguished name")
+    if not body or body[-1] & 0x80:
+        raise SecurityError("empty or truncated OID in a distinguished name")
     arcs: list[int] = []
     value = 0
     for byte in body:
