@@ -29,3 +29,49 @@ Modules, bottom up:
 ``store``           groups rebuilt by replay (``GroupLookup``)
 ``protocol``        ``ConsumerGroupProtocol``: the component the coordinator calls
 """
+
+from tierlog.broker.group.consumer.config import ConsumerGroupConfig, MigrationPolicy
+from tierlog.broker.group.consumer.describe import DescribedGroup, DescribedMember
+from tierlog.broker.group.consumer.errors import ConsumerGroupError, ReplayError
+from tierlog.broker.group.consumer.group import ConsumerGroup, GroupState
+from tierlog.broker.group.consumer.heartbeat import Outcome
+from tierlog.broker.group.consumer.member import ConsumerGroupMember, MemberState
+from tierlog.broker.group.consumer.migration import ClassicGroupView, ClassicMemberView
+from tierlog.broker.group.consumer.protocol import ConsumerGroupProtocol
+from tierlog.broker.group.consumer.record_codec import decode_record, encode_record
+from tierlog.broker.group.consumer.records import Record
+from tierlog.broker.group.consumer.requests import HeartbeatRequest, HeartbeatResponse
+from tierlog.broker.group.consumer.store import ConsumerGroupStore, GroupLookup
+from tierlog.broker.group.consumer.timers import CancelTimer, ScheduleTimer, TimerKey, TimerOp
+from tierlog.broker.group.consumer.topics import TopicInfo, TopicsImage, TopicsView
+
+__all__ = [
+    "CancelTimer",
+    "ClassicGroupView",
+    "ClassicMemberView",
+    "ConsumerGroup",
+    "ConsumerGroupConfig",
+    "ConsumerGroupError",
+    "ConsumerGroupMember",
+    "ConsumerGroupProtocol",
+    "ConsumerGroupStore",
+    "DescribedGroup",
+    "DescribedMember",
+    "GroupLookup",
+    "GroupState",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "MemberState",
+    "MigrationPolicy",
+    "Outcome",
+    "Record",
+    "ReplayError",
+    "ScheduleTimer",
+    "TimerKey",
+    "TimerOp",
+    "TopicInfo",
+    "TopicsImage",
+    "TopicsView",
+    "decode_record",
+    "encode_record",
+]
