@@ -14,8 +14,7 @@ Derived from the members, and kept up to date by ``apply``:
   epoch. ``apply`` refuses a record that would give a partition to a second member
   (``ReplayError``, as Kafka's ``IllegalStateException``): that is the protocol's safety
   invariant, checked on every step.
-* the inverted target assignment (partition -> member), the static members (instance id ->
-  member id).
+* the static members (instance id -> member id).
 
 Group states (Kafka's, shown by ConsumerGroupDescribe and ListGroups)::
 
@@ -40,7 +39,6 @@ from tierlog.broker.group.consumer.member import (
     MemberState,
     TopicPartition,
     normalise_names,
-    partitions_of,
 )
 from tierlog.broker.group.consumer.records import (
     ConsumerGroupKey,
@@ -93,7 +91,6 @@ class ConsumerGroup:
         self.members: dict[str, ConsumerGroupMember] = {}
         self.static_members: dict[str, str] = {}
         self.target: dict[str, Assignment] = {}
-        self.target_owner: dict[TopicPartition, str] = {}
         self.subscription_metadata: dict[str, TopicMetadataEntry] = {}
         self.resolved_regexes: dict[str, ResolvedRegex] = {}
         self._owners: dict[TopicPartition, tuple[str, int]] = {}
@@ -108,7 +105,6 @@ class ConsumerGroup:
         other.members = dict(self.members)
         other.static_members = dict(self.static_members)
         other.target = dict(self.target)
-        other.target_owner = dict(self.target_owner)
         other.subscription_metadata = dict(self.subscription_metadata)
         other.resolved_regexes = dict(self.resolved_regexes)
         other._owners = dict(self._owners)
@@ -268,15 +264,10 @@ class ConsumerGroup:
             del self.static_members[member.instance_id]
 
     def _set_target(self, member_id: str, partitions: Assignment | None) -> None:
-        for tp in partitions_of(self.target.get(member_id, {})):
-            if self.target_owner.get(tp) == member_id:
-                del self.target_owner[tp]
         if partitions is None:
             self.target.pop(member_id, None)
-            return
-        self.target[member_id] = partitions
-        for tp in partitions_of(partitions):
-            self.target_owner[tp] = member_id
+        else:
+            self.target[member_id] = partitions
 
     def _apply_current(self, member_id: str, value: ConsumerGroupValue | None) -> None:
         old = self.members.get(member_id)
