@@ -147,11 +147,12 @@ class Harness:
         store.replay_all(self.log)
         return store
 
-    def take_over(self) -> None:
-        """Continue on a new coordinator built from the log (timers carry over: the new
-        coordinator re-arms them from the members' next heartbeats in a broker)."""
+    def take_over(self, config: ConsumerGroupConfig | None = None) -> None:
+        """Continue on a new coordinator built from the log, with ``config`` if given (a
+        broker restarted with other settings). Timers carry over: in a broker the new
+        coordinator re-arms them from the members' next heartbeats."""
         self.store = self.failover()
-        self.protocol = self._protocol(self.protocol.config, self.store)
+        self.protocol = self._protocol(config or self.protocol.config, self.store)
 
     def topic_id(self, name: str) -> uuid.UUID:
         info = self.topics.by_name(name)

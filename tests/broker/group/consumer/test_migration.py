@@ -23,6 +23,7 @@ from tierlog.broker.group.consumer.errors import GroupIdNotFoundError
 from tierlog.broker.group.consumer.member import ClassicProtocol, MemberState
 from tierlog.broker.group.consumer.migration import Conversion, empty_group_conversion
 from tierlog.broker.group.consumer.records import GroupEpochKey, Record
+from tierlog.broker.group.consumer.timers import TimerKey, TimerKind
 from tierlog.broker.group.offsets_codec import GroupMetadataKey, GroupMetadataValue
 from tierlog.protocol.errors import ErrorCode
 
@@ -114,6 +115,11 @@ def test_a_non_empty_classic_group_upgrades_online() -> None:
     # room for it, and it waits for partitions the classic members still own.
     assert group.group_epoch == 8 and group.assignment_epoch == 8
     assert group.members["a"].state is MemberState.UNRELEASED_PARTITIONS
+    # The classic members' sessions run on their classic session timeouts.
+    now = harness.clock.milliseconds()
+    for member_id, timeout in (("c1", 10_000), ("c2", 10_000), ("a", 45_000)):
+        key = TimerKey(TimerKind.SESSION, GROUP, member_id)
+        assert harness.deadlines.deadline(key) == now + timeout
     # A coordinator replaying the log rebuilds the converted group.
     assert harness.failover().consumer_group(GROUP).members == group.members
 
@@ -163,8 +169,9 @@ def test_a_classic_group_is_not_a_consumer_group_for_other_heartbeats() -> None:
 # ----------------------------------------------------------------- downgrade
 
 
-def upgraded() -> Harness:
-    harness = harness_with_classic(classic_member("c1", (0, 1)), classic_member("c2", (2, 3)))
+def upgraded(config: ConsumerGroupConfig | None = None) -> Harness:
+    harness = Harness({"foo": 4}, config=config)
+    harness.store.replay(classic_group(classic_member("c1", (0, 1)), classic_member("c2", (2, 3))))
     harness.join("a")
     return harness
 
@@ -193,15 +200,14 @@ def test_the_last_consumer_member_leaving_downgrades_the_group() -> None:
 @pytest.mark.parametrize("policy", [MigrationPolicy.UPGRADE, MigrationPolicy.DISABLED])
 def test_no_downgrade_when_the_policy_forbids_it(policy: MigrationPolicy) -> None:
     harness = upgraded()
-    harness.protocol.config = ConsumerGroupConfig(migration_policy=policy)
+    harness.take_over(ConsumerGroupConfig(migration_policy=policy))  # restarted with it
     outcome = harness.heartbeat(member_id="a", member_epoch=-1)
     assert outcome.conversion is None
     assert set(harness.group.members) == {"c1", "c2"}
 
 
 def test_no_downgrade_past_the_classic_groups_size_limit() -> None:
-    harness = upgraded()
-    harness.protocol.config = ConsumerGroupConfig(classic_max_size=1)
+    harness = upgraded(ConsumerGroupConfig(classic_max_size=1))
     assert harness.heartbeat(member_id="a", member_epoch=-1).conversion is None
 
 

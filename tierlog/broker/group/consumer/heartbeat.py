@@ -202,6 +202,13 @@ def _group_for(
     conversion = upgrade_for_heartbeat(classic, ctx.config, ctx.topics)
     for record in conversion.records:
         changes.add(record)
+    # The converted members keep their classic session timeouts (they heartbeat with the
+    # classic Heartbeat API); Kafka arms them at the conversion.
+    for member in changes.group.members.values():
+        if member.classic_metadata is not None:
+            changes.timers.append(
+                session_timer(gid, member.member_id, member.classic_metadata.session_timeout_ms)
+            )
     return conversion
 
 

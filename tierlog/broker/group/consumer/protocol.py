@@ -32,6 +32,7 @@ from tierlog.broker.group.consumer.assignors import Assignor, assignors_by_name
 from tierlog.broker.group.consumer.config import ConsumerGroupConfig
 from tierlog.broker.group.consumer.describe import DescribedGroup, describe_group
 from tierlog.broker.group.consumer.errors import GroupIdNotFoundError
+from tierlog.broker.group.consumer.group import ConsumerGroup
 from tierlog.broker.group.consumer.heartbeat import (
     Context,
     Outcome,
@@ -166,7 +167,7 @@ class ConsumerGroupProtocol:
         """Raises the error an OffsetFetch with a member epoch gets, if any."""
         offset_rules.validate_offset_fetch(self._require(group_id), member_id, member_epoch)
 
-    def _require(self, group_id: str) -> Any:
+    def _require(self, group_id: str) -> ConsumerGroup:
         group = self._groups.consumer_group(group_id)
         if group is None:
             raise GroupIdNotFoundError(f"Consumer group {group_id} not found.")
