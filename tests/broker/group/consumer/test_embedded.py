@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierlog.broker.group.consumer.embedded import (
@@ -73,6 +73,7 @@ topic_partitions = st.lists(
     st.none() | names,
     st.integers(0, 3),
 )
+@settings(deadline=None)  # a loaded machine must not fail a correct codec
 def test_subscriptions_round_trip_at_every_version(
     topics: tuple[str, ...],
     user_data: bytes | None,
@@ -93,6 +94,7 @@ def test_subscriptions_round_trip_at_every_version(
 
 
 @given(topic_partitions, st.none() | st.binary(max_size=8), st.integers(0, 3))
+@settings(deadline=None)
 def test_assignments_round_trip(
     partitions: tuple[tuple[str, tuple[int, ...]], ...], user_data: bytes | None, version: int
 ) -> None:

@@ -312,14 +312,14 @@ def records(draw: st.DrawFn) -> Record:
 
 
 @given(records())
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 def test_every_record_round_trips(record: Record) -> None:
     key, value = encode_record(record)
     assert decode_record(key, value) == record
 
 
 @given(st.binary(max_size=64), st.integers(0, 20))
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 def test_arbitrary_bytes_decode_or_raise_the_codec_error(data: bytes, kind: int) -> None:
     for attempt in (lambda: decode_key(data), lambda: decode_value(kind, data)):
         with contextlib.suppress(RecordsCodecError):
