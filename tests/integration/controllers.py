@@ -53,7 +53,7 @@ class Cluster:
         """Register ``broker_id`` on a session of its own; returns its broker epoch."""
         client = self.client()
         self.brokers[broker_id] = client
-        return client.register_broker(
+        return client.brokers.register(
             BrokerInfo.plaintext(broker_id, "127.0.0.1", 9000 + broker_id)
         )
 
@@ -68,7 +68,7 @@ class Cluster:
         return controller
 
     def state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int] | None:
-        return self.admin.get_partition_state(topic, partition)
+        return self.admin.partition_states.get(topic, partition)
 
     def leader(self, topic: str, partition: int) -> int | None:
         found = self.state(topic, partition)
@@ -91,7 +91,7 @@ class Cluster:
     def create_topic(
         self, topic: str, assignment: dict[int, list[int]], configs: dict[str, str] | None = None
     ) -> None:
-        self.admin.create_topic(topic, assignment, uuid.uuid4(), configs or {})
+        self.admin.topics.create(topic, assignment, uuid.uuid4(), configs or {})
 
     def sync(self, controller: Controller, replica: int) -> None:
         """Wait until ``controller`` has processed every ZooKeeper change made before this

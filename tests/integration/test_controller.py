@@ -18,11 +18,9 @@ from tierlog.broker.controller import alter_partition as ap
 from tierlog.broker.controller.context import ControllerContext, TopicPartition
 from tierlog.broker.controller.state_machine import PartitionStateMachine
 from tierlog.broker.coordination import zk_data
-from tierlog.broker.coordination.zk_client import (
-    ControllerLease,
-    ControllerMovedError,
-)
+from tierlog.broker.coordination.zk_controller import ControllerLease
 from tierlog.broker.coordination.zk_data import NO_LEADER, LeaderAndIsr
+from tierlog.broker.coordination.zk_errors import ControllerMovedError
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -46,13 +44,13 @@ def test_one_controller_is_active_and_another_takes_over_with_a_bumped_epoch(
     other = controllers[1] if first is controllers[0] else controllers[0]
     assert not other.is_active and other.controller_epoch == -1
     wait_for("the other to see the controller", lambda: other.active_controller_id > 0)
-    assert cluster.admin.get_controller_id() == other.active_controller_id
+    assert cluster.admin.controller.holder() == other.active_controller_id
 
     first.stop()
     assert not first.is_active
     assert active([other]) is other
     assert other.controller_epoch == epoch + 1
-    assert cluster.admin.get_controller_epoch() == (epoch + 1, epoch + 1)
+    assert cluster.admin.controller.epoch() == (epoch + 1, epoch + 1)
 
 
 def test_a_controller_whose_session_expires_resigns(cluster: Cluster, zk_connect: str) -> None:
@@ -158,7 +156,7 @@ def test_unclean_election_by_topic_override(cluster: Cluster) -> None:
     assert cluster.leader("orders", 0) == NO_LEADER
 
     # Turning the topic's override on elects the out-of-sync replica, ISR = itself.
-    cluster.admin.set_topic_configs("orders", {"unclean.leader.election.enable": "true"})
+    cluster.admin.configs.set_topic("orders", {"unclean.leader.election.enable": "true"})
     cluster.wait_state("orders", 0, 2, 3, (2,))
 
 
@@ -243,12 +241,12 @@ def test_a_deposed_controller_writes_nothing(cluster: Cluster) -> None:
     cluster.create_topic("orders", {0: [1, 2]})
     before = cluster.wait_state("orders", 0, 1, 0, (1, 2))
     epoch = controller.controller_epoch
-    lease = ControllerLease(1, *(cluster.admin.get_controller_epoch() or pytest.fail("no epoch")))
+    lease = ControllerLease(1, *(cluster.admin.controller.epoch() or pytest.fail("no epoch")))
 
     # Another "controller" takes over in one multi: /controller replaced and the epoch
     # bumped, so this controller never sees /controller vacant and cannot re-elect itself.
     usurper = cluster.client()
-    epoch_now, epoch_version = usurper.get_controller_epoch() or pytest.fail("no epoch")
+    epoch_now, epoch_version = usurper.controller.epoch() or pytest.fail("no epoch")
     txn = usurper.kazoo.transaction()
     txn.delete(zk_data.CONTROLLER)
     txn.create(
@@ -272,9 +270,9 @@ def test_a_deposed_controller_writes_nothing(cluster: Cluster) -> None:
 
     # A write made with the stale lease, as a slow controller thread would, is refused.
     ctx = ControllerContext(lease)
-    stale = PartitionStateMachine(cluster.admin, ctx, False)
+    stale = PartitionStateMachine(cluster.admin.partition_states, ctx, False)
     ctx.set_live_brokers({2: 1})
-    ctx.add_topic("orders", cluster.admin.get_topic("orders") or pytest.fail("no topic"))
+    ctx.add_topic("orders", cluster.admin.topics.get("orders") or pytest.fail("no topic"))
     ctx.set_state(TopicPartition("orders", 0), *before)
     with pytest.raises(ControllerMovedError):
         stale.reconcile([TopicPartition("orders", 0)], "test")
@@ -297,17 +295,17 @@ def test_topic_deletion_and_added_partitions(cluster: Cluster) -> None:
     cluster.create_topic("orders", {0: [1, 2], 1: [2, 1]}, {"retention.ms": "1000"})
     cluster.wait_state("orders", 1, 2, 0, (2, 1))
 
-    cluster.admin.add_partitions("orders", {0: [1, 2], 1: [2, 1], 2: [2, 1], 3: [1, 2]})
+    cluster.admin.topics.add_partitions("orders", {0: [1, 2], 1: [2, 1], 2: [2, 1], 3: [1, 2]})
     cluster.wait_state("orders", 2, 2, 0, (2, 1))
     cluster.wait_state("orders", 3, 1, 0, (1, 2))
 
     cluster.create_topic("kept", {0: [1]})
-    cluster.admin.request_topic_deletion("orders")
-    wait_for("deletion", lambda: cluster.admin.get_topic("orders") is None)
-    wait_for("the request to go", lambda: cluster.admin.get_pending_deletions() == [])
-    assert cluster.admin.get_partition_states("orders") == {}
-    assert cluster.admin.get_topic_configs("orders") == {}
-    assert cluster.admin.get_topics() == ["kept"]
+    cluster.admin.topics.request_deletion("orders")
+    wait_for("deletion", lambda: cluster.admin.topics.get("orders") is None)
+    wait_for("the request to go", lambda: cluster.admin.topics.pending_deletions() == [])
+    assert cluster.admin.partition_states.of_topic("orders") == {}
+    assert cluster.admin.configs.topic("orders") == {}
+    assert cluster.admin.topics.names() == ["kept"]
 
     # The name is free again, and the new topic gets fresh states.
     cluster.create_topic("orders", {0: [2]})
@@ -327,12 +325,12 @@ def test_a_restarted_controller_rebuilds_its_view_from_zookeeper(cluster: Cluste
     cluster.wait_state("orders", 0, 1, 0, (1, 2, 3))
     cluster.wait_state("orders", 1, 2, 0, (2, 3, 1))
     first.stop()
-    assert cluster.admin.get_controller_id() is None
+    assert cluster.admin.controller.holder() is None
 
     # While there is no controller: a leader dies, a topic is created, another grows.
     cluster.kill_broker(1)
     cluster.create_topic("events", {0: [3, 2]})
-    cluster.admin.add_partitions("orders", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+    cluster.admin.topics.add_partitions("orders", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
 
     second = cluster.controller(2)
     active([second])

@@ -16,8 +16,9 @@ from tierlog.broker.controller.context import ControllerContext, TopicPartition
 from tierlog.broker.controller.state_machine import PartitionStateMachine
 from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.api import UnknownTopicError
-from tierlog.broker.coordination.zk_client import StalePartitionStateError, ZkClient
+from tierlog.broker.coordination.zk_client import ZkClient
 from tierlog.broker.coordination.zk_data import LeaderAndIsr
+from tierlog.broker.coordination.zk_errors import StalePartitionStateError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,7 +34,7 @@ def cluster(zk_connect: str) -> Iterator[Cluster]:
 def stats(zk: ZkClient, topic: str, count: int) -> dict[int, tuple[LeaderAndIsr, int, int]]:
     """partition -> (state, mzxid, mtime in ms) of every state, in one pipelined read."""
     paths = {zk_data.partition_state_path(topic, p): p for p in range(count)}
-    data, _ = zk.read_many(paths)
+    data, _ = zk.session.read_many(paths)
     found = {}
     for path, p in paths.items():
         node = data[path]
@@ -55,7 +56,7 @@ def test_a_dead_brokers_partitions_go_in_a_few_multis_new_leaders_first(
     admin = cluster.admin
     wait_for(
         "every state",
-        lambda: len(admin.get_partition_states("big")) == PARTITIONS or None,
+        lambda: len(admin.partition_states.of_topic("big")) == PARTITIONS or None,
         timeout=30,
     )
 
@@ -63,7 +64,7 @@ def test_a_dead_brokers_partitions_go_in_a_few_multis_new_leaders_first(
     cluster.kill_broker(1)
 
     def done() -> bool:
-        states = admin.get_partition_states("big").values()
+        states = admin.partition_states.of_topic("big").values()
         return all(s.leader != 1 and 1 not in s.isr for s, _ in states)
 
     wait_for("broker 1 out of every state", lambda: done() or None, timeout=30)
@@ -89,21 +90,21 @@ def test_update_partition_states_reports_a_stale_or_missing_one_and_writes_the_r
     cluster: Cluster,
 ) -> None:
     admin = cluster.admin
-    lease = admin.try_elect_controller(1)
+    lease = admin.controller.try_elect(1)
     assert lease is not None
-    admin.create_topic("t", {p: [1, 2] for p in range(10)}, uuid.uuid4(), {})
-    admin.create_partition_states(lease, "t", {p: LeaderAndIsr(1, 0, (1, 2), 1) for p in range(10)})
+    admin.topics.create("t", {p: [1, 2] for p in range(10)}, uuid.uuid4(), {})
+    admin.partition_states.create(lease, "t", {p: LeaderAndIsr(1, 0, (1, 2), 1) for p in range(10)})
     moved = {("t", p): (LeaderAndIsr(2, 1, (2,), lease.epoch), 0) for p in range(10)}
     moved[("t", 5)] = (moved[("t", 5)][0], 7)  # not its zkVersion
     moved[("t", 11)] = (moved[("t", 0)][0], 0)  # no such state
 
-    results = admin.update_partition_states(lease, moved, per_multi=4)
+    results = admin.partition_states.update_many(lease, moved, per_multi=4)
     assert isinstance(results[("t", 5)], StalePartitionStateError)
     assert isinstance(results[("t", 11)], UnknownTopicError)
     assert {p: results[("t", p)] for p in range(10) if p != 5} == {
         p: 1 for p in range(10) if p != 5
     }
-    states = admin.get_partition_states("t")
+    states = admin.partition_states.of_topic("t")
     assert [p for p, (s, _) in sorted(states.items()) if s.leader == 2] == [
         p for p in range(10) if p != 5
     ]
@@ -112,24 +113,24 @@ def test_update_partition_states_reports_a_stale_or_missing_one_and_writes_the_r
 
 def test_a_state_that_moved_under_the_controller_is_decided_again(cluster: Cluster) -> None:
     admin = cluster.admin
-    lease = admin.try_elect_controller(1)
+    lease = admin.controller.try_elect(1)
     assert lease is not None
     assignment = {p: [1, 2, 3] for p in range(20)}
-    admin.create_topic("t", assignment, uuid.uuid4(), {})
+    admin.topics.create("t", assignment, uuid.uuid4(), {})
     initial = LeaderAndIsr(1, 0, (1, 2, 3), lease.epoch)
-    admin.create_partition_states(lease, "t", dict.fromkeys(range(20), initial))
+    admin.partition_states.create(lease, "t", dict.fromkeys(range(20), initial))
     ctx = ControllerContext(lease)
-    psm = PartitionStateMachine(admin, ctx, False)
+    psm = PartitionStateMachine(admin.partition_states, ctx, False)
     ctx.set_live_brokers({1: 1, 2: 2, 3: 3})
-    ctx.add_topic("t", admin.get_topic("t") or pytest.fail("no topic"))
+    ctx.add_topic("t", admin.topics.get("t") or pytest.fail("no topic"))
     psm.refresh_many(ctx.partitions())
     # Behind the context's back, partition 7's leader moved to 3 (and 2 left its ISR).
-    admin.update_partition_state(lease, "t", 7, LeaderAndIsr(3, 1, (3, 1), lease.epoch), 0)
+    admin.partition_states.update(lease, "t", 7, LeaderAndIsr(3, 1, (3, 1), lease.epoch), 0)
 
     ctx.set_live_brokers({2: 2, 3: 3})  # broker 1 died
     psm.reconcile(list(ctx.partitions()), "test")
 
-    states = admin.get_partition_states("t")
+    states = admin.partition_states.of_topic("t")
     for p, (state, _) in states.items():
         if p == 7:  # decided again on what is stored: leader 3 kept, 1 out, epoch 2
             assert (state.leader, state.leader_epoch, state.isr, _) == (3, 2, (3,), 2)

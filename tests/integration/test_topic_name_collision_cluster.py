@@ -36,13 +36,13 @@ def test_zookeeper_refuses_a_colliding_name_another_client_created(
     zk_clients: tuple[ZkClient, ZkClient],
 ) -> None:
     a, b = zk_clients
-    a.create_topic("orders.eu", {0: [1]}, uuid.uuid4(), {})
+    a.topics.create("orders.eu", {0: [1]}, uuid.uuid4(), {})
     with pytest.raises(TopicCollisionError) as raised:
-        b.create_topic("orders_eu", {0: [1]}, uuid.uuid4(), {})
+        b.topics.create("orders_eu", {0: [1]}, uuid.uuid4(), {})
     assert str(raised.value) == "Topic 'orders_eu' collides with existing topics: orders.eu"
-    assert b.get_topic("orders_eu") is None and b.get_topic_configs("orders_eu") == {}
-    b.create_topic("orders-eu", {0: [1]}, uuid.uuid4(), {})  # no '.' or '_': no collision
-    assert sorted(b.get_topics()) == ["orders-eu", "orders.eu"]
+    assert b.topics.get("orders_eu") is None and b.configs.topic("orders_eu") == {}
+    b.topics.create("orders-eu", {0: [1]}, uuid.uuid4(), {})  # no '.' or '_': no collision
+    assert sorted(b.topics.names()) == ["orders-eu", "orders.eu"]
 
 
 def test_create_topics_through_another_broker_refuses_the_colliding_name(

@@ -17,8 +17,11 @@ from tests.integration.test_zk_client import expire_session
 from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.api import MetadataChange
 from tierlog.broker.coordination.zk_cache import ClusterCache, ClusterSnapshot
-from tierlog.broker.coordination.zk_client import ControllerLease, ZkClient, ZnodeData
-from tierlog.broker.coordination.zk_data import BrokerInfo, LeaderAndIsr
+from tierlog.broker.coordination.zk_client import ZkClient
+from tierlog.broker.coordination.zk_configs import EntityConfigs
+from tierlog.broker.coordination.zk_controller import ControllerLease
+from tierlog.broker.coordination.zk_data import BrokerInfo, LeaderAndIsr, ZnodeData
+from tierlog.broker.coordination.zk_session import ZkSession
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -26,8 +29,8 @@ SESSION_TIMEOUT_MS = 6_000
 WAIT_S = 10.0
 
 
-class Recorder(ZkClient):
-    """A ZkClient that remembers which znodes each pipelined read asked for."""
+class Recorder(ZkSession):
+    """A session that remembers which znodes each pipelined read asked for."""
 
     def __init__(self, connect: str) -> None:
         super().__init__(connect, session_timeout_ms=SESSION_TIMEOUT_MS)
@@ -48,7 +51,7 @@ class Cache:
         self.zk = Recorder(connect)
         self.zk.start()
         self.dirty = threading.Event()
-        self.cache = ClusterCache(self.zk, self.dirty.set)
+        self.cache = ClusterCache(self.zk, EntityConfigs(self.zk), self.dirty.set)
 
     def next(self) -> tuple[ClusterSnapshot, MetadataChange | None]:
         """Wait for a watch, then update; the first update after it that changes something."""
@@ -72,9 +75,9 @@ class Cache:
 def env(zk_connect: str) -> Iterator[tuple[ZkClient, ControllerLease, Cache]]:
     admin = ZkClient(zk_connect, session_timeout_ms=SESSION_TIMEOUT_MS)
     admin.start()
-    lease = admin.try_elect_controller(1)
+    lease = admin.controller.try_elect(1)
     assert lease is not None
-    admin.register_broker(BrokerInfo.plaintext(1, "127.0.0.1", 9001))
+    admin.brokers.register(BrokerInfo.plaintext(1, "127.0.0.1", 9001))
     for topic in ("orders", "events"):
         create(admin, lease, topic, 3)
     cache = Cache(zk_connect)
@@ -86,18 +89,18 @@ def env(zk_connect: str) -> Iterator[tuple[ZkClient, ControllerLease, Cache]]:
 
 
 def create(admin: ZkClient, lease: ControllerLease, topic: str, partitions: int) -> None:
-    admin.create_topic(topic, {p: [1, 2] for p in range(partitions)}, uuid.uuid4(), {})
+    admin.topics.create(topic, {p: [1, 2] for p in range(partitions)}, uuid.uuid4(), {})
     states = {p: LeaderAndIsr(1, 0, (1, 2), lease.epoch) for p in range(partitions)}
-    admin.create_partition_states(lease, topic, states)
+    admin.partition_states.create(lease, topic, states)
 
 
 def move(admin: ZkClient, lease: ControllerLease, topic: str, partition: int) -> int:
     """Give the partition a new leader (epoch + 1); returns the new zkVersion."""
-    found = admin.get_partition_state(topic, partition)
+    found = admin.partition_states.get(topic, partition)
     assert found is not None
     state, version = found
     moved = LeaderAndIsr(2, state.leader_epoch + 1, (2,), lease.epoch)
-    return admin.update_partition_state(lease, topic, partition, moved, version)
+    return admin.partition_states.update(lease, topic, partition, moved, version)
 
 
 def test_a_state_change_reads_that_state_only_and_reuses_everything_else(env: Any) -> None:
@@ -143,22 +146,22 @@ def test_topics_created_deleted_and_reconfigured_are_read_by_topic(env: Any) -> 
     assert change is not None and "fresh" in change.topics
     assert zk_data.topic_path("orders") not in c.zk.read
 
-    admin.set_topic_configs("events", {"retention.ms": "5"})
+    admin.configs.set_topic("events", {"retention.ms": "5"})
     snapshot, change = c.next()
     assert change == MetadataChange(frozenset({"events"}), frozenset())
     assert snapshot.topics["events"].configs == {"retention.ms": "5"}
     assert zk_data.topic_config_path("orders") not in c.zk.read
 
-    admin.add_partitions("events", {p: [1, 2] for p in range(4)})
+    admin.topics.add_partitions("events", {p: [1, 2] for p in range(4)})
     snapshot, change = c.next()
     assert change is not None and change.topics == {"events"}
     assert sorted(snapshot.topics["events"].replicas) == [0, 1, 2, 3]
-    admin.create_partition_states(lease, "events", {3: LeaderAndIsr(1, 0, (1, 2), lease.epoch)})
+    admin.partition_states.create(lease, "events", {3: LeaderAndIsr(1, 0, (1, 2), lease.epoch)})
     snapshot, change = c.next()
     assert change is not None and change.partitions == {("events", 3)}
     assert snapshot.topics["events"].partition_states[3].leader == 1
 
-    admin.delete_topic(lease, "orders")
+    admin.topics.delete(lease, "orders")
     snapshot, change = c.next()
     while "orders" in snapshot.topics:
         snapshot, change = c.next()
@@ -208,17 +211,17 @@ def test_a_state_never_goes_back_to_an_older_write(
 
     # A read answered by a server behind the last one (a new session may land on one):
     # both an incremental and a full read keep the newer state.
-    real = ZkClient.read_many
+    real = ZkSession.read_many
 
     def behind(
-        self: ZkClient, data_paths: Any = (), children: Any = (), watch: Any = None, **kw: Any
+        self: ZkSession, data_paths: Any = (), children: Any = (), watch: Any = None, **kw: Any
     ) -> Any:
         data, kids = real(self, data_paths, children, watch, **kw)
         if path in data:
             data[path] = ZnodeData(old.data, old.version, old.mzxid, old.czxid)
         return data, kids
 
-    monkeypatch.setattr(ZkClient, "read_many", behind)
+    monkeypatch.setattr(ZkSession, "read_many", behind)
     c.cache._on_watch(path)
     assert c.cache.update() is None
     c.cache.request_full()

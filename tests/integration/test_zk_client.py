@@ -15,16 +15,15 @@ from kazoo.client import KazooClient
 
 from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.api import TopicExistsError, UnknownTopicError
-from tierlog.broker.coordination.zk_client import (
-    BrokerIdInUseError,
-    ControllerLease,
-    ControllerMovedError,
-    SessionEvent,
-    StalePartitionStateError,
-    ZkClient,
-    parse_connect,
-)
+from tierlog.broker.coordination.zk_client import ZkClient
+from tierlog.broker.coordination.zk_controller import ControllerLease
 from tierlog.broker.coordination.zk_data import BrokerInfo, LeaderAndIsr
+from tierlog.broker.coordination.zk_errors import (
+    BrokerIdInUseError,
+    ControllerMovedError,
+    StalePartitionStateError,
+)
+from tierlog.broker.coordination.zk_session import SessionEvent, ZkSession, parse_connect
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -58,13 +57,14 @@ def raw_client(connect: str) -> KazooClient:
     return client
 
 
-def expire_session(zk_connect: str, client: ZkClient) -> None:
+def expire_session(zk_connect: str, client: ZkClient | ZkSession) -> None:
     """Expire ``client``'s session for real, the way ZooKeeper's FAQ suggests: open a second
     connection with the same session id and password, then close it. ``client`` sees its
     session EXPIRED, and kazoo connects it again with a NEW session."""
+    session = client.session if isinstance(client, ZkClient) else client
     events: queue.Queue[SessionEvent] = queue.Queue()
-    client.on_session_event(events.put)
-    session_id, password = client.kazoo.client_id
+    session.on_session_event(events.put)
+    session_id, password = session.kazoo.client_id
     twin = KazooClient(hosts=zk_connect, client_id=(session_id, password))
     twin.start(timeout=10)
     twin.stop()
@@ -73,13 +73,13 @@ def expire_session(zk_connect: str, client: ZkClient) -> None:
     deadline = time.monotonic() + 15
     while seen[-2:] != [SessionEvent.EXPIRED, SessionEvent.CONNECTED]:
         seen.append(events.get(timeout=max(0.1, deadline - time.monotonic())))
-    assert client.session_id != session_id
+    assert session.session_id != session_id
 
 
 def started_topic(client: ZkClient, lease: ControllerLease, topic: str = "orders") -> None:
     """A topic with two partitions on brokers 1 and 2 and their initial states."""
-    client.create_topic(topic, {0: [1, 2], 1: [2, 1]}, TOPIC_ID, {"retention.ms": "1000"})
-    client.create_partition_states(
+    client.topics.create(topic, {0: [1, 2], 1: [2, 1]}, TOPIC_ID, {"retention.ms": "1000"})
+    client.partition_states.create(
         lease,
         topic,
         {0: LeaderAndIsr(1, 0, (1, 2), lease.epoch), 1: LeaderAndIsr(2, 0, (2, 1), lease.epoch)},
@@ -116,8 +116,8 @@ def test_start_creates_chroot_and_kafkas_persistent_paths(
 
 def test_cluster_id_first_candidate_wins(new_client: ClientFactory) -> None:
     a, b = new_client(), new_client()
-    assert a.get_or_create_cluster_id("first") == "first"
-    assert b.get_or_create_cluster_id("second") == "first"
+    assert a.brokers.get_or_create_cluster_id("first") == "first"
+    assert b.brokers.get_or_create_cluster_id("second") == "first"
 
 
 # -- broker registration -----------------------------------------------------------------------
@@ -127,46 +127,46 @@ def test_registration_is_ephemeral_and_its_epoch_is_the_czxid(
     zk_connect: str, new_client: ClientFactory
 ) -> None:
     a, observer = new_client(), new_client()
-    epoch = a.register_broker(BrokerInfo.plaintext(1, "127.0.0.1", 9092, rack="r1"))
+    epoch = a.brokers.register(BrokerInfo.plaintext(1, "127.0.0.1", 9092, rack="r1"))
     _, stat = observer.kazoo.get(zk_data.broker_path(1))
-    assert stat.czxid == epoch and stat.ephemeralOwner == a.session_id
-    brokers = observer.get_brokers()
+    assert stat.czxid == epoch and stat.ephemeralOwner == a.session.session_id
+    brokers = observer.brokers.live()
     assert list(brokers) == [1]
     info, seen_epoch = brokers[1]
     assert (info.host, info.port, info.rack, seen_epoch) == ("127.0.0.1", 9092, "r1", epoch)
 
     a.stop()  # closing the session deletes its ephemeral znode at once
-    assert observer.get_brokers() == {}
+    assert observer.brokers.live() == {}
 
-    again = new_client().register_broker(BrokerInfo.plaintext(1, "127.0.0.1", 9092))
+    again = new_client().brokers.register(BrokerInfo.plaintext(1, "127.0.0.1", 9092))
     assert again > epoch  # a new incarnation: a larger broker epoch (KIP-380)
 
 
 def test_a_second_live_registration_of_an_id_is_refused(new_client: ClientFactory) -> None:
     a, b = new_client(), new_client()
-    epoch = a.register_broker(BrokerInfo.plaintext(1, "h1", 9092))
+    epoch = a.brokers.register(BrokerInfo.plaintext(1, "h1", 9092))
     with pytest.raises(BrokerIdInUseError):
-        b.register_broker(BrokerInfo.plaintext(1, "h2", 9092))
+        b.brokers.register(BrokerInfo.plaintext(1, "h2", 9092))
     # The owner registering again (a create retried after a connection loss) is fine.
-    assert a.register_broker(BrokerInfo.plaintext(1, "h1", 9092)) == epoch
-    assert b.register_broker(BrokerInfo.plaintext(2, "h2", 9092)) > epoch
-    assert sorted(a.get_brokers()) == [1, 2]
+    assert a.brokers.register(BrokerInfo.plaintext(1, "h1", 9092)) == epoch
+    assert b.brokers.register(BrokerInfo.plaintext(2, "h2", 9092)) > epoch
+    assert sorted(a.brokers.live()) == [1, 2]
 
 
 def test_session_expiry_removes_registration_and_controller(
     zk_connect: str, new_client: ClientFactory
 ) -> None:
     a, observer = new_client(), new_client()
-    epoch = a.register_broker(BrokerInfo.plaintext(1, "h1", 9092))
-    assert a.try_elect_controller(1) is not None
+    epoch = a.brokers.register(BrokerInfo.plaintext(1, "h1", 9092))
+    assert a.controller.try_elect(1) is not None
 
     expire_session(zk_connect, a)
 
-    assert observer.get_brokers() == {}
-    assert observer.get_controller_id() is None
+    assert observer.brokers.live() == {}
+    assert observer.controller.holder() is None
     # Re-registering on the new session works and yields a larger epoch.
-    assert a.register_broker(BrokerInfo.plaintext(1, "h1", 9092)) > epoch
-    assert list(observer.get_brokers()) == [1]
+    assert a.brokers.register(BrokerInfo.plaintext(1, "h1", 9092)) > epoch
+    assert list(observer.brokers.live()) == [1]
 
 
 # -- controller election and fencing -------------------------------------------------------------
@@ -179,7 +179,7 @@ def test_only_one_of_two_clients_becomes_controller(new_client: ClientFactory) -
 
     def elect(client: ZkClient, broker_id: int) -> None:
         barrier.wait(5)
-        leases[broker_id] = client.try_elect_controller(broker_id)
+        leases[broker_id] = client.controller.try_elect(broker_id)
 
     threads = [threading.Thread(target=elect, args=(c, i)) for i, c in ((1, a), (2, b))]
     for t in threads:
@@ -190,14 +190,14 @@ def test_only_one_of_two_clients_becomes_controller(new_client: ClientFactory) -
     assert len(leases) == 2 and len(winners) == 1
     (lease,) = winners
     assert lease.epoch == 1  # /controller_epoch created at 0, bumped by the first controller
-    assert a.get_controller_id() == lease.broker_id
-    assert a.get_controller_epoch() == (1, lease.epoch_zk_version)
+    assert a.controller.holder() == lease.broker_id
+    assert a.controller.epoch() == (1, lease.epoch_zk_version)
 
     # The other client fails while a controller lives, and wins after it resigns.
     loser = b if lease.broker_id == 1 else a
-    assert loser.try_elect_controller(3) is None
-    (a if lease.broker_id == 1 else b).resign_controller(lease)
-    second = loser.try_elect_controller(3)
+    assert loser.controller.try_elect(3) is None
+    (a if lease.broker_id == 1 else b).controller.resign(lease)
+    second = loser.controller.try_elect(3)
     assert second is not None
     assert second.epoch == 2 and second.epoch_zk_version > lease.epoch_zk_version
 
@@ -206,51 +206,51 @@ def test_a_deposed_controllers_writes_raise_and_change_nothing(
     zk_connect: str, new_client: ClientFactory
 ) -> None:
     a, b = new_client(), new_client()
-    old = a.try_elect_controller(1)
+    old = a.controller.try_elect(1)
     assert old is not None
     started_topic(a, old)
-    state, version = a.get_partition_state("orders", 0) or pytest.fail("no state")
+    state, version = a.partition_states.get("orders", 0) or pytest.fail("no state")
 
     expire_session(zk_connect, a)  # /controller goes with a's session
-    new = b.try_elect_controller(2)
+    new = b.controller.try_elect(2)
     assert new is not None and new.epoch == old.epoch + 1
 
     moved = LeaderAndIsr(2, state.leader_epoch + 1, (2,), old.epoch)
     with pytest.raises(ControllerMovedError):
-        a.update_partition_state(old, "orders", 0, moved, version)
+        a.partition_states.update(old, "orders", 0, moved, version)
     with pytest.raises(ControllerMovedError):
-        a.delete_topic(old, "orders")
+        a.topics.delete(old, "orders")
     with pytest.raises(ControllerMovedError):
-        a.create_partition_states(old, "orders", {2: moved})
+        a.partition_states.create(old, "orders", {2: moved})
     with pytest.raises(ControllerMovedError):
-        a.resign_controller(old)
-    assert b.get_partition_state("orders", 0) == (state, version)
-    assert sorted(b.get_partition_states("orders")) == [0, 1]
-    assert b.get_topics() == ["orders"]
-    assert b.get_controller_id() == 2
+        a.controller.resign(old)
+    assert b.partition_states.get("orders", 0) == (state, version)
+    assert sorted(b.partition_states.of_topic("orders")) == [0, 1]
+    assert b.topics.names() == ["orders"]
+    assert b.controller.holder() == 2
 
     # The new controller's writes go through.
     update = LeaderAndIsr(2, state.leader_epoch + 1, (2,), new.epoch)
-    assert b.update_partition_state(new, "orders", 0, update, version) == version + 1
+    assert b.partition_states.update(new, "orders", 0, update, version) == version + 1
 
 
 def test_a_stale_partition_state_write_is_refused(new_client: ClientFactory) -> None:
     a = new_client()
-    lease = a.try_elect_controller(1)
+    lease = a.controller.try_elect(1)
     assert lease is not None
     started_topic(a, lease)
-    state, version = a.get_partition_state("orders", 0) or pytest.fail("no state")
+    state, version = a.partition_states.get("orders", 0) or pytest.fail("no state")
     shrunk = LeaderAndIsr(1, state.leader_epoch, (1,), lease.epoch)
-    assert a.update_partition_state(lease, "orders", 0, shrunk, version) == version + 1
+    assert a.partition_states.update(lease, "orders", 0, shrunk, version) == version + 1
 
     grown = LeaderAndIsr(1, state.leader_epoch, (1, 2), lease.epoch)
     with pytest.raises(StalePartitionStateError):
-        a.update_partition_state(lease, "orders", 0, grown, version)
-    assert a.get_partition_state("orders", 0) == (shrunk, version + 1)
+        a.partition_states.update(lease, "orders", 0, grown, version)
+    assert a.partition_states.get("orders", 0) == (shrunk, version + 1)
     with pytest.raises(StalePartitionStateError):
-        a.create_partition_states(lease, "orders", {0: grown})
+        a.partition_states.create(lease, "orders", {0: grown})
     with pytest.raises(UnknownTopicError):
-        a.update_partition_state(lease, "orders", 9, grown, 0)
+        a.partition_states.update(lease, "orders", 9, grown, 0)
 
 
 # -- producer ids -------------------------------------------------------------------------------
@@ -267,7 +267,7 @@ def test_producer_id_blocks_from_concurrent_clients_never_overlap(
     def allocate(client: ZkClient, broker_id: int) -> None:
         barrier.wait(5)
         for _ in range(15):
-            first = client.allocate_producer_id_block(broker_id, block_size=10)
+            first = client.producer_ids.allocate(broker_id, block_size=10)
             with lock:
                 starts.append(first)
 
@@ -289,74 +289,74 @@ def test_producer_id_blocks_from_concurrent_clients_never_overlap(
 
 def test_create_topic_twice_raises_and_configs_are_kept(new_client: ClientFactory) -> None:
     a, b = new_client(), new_client()
-    a.create_topic("orders", {0: [1, 2]}, TOPIC_ID, {"retention.ms": "1000"})
+    a.topics.create("orders", {0: [1, 2]}, TOPIC_ID, {"retention.ms": "1000"})
     with pytest.raises(TopicExistsError):
-        b.create_topic("orders", {0: [2]}, uuid.uuid4(), {"retention.ms": "5"})
-    topic = b.get_topic("orders")
+        b.topics.create("orders", {0: [2]}, uuid.uuid4(), {"retention.ms": "5"})
+    topic = b.topics.get("orders")
     assert topic is not None
     assert (topic.partitions, topic.topic_id) == ({0: [1, 2]}, TOPIC_ID)
-    assert b.get_topic_configs("orders") == {"retention.ms": "1000"}
-    assert b.get_topics() == ["orders"]
-    assert b.get_topic("nope") is None and b.get_partition_state("nope", 0) is None
+    assert b.configs.topic("orders") == {"retention.ms": "1000"}
+    assert b.topics.names() == ["orders"]
+    assert b.topics.get("nope") is None and b.partition_states.get("nope", 0) is None
 
 
 def test_topic_configs_and_partitions_change(new_client: ClientFactory) -> None:
     a = new_client()
-    a.create_topic("orders", {0: [1]}, TOPIC_ID, {})
-    a.set_topic_configs("orders", {"cleanup.policy": "compact"})
-    assert a.get_topic_configs("orders") == {"cleanup.policy": "compact"}
+    a.topics.create("orders", {0: [1]}, TOPIC_ID, {})
+    a.configs.set_topic("orders", {"cleanup.policy": "compact"})
+    assert a.configs.topic("orders") == {"cleanup.policy": "compact"}
     changes = a.kazoo.get_children(zk_data.CONFIG_CHANGES)
     assert len(changes) == 1 and changes[0].startswith(zk_data.CONFIG_CHANGE_PREFIX)
     path = zk_data.child_path(zk_data.CONFIG_CHANGES, changes[0])
     assert zk_data.decode_config_change(path, a.kazoo.get(path)[0]) == "topics/orders"
     with pytest.raises(UnknownTopicError):
-        a.set_topic_configs("nope", {})
+        a.configs.set_topic("nope", {})
 
-    grown = a.add_partitions("orders", {0: [1], 1: [2], 2: [1]})
+    grown = a.topics.add_partitions("orders", {0: [1], 1: [2], 2: [1]})
     assert grown.topic_id == TOPIC_ID
-    assert a.get_topic("orders") == grown
+    assert a.topics.get("orders") == grown
     with pytest.raises(ValueError):
-        a.add_partitions("orders", {0: [2], 1: [2], 2: [1], 3: [1]})
+        a.topics.add_partitions("orders", {0: [2], 1: [2], 2: [1], 3: [1]})
 
 
 def test_topic_deletion_request_then_controller_deletes(new_client: ClientFactory) -> None:
     admin, controller = new_client(), new_client()
-    lease = controller.try_elect_controller(1)
+    lease = controller.controller.try_elect(1)
     assert lease is not None
     started_topic(admin, lease)
-    admin.create_topic("kept", {0: [1]}, uuid.uuid4(), {})
+    admin.topics.create("kept", {0: [1]}, uuid.uuid4(), {})
     with pytest.raises(UnknownTopicError):
-        admin.request_topic_deletion("nope")
+        admin.topics.request_deletion("nope")
 
-    admin.request_topic_deletion("orders")
-    admin.request_topic_deletion("orders")  # asking twice is harmless
-    assert controller.get_pending_deletions() == ["orders"]
-    controller.delete_topic(lease, "orders")
+    admin.topics.request_deletion("orders")
+    admin.topics.request_deletion("orders")  # asking twice is harmless
+    assert controller.topics.pending_deletions() == ["orders"]
+    controller.topics.delete(lease, "orders")
 
-    assert controller.get_topics() == ["kept"]
-    assert controller.get_pending_deletions() == []
-    assert controller.get_topic_configs("orders") == {}
-    assert controller.get_partition_states("orders") == {}
+    assert controller.topics.names() == ["kept"]
+    assert controller.topics.pending_deletions() == []
+    assert controller.configs.topic("orders") == {}
+    assert controller.partition_states.of_topic("orders") == {}
     assert not controller.kazoo.exists(zk_data.topic_config_path("orders"))
-    controller.delete_topic(lease, "orders")  # already gone: nothing to do
-    admin.create_topic("orders", {0: [1]}, uuid.uuid4(), {})  # the name is free again
+    controller.topics.delete(lease, "orders")  # already gone: nothing to do
+    admin.topics.create("orders", {0: [1]}, uuid.uuid4(), {})  # the name is free again
 
 
 def test_create_topic_refused_while_deletion_pending(new_client: ClientFactory) -> None:
     a = new_client()
-    a.create_topic("orders", {0: [1]}, TOPIC_ID, {})
-    a.request_topic_deletion("orders")
+    a.topics.create("orders", {0: [1]}, TOPIC_ID, {})
+    a.topics.request_deletion("orders")
     with pytest.raises(TopicExistsError, match="marked for deletion"):
-        a.create_topic("orders", {0: [1]}, TOPIC_ID, {})
+        a.topics.create("orders", {0: [1]}, TOPIC_ID, {})
 
 
 def test_admin_request_znodes_are_deleted_by_the_controller(new_client: ClientFactory) -> None:
     a = new_client()
-    lease = a.try_elect_controller(1)
+    lease = a.controller.try_elect(1)
     assert lease is not None
     a.kazoo.create(zk_data.REASSIGN_PARTITIONS, zk_data.encode_reassignment({("t", 0): [1]}))
-    a.delete_reassign_partitions(lease)
-    a.delete_reassign_partitions(lease)  # absent: nothing to do
+    a.topics.delete_reassign_partitions(lease)
+    a.topics.delete_reassign_partitions(lease)  # absent: nothing to do
     assert a.kazoo.exists(zk_data.REASSIGN_PARTITIONS) is None
 
 
@@ -367,13 +367,13 @@ def test_watches_see_brokers_and_the_controller(new_client: ClientFactory) -> No
     watcher, broker = new_client(), new_client()
     children: queue.Queue[list[str]] = queue.Queue()
     data: queue.Queue[tuple[bytes | None, int | None]] = queue.Queue()
-    watcher.watch_children(zk_data.BROKER_IDS, lambda c: children.put(sorted(c)))
-    watcher.watch_data(zk_data.CONTROLLER, lambda d, v: data.put((d, v)))
+    watcher.session.watch_children(zk_data.BROKER_IDS, lambda c: children.put(sorted(c)))
+    watcher.session.watch_data(zk_data.CONTROLLER, lambda d, v: data.put((d, v)))
     assert children.get(timeout=5) == []
     assert data.get(timeout=5) == (None, None)
 
-    broker.register_broker(BrokerInfo.plaintext(4, "h", 9092))
+    broker.brokers.register(BrokerInfo.plaintext(4, "h", 9092))
     assert children.get(timeout=5) == ["4"]
-    broker.try_elect_controller(4)
+    broker.controller.try_elect(4)
     raw, version = data.get(timeout=5)
     assert zk_data.decode_controller(raw).broker_id == 4 and version == 0

@@ -18,7 +18,7 @@ from tierlog.broker.controller.election import (
     check_transition,
     lifecycle_of,
 )
-from tierlog.broker.coordination.zk_client import ControllerLease
+from tierlog.broker.coordination.zk_controller import ControllerLease
 from tierlog.broker.coordination.zk_data import LeaderAndIsr, TopicAssignment
 
 # Kafka's topic-level config and its broker-level default (false since 0.11, KIP-106).

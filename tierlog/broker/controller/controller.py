@@ -17,7 +17,7 @@ and ``list_partition_reassignments`` enqueue a request and wait for the answer (
 Call none of the requests on the asyncio loop (they block) nor from the controller's own
 thread.
 
-Fencing: every write goes through ``ZkClient``'s lease-fenced methods, one multi that
+Fencing: every write is a ``zk_controller.FencedTransaction`` of its lease, one multi that
 checks ``/controller_epoch``'s zkVersion (KAFKA-6082), so a deposed controller changes
 nothing; the ``ControllerMovedError`` that such a write raises makes it resign at once,
 as does seeing ``/controller`` held by someone else or its session expire.
@@ -62,12 +62,10 @@ from tierlog.broker.controller.reassignment import PartitionAssignment, rebalanc
 from tierlog.broker.controller.state_machine import PartitionStateMachine
 from tierlog.broker.controller.stats import ControllerStats
 from tierlog.broker.coordination import zk_data
-from tierlog.broker.coordination.zk_client import (
-    ControllerLease,
-    ControllerMovedError,
-    SessionEvent,
-    ZkClient,
-)
+from tierlog.broker.coordination.zk_client import ZkClient
+from tierlog.broker.coordination.zk_controller import ControllerLease
+from tierlog.broker.coordination.zk_errors import ControllerMovedError
+from tierlog.broker.coordination.zk_session import SessionEvent
 from tierlog.util.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -197,7 +195,7 @@ class Controller:
         self._started = True
         self._zk.on_session_event(self._on_session_event)
         self._events.start()
-        self._zk.watch_data(zk_data.CONTROLLER, self._on_controller_znode)
+        self._zk.session.watch_data(zk_data.CONTROLLER, self._on_controller_znode)
 
     def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
         """Resign if active (deleting ``/controller`` so another broker takes over at once)
@@ -345,7 +343,7 @@ class Controller:
             self._events.put(make(generation))
             return None
 
-        self._zk.watch_children(path, on_change)
+        self._zk.session.watch_children(path, on_change)
 
     def _watch_topic(self, topic: str) -> None:
         if topic in self._watched_topics:
@@ -359,7 +357,7 @@ class Controller:
             self._events.put(PartitionModification(generation, topic))
             return None
 
-        self._zk.watch_data(zk_data.topic_path(topic), on_change)
+        self._zk.session.watch_data(zk_data.topic_path(topic), on_change)
 
     # -- the event thread -------------------------------------------------------------------
 
@@ -471,8 +469,8 @@ class Controller:
             return
         ctx = self._ctx
         if ctx is not None:
-            epoch = self._zk.get_controller_epoch()
-            holder = self._zk.get_controller_id()
+            epoch = self._zk.controller.epoch()
+            holder = self._zk.controller.holder()
             if (
                 holder == self._broker_id
                 and epoch is not None
@@ -480,7 +478,7 @@ class Controller:
             ):
                 return  # still ours
             self._resign(f"/controller is now held by {holder}, epoch {epoch}")
-        lease = self._zk.try_elect_controller(self._broker_id)
+        lease = self._zk.controller.try_elect(self._broker_id)
         if lease is not None:
             self._failover(lease)
 
@@ -490,9 +488,11 @@ class Controller:
         self._generation += 1
         self._watched_topics = set()
         ctx = ControllerContext(lease)
-        psm = PartitionStateMachine(self._zk, ctx, self._unclean_default, self.stats)
+        psm = PartitionStateMachine(
+            self._zk.partition_states, ctx, self._unclean_default, self.stats
+        )
         self._ctx, self._psm = ctx, psm
-        self._reassigner = reassigner = PartitionReassigner(self._zk, ctx, psm)
+        self._reassigner = reassigner = PartitionReassigner(self._zk.topics, ctx, psm)
         try:
             # Watches first, then reads (as Kafka registers its listeners before
             # initializeControllerContext): a change between the two is not lost, it only
@@ -501,8 +501,8 @@ class Controller:
             self._watch_children(zk_data.TOPICS, TopicChange)
             self._watch_children(zk_data.DELETE_TOPICS, TopicDeletion)
             self._watch_children(zk_data.CONFIG_CHANGES, ConfigChange)
-            ctx.set_live_brokers({b: epoch for b, (_, epoch) in self._zk.get_brokers().items()})
-            for topic in self._zk.get_topics():
+            ctx.set_live_brokers({b: epoch for b, (_, epoch) in self._zk.brokers.live().items()})
+            for topic in self._zk.topics.names():
                 self._load_topic(topic)
             self._delete_requested_topics()
             psm.initialize(ctx.partitions_without_state())
@@ -516,7 +516,7 @@ class Controller:
             log.exception("controller %d: fail-over failed, resigning", self._broker_id)
             self._resign("fail-over failed")
             try:
-                self._zk.resign_controller(lease)
+                self._zk.controller.resign(lease)
             except Exception as e:
                 log.warning("controller %d: could not delete /controller: %r", self._broker_id, e)
             return
@@ -557,7 +557,7 @@ class Controller:
         self._resign("shutting down")
         if ctx is not None:
             try:
-                self._zk.resign_controller(ctx.lease)
+                self._zk.controller.resign(ctx.lease)
             except ControllerMovedError:
                 pass  # someone else is controller already: nothing of ours to delete
             except Exception as e:
@@ -573,12 +573,12 @@ class Controller:
         """Read a topic into the context and watch its assignment; returns its partitions
         that were new to the context."""
         ctx, _ = self._active()
-        assignment = self._zk.get_topic(topic)
+        assignment = self._zk.topics.get(topic)
         if assignment is None:
             return []
-        ctx.topic_configs[topic] = self._zk.get_topic_configs(topic)
+        ctx.topic_configs[topic] = self._zk.configs.topic(topic)
         added = ctx.add_topic(topic, assignment)
-        for partition, (state, version) in self._zk.get_partition_states(topic).items():
+        for partition, (state, version) in self._zk.partition_states.of_topic(topic).items():
             tp = TopicPartition(topic, partition)
             if tp in ctx.lifecycle:
                 ctx.set_state(tp, state, version)
@@ -589,7 +589,7 @@ class Controller:
         """Kafka's BrokerChange: onBrokerFailure for the dead, onBrokerStartup for the new;
         a broker whose epoch changed (it restarted between two looks) counts as both."""
         ctx, psm = self._active()
-        now = {b: epoch for b, (_, epoch) in self._zk.get_brokers().items()}
+        now = {b: epoch for b, (_, epoch) in self._zk.brokers.live().items()}
         before = ctx.live_brokers
         dead = before.keys() - now.keys()
         joined = now.keys() - before.keys()
@@ -616,7 +616,7 @@ class Controller:
 
     def _on_topic_change(self) -> None:
         ctx, psm = self._active()
-        topics = set(self._zk.get_topics())
+        topics = set(self._zk.topics.names())
         for topic in sorted(ctx.assignments.keys() - topics):
             ctx.remove_topic(topic)  # deleted (by us, or an earlier controller)
         added: list[TopicPartition] = []
@@ -631,7 +631,7 @@ class Controller:
         ctx, psm = self._active()
         if topic not in ctx.assignments:
             return  # a new topic is TopicChange's; a deleted one needs nothing
-        assignment = self._zk.get_topic(topic)
+        assignment = self._zk.topics.get(topic)
         if assignment is None:
             return
         added = ctx.add_topic(topic, assignment)
@@ -643,8 +643,8 @@ class Controller:
         """Kafka's TopicDeletionManager, without StopReplica (brokers see the topic's
         znodes vanish): delete the topic's znodes and the request, one multi each."""
         ctx, _ = self._active()
-        for topic in self._zk.get_pending_deletions():
-            self._zk.delete_topic(ctx.lease, topic)
+        for topic in self._zk.topics.pending_deletions():
+            self._zk.topics.delete(ctx.lease, topic)
             ctx.remove_topic(topic)
             log.info("%s: deleted on request", topic)
 
@@ -653,12 +653,12 @@ class Controller:
         allows unclean election gets a leader (Kafka's TopicUncleanLeaderElectionEnable)."""
         ctx, psm = self._active()
         for topic in list(ctx.assignments):
-            ctx.topic_configs[topic] = self._zk.get_topic_configs(topic)
+            ctx.topic_configs[topic] = self._zk.configs.topic(topic)
         psm.reconcile(ctx.offline_partitions(), "topic config changed")
 
     def _resync(self) -> None:
         ctx, psm = self._active()
-        ctx.set_live_brokers({b: epoch for b, (_, epoch) in self._zk.get_brokers().items()})
+        ctx.set_live_brokers({b: epoch for b, (_, epoch) in self._zk.brokers.live().items()})
         psm.refresh_many(ctx.partitions())
         psm.initialize(ctx.partitions_without_state())
         psm.reconcile(list(ctx.partitions()), "resync after reconnection")

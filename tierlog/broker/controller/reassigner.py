@@ -42,8 +42,9 @@ from tierlog.broker.controller.election import Decision
 from tierlog.broker.controller.reassignment import PartitionAssignment
 from tierlog.broker.controller.state_machine import MAX_ATTEMPTS, PartitionStateMachine
 from tierlog.broker.coordination.api import UnknownTopicError
-from tierlog.broker.coordination.zk_client import StaleTopicAssignmentError, ZkClient
 from tierlog.broker.coordination.zk_data import LeaderAndIsr
+from tierlog.broker.coordination.zk_errors import StaleTopicAssignmentError
+from tierlog.broker.coordination.zk_topics import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,10 @@ Outcome = tuple[int, str]
 class PartitionReassigner:
     """Reassignments for one controller term; see the module docstring."""
 
-    def __init__(self, zk: ZkClient, ctx: ControllerContext, psm: PartitionStateMachine) -> None:
-        self._zk = zk
+    def __init__(
+        self, topics: TopicAdmin, ctx: ControllerContext, psm: PartitionStateMachine
+    ) -> None:
+        self._topics = topics
         self._ctx = ctx
         self._psm = psm
 
@@ -217,13 +220,13 @@ class PartitionReassigner:
     def _write_assignment(self, tp: TopicPartition, new: PartitionAssignment) -> None:
         """Read-modify-write of the topic znode, conditional on its zkVersion."""
         for _ in range(MAX_ATTEMPTS):
-            found = self._zk.get_topic_with_version(tp.topic)
+            found = self._topics.get_with_version(tp.topic)
             if found is None:
                 raise UnknownTopicError(tp.topic)
             stored, version = found
             updated = rs.with_partition(stored, tp.partition, new)
             try:
-                self._zk.set_topic_assignment(self._ctx.lease, tp.topic, updated, version)
+                self._topics.set_assignment(self._ctx.lease, tp.topic, updated, version)
             except StaleTopicAssignmentError:
                 continue
             self._ctx.add_topic(tp.topic, updated)

@@ -5,13 +5,13 @@ Owns the write side of partition states: creating the first state of new partiti
 rewriting states when brokers come and go, applying AlterPartition and preferred-leader
 elections. The decisions themselves are ``election`` and ``alter_partition``'s pure
 functions; this module feeds them the context, writes their result conditionally on the
-state znode's zkVersion through the lease-fenced ``ZkClient`` methods, and on
+state znode's zkVersion through ``zk_partition_states`` (each write a fenced multi), and on
 ``StalePartitionStateError`` re-reads the state and decides again (the state changed
 under us, so the old decision may be wrong).
 
 Bulk transitions (a broker's failure or return, fail-over, preferred and unclean elections,
 the auto-rebalance) decide every partition first and then write all decisions at once
-(``ZkClient.update_partition_states``: pipelined multis of a few hundred conditional
+(``PartitionStates.update_many``: pipelined multis of a few hundred conditional
 writes, each fenced): a broker leading 700 of 2,000 partitions took 25-33 s to fail over
 when each write waited for its own round trip, one partition at a time. New leaders go
 first, ISR shrinks after (Kafka's onBrokerFailure elects offline partitions before it
@@ -43,12 +43,9 @@ from tierlog.broker.controller.election import (
 )
 from tierlog.broker.controller.stats import ControllerStats
 from tierlog.broker.coordination.api import UnknownTopicError
-from tierlog.broker.coordination.zk_client import (
-    StalePartitionStateError,
-    StaleZnodeError,
-    ZkClient,
-)
 from tierlog.broker.coordination.zk_data import NO_LEADER, LeaderAndIsr
+from tierlog.broker.coordination.zk_errors import StalePartitionStateError, StaleZnodeError
+from tierlog.broker.coordination.zk_partition_states import PartitionStates
 from tierlog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -80,12 +77,12 @@ class PartitionStateMachine:
 
     def __init__(
         self,
-        zk: ZkClient,
+        states: PartitionStates,
         ctx: ControllerContext,
         unclean_default: bool,
         stats: ControllerStats | None = None,
     ) -> None:
-        self._zk = zk
+        self._states = states
         self._ctx = ctx
         self._unclean_default = unclean_default
         self._stats = stats or ControllerStats()
@@ -94,7 +91,7 @@ class PartitionStateMachine:
 
     def refresh(self, tp: TopicPartition) -> bool:
         """Re-read one state into the context; False if it has none any more."""
-        found = self._zk.get_partition_state(tp.topic, tp.partition)
+        found = self._states.get(tp.topic, tp.partition)
         if found is None:
             self._ctx.states.pop(tp, None)
             return False
@@ -104,7 +101,7 @@ class PartitionStateMachine:
     def refresh_many(self, partitions: Iterable[TopicPartition]) -> None:
         """``refresh`` for many partitions, in one pipelined read."""
         tps = list(partitions)
-        found = self._zk.get_many_partition_states([(tp.topic, tp.partition) for tp in tps])
+        found = self._states.get_many([(tp.topic, tp.partition) for tp in tps])
         for tp in tps:
             state = found.get((tp.topic, tp.partition))
             if state is None:
@@ -145,7 +142,7 @@ class PartitionStateMachine:
             if not states:
                 return
             try:
-                versions = self._zk.create_partition_states(self._ctx.lease, topic, states)
+                versions = self._states.create(self._ctx.lease, topic, states)
             except StalePartitionStateError:
                 # Some state exists already: take what is stored, create only the rest.
                 for tp in tps:
@@ -233,7 +230,7 @@ class PartitionStateMachine:
             (tp.topic, tp.partition): (decision.state, version)
             for tp, (_, version, decision) in group.items()
         }
-        results = self._zk.update_partition_states(self._ctx.lease, updates)
+        results = self._states.update_many(self._ctx.lease, updates)
         stale: list[TopicPartition] = []
         for tp, (current, version, decision) in group.items():
             result = results[(tp.topic, tp.partition)]
@@ -314,7 +311,7 @@ class PartitionStateMachine:
                 return verdict
             assert current is not None
             try:
-                new_version = self._zk.update_partition_state(
+                new_version = self._states.update(
                     self._ctx.lease, tp.topic, tp.partition, verdict, version
                 )
             except StalePartitionStateError:

@@ -13,7 +13,7 @@ changed, as Kafka's brokers get only the partitions an UpdateMetadata names:
 
 Everything is read again (``read_full``) at start, and whenever kazoo dropped the watches:
 on a lost connection (kazoo does not re-send watches when it reconnects) and on a new
-session. Every read is pipelined (``ZkClient.read_many``) and passes the watch, so a fired
+session. Every read is pipelined (``ZkSession.read_many``) and passes the watch, so a fired
 (one-shot) watch is re-armed by the read that follows it, and any change after that read
 fires it again: nothing is missed. A read that fails leaves its paths pending for the next
 ``update()``.
@@ -43,7 +43,9 @@ from tierlog.broker.coordination.api import (
     PartitionState,
     TopicMetadata,
 )
-from tierlog.broker.coordination.zk_client import PathWatch, ZkClient, ZnodeData
+from tierlog.broker.coordination.zk_configs import EntityConfigs
+from tierlog.broker.coordination.zk_data import ZnodeData
+from tierlog.broker.coordination.zk_session import PathWatch, ZkSession
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +97,17 @@ class _Changes:
 
 class ClusterCache:
     """Args:
-    zk: a started client (the coordinator's session).
+    session: a started session (the coordinator's).
+    configs: the entity configs on that session (client quotas).
     on_dirty: called (on kazoo's thread; must not block) when a watch fired, so that the
         owner's thread calls ``update()``.
     """
 
-    def __init__(self, zk: ZkClient, on_dirty: Callable[[], None]) -> None:
-        self._zk = zk
+    def __init__(
+        self, session: ZkSession, configs: EntityConfigs, on_dirty: Callable[[], None]
+    ) -> None:
+        self._session = session
+        self._configs = configs
         self._on_dirty = on_dirty
         self._lock = threading.Lock()  # guards _full and _pending (kazoo's thread writes them)
         self._full = True
@@ -155,8 +161,8 @@ class ClusterCache:
 
     def read_full(self) -> ClusterSnapshot:
         """Read (and watch) everything; the cache becomes the result."""
-        zk, watch = self._zk, self._watch
-        data, children = zk.read_many(
+        session, watch = self._session, self._watch
+        data, children = session.read_many(
             [zk_data.CONTROLLER],
             [zk_data.BROKER_IDS, zk_data.TOPICS, zk_data.CONFIG_CHANGES],
             watch,
@@ -184,7 +190,7 @@ class ClusterCache:
             epochs,
             _controller(data[zk_data.CONTROLLER]),
             topics,
-            zk.get_client_quotas(),
+            self._configs.client_quotas(),
         )
         self.snapshot = snapshot
         self._state_zxids = zxids
@@ -194,7 +200,7 @@ class ClusterCache:
     def _read_changes(
         self, changes: _Changes
     ) -> tuple[ClusterSnapshot, MetadataChange | None] | None:
-        zk, watch, old = self._zk, self._watch, self.snapshot
+        session, watch, old = self._session, self._watch, self.snapshot
         children_paths = [
             path
             for path, flag in (
@@ -208,7 +214,7 @@ class ClusterCache:
         # topic or cached state is not: it was deleted, and a new topic of that name shows
         # in /brokers/topics.
         watched = [zk_data.CONTROLLER] if changes.controller else []
-        data, children = zk.read_many(watched, children_paths, watch)
+        data, children = session.read_many(watched, children_paths, watch)
         existing = [zk_data.topic_path(t) for t in sorted(changes.topics)]
         if not changes.topics and not changes.topic_list:
             # The common case (a failover's writes): only states, read at once. With topic
@@ -218,7 +224,7 @@ class ClusterCache:
                 for t, p in sorted(changes.states)
                 if t in old.topics and p in old.topics[t].partition_states
             ]
-        data.update(zk.read_many(existing, (), watch, watch_missing=False)[0])
+        data.update(session.read_many(existing, (), watch, watch_missing=False)[0])
 
         topics = dict(old.topics)
         zxids = dict(self._state_zxids)
@@ -269,7 +275,7 @@ class ClusterCache:
                 if (p in topics[t].partition_states) == cached_state
             ]
             if paths:
-                more, _ = zk.read_many(paths, (), watch, watch_missing=not cached_state)
+                more, _ = session.read_many(paths, (), watch, watch_missing=not cached_state)
                 data.update(more)
         changed_partitions: set[Partition] = set()
         for name, p in changes.states:
@@ -309,7 +315,7 @@ class ClusterCache:
             )
             reconfigure = names - fresh
             if quotas_changed:
-                quotas = zk.get_client_quotas()
+                quotas = self._configs.client_quotas()
         if reconfigure:
             configs = self._read_configs(reconfigure)
             for name in reconfigure:
@@ -367,7 +373,7 @@ class ClusterCache:
         """Registrations are never rewritten (a broker registers again with a new znode, which
         changes the children), so they are read without a watch."""
         numbers = [int(c) for c in ids or [] if c.isascii() and c.isdigit()]
-        data, _ = self._zk.read_many([zk_data.broker_path(b) for b in numbers])
+        data, _ = self._session.read_many([zk_data.broker_path(b) for b in numbers])
         brokers: dict[int, BrokerRegistration] = {}
         epochs: dict[int, int] = {}
         for broker_id in numbers:
@@ -387,7 +393,7 @@ class ClusterCache:
         """Whole topics (assignment and its watch, configs, every state and its watch), in
         three pipelined rounds whatever their number; a topic deleted meanwhile is left out."""
         names = list(names)
-        data, _ = self._zk.read_many([zk_data.topic_path(n) for n in names], (), self._watch)
+        data, _ = self._session.read_many([zk_data.topic_path(n) for n in names], (), self._watch)
         assignments = {
             n: zk_data.decode_topic(n, node.data)
             for n in names
@@ -399,7 +405,7 @@ class ClusterCache:
             for n, a in assignments.items()
             for p in a.partitions
         }
-        states, _ = self._zk.read_many(paths, (), self._watch)
+        states, _ = self._session.read_many(paths, (), self._watch)
         topics: dict[str, TopicMetadata] = {}
         zxids: dict[Partition, int] = {}
         for name, assignment in assignments.items():
@@ -421,7 +427,7 @@ class ClusterCache:
     def _read_configs(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
         """Topic overrides; not watched: changes are announced in ``/config/changes``."""
         paths = {zk_data.topic_config_path(n): n for n in names}
-        data, _ = self._zk.read_many(paths)
+        data, _ = self._session.read_many(paths)
         return {
             name: {}
             if (node := data[path]) is None
@@ -444,7 +450,7 @@ class ClusterCache:
         if not newer:
             return set(), False, self._config_seq
         paths = [zk_data.child_path(zk_data.CONFIG_CHANGES, c) for _, c in newer]
-        data, _ = self._zk.read_many(paths)
+        data, _ = self._session.read_many(paths)
         topics: set[str] = set()
         quotas = False
         for path in paths:

@@ -1,8 +1,9 @@
 """Every znode path of cluster mode and its JSON, in one place (Kafka's ``kafka.zk.ZkData``).
 
-Sans-I/O: no kazoo, no sockets, no asyncio. ``zk_client`` does the talking; nothing else
-builds a path string or parses a znode. The layout is Kafka's pre-KRaft one (DESIGN.md
-"Cluster"), so ``zkCli.sh`` and Kafka's own tools read a tierlog cluster's state::
+Sans-I/O: no kazoo, no sockets, no asyncio. The ``zk_*`` concern modules (``zk_client``
+lists them) do the talking; nothing else builds a path string or parses a znode. The
+layout is Kafka's pre-KRaft one (DESIGN.md "Cluster"), so ``zkCli.sh`` and Kafka's own
+tools read a tierlog cluster's state::
 
     /cluster/id                        {"version":"1","id":"<cluster id>"}
     /controller                        ephemeral: {"version":1,"brokerid":1,"timestamp":"<ms>"}
@@ -13,6 +14,8 @@ builds a path string or parses a znode. The layout is Kafka's pre-KRaft one (DES
     /brokers/topics/<t>/partitions/<p>/state
                                        leader, leader_epoch, controller_epoch, isr
     /config/topics/<t>                 {"version":1,"config":{...}}
+    /config/clients/<c>, /config/users/<u>[/clients/<c>]
+                                       the same: client quotas
     /config/changes/config_change_<seq>
                                        sequential: {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>           empty: a deletion request
@@ -52,6 +55,19 @@ class ZkDataError(CoordinationError):
         self.reason = reason
 
 
+@dataclass(frozen=True)
+class ZnodeData:
+    """A znode as read: its content and the parts of its stat that cluster code orders by:
+    ``version`` (zkVersion, what conditional writes check) and ``mzxid`` (the zxid of its
+    last write: it grows across a delete and re-create too, so it orders any two reads of
+    one path); ``czxid`` is a registration's broker epoch (KIP-380)."""
+
+    data: bytes
+    version: int
+    mzxid: int
+    czxid: int
+
+
 # -- paths ------------------------------------------------------------------------------------
 # Kafka's ZkData.scala objects: ControllerZNode, ControllerEpochZNode, BrokerIdsZNode, ...
 
@@ -79,6 +95,8 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # Kafka's ConfigType.ALL; each gets /config/<type>.
 CONFIG_TYPES = ("topics", "clients", "users", "brokers", "ips")
 TOPIC_CONFIG_TYPE = "topics"
+CLIENTS_CONFIG_TYPE = "clients"
+USERS_CONFIG_TYPE = "users"
 
 # Kafka's ZkData.PersistentZkPaths: created (empty) at start-up when missing, so later code
 # can create children without creating parents.
@@ -130,6 +148,22 @@ def config_entity_path(entity_type: str, name: str) -> str:
 
 def topic_config_path(topic: str) -> str:
     return config_entity_path(TOPIC_CONFIG_TYPE, topic)
+
+
+def config_type_path(entity_type: str) -> str:
+    """``/config/<type>``: its children are the entities of that type."""
+    return f"{CONFIG}/{_segment('config type', entity_type)}"
+
+
+def user_clients_path(user: str) -> str:
+    """``/config/users/<u>/clients``: the user's per-client-id quota entities."""
+    return f"{config_entity_path(USERS_CONFIG_TYPE, user)}/clients"
+
+
+def config_znode_path(entity_path: str) -> str:
+    """The znode of an entity named by its path under ``/config``, as change notifications
+    and client quotas name it (``topics/<t>``, ``users/<u>/clients/<c>``)."""
+    return f"{CONFIG}/{entity_path}"
 
 
 def config_change_prefix_path() -> str:
@@ -324,7 +358,7 @@ class BrokerInfo:
     endpoints: tuple[EndPoint, ...]
     rack: str | None = None
     jmx_port: int = -1
-    timestamp_ms: int = 0  # stamped by zk_client.register_broker
+    timestamp_ms: int = 0  # stamped by zk_brokers.BrokerRegistry.register
     features: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -494,7 +528,7 @@ def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
 # -- /brokers/topics/<t>/partitions/<p>/state ------------------------------------------------
 # Kafka's TopicPartitionStateZNode: {"version":1,"leader":L,"leader_epoch":E,
 # "controller_epoch":C,"isr":[...]}, plus "leader_recovery_state" only when it is not 0
-# (RECOVERED; KIP-704). The znode's zkVersion is kept beside it, not in it (zk_client).
+# (RECOVERED; KIP-704). The znode's zkVersion is kept beside it, not in it (zk_partition_states).
 
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
 
@@ -566,6 +600,13 @@ def decode_config_at(path: str, data: bytes | None) -> dict[str, str]:
 
 def config_change_entity_path(entity_type: str, name: str) -> str:
     return f"{_segment('config type', entity_type)}/{_segment('entity', name)}"
+
+
+def user_client_entity_path(user: str, client: str) -> str:
+    """``users/<u>/clients/<c>``: a quota entity for one client id of one user."""
+    return (
+        f"{config_change_entity_path(USERS_CONFIG_TYPE, user)}/clients/{_segment('entity', client)}"
+    )
 
 
 def encode_config_change(entity_path: str) -> bytes:

@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.api import (
     AlterPartitionError,
     BrokerRegistration,
@@ -36,8 +35,9 @@ from tierlog.broker.coordination.api import (
     UnknownTopicError,
 )
 from tierlog.broker.coordination.zk_cache import ClusterCache, ClusterSnapshot
-from tierlog.broker.coordination.zk_client import SessionEvent, ZkClient
+from tierlog.broker.coordination.zk_client import ZkClient
 from tierlog.broker.coordination.zk_data import BrokerInfo
+from tierlog.broker.coordination.zk_session import SessionEvent
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class ZkCoordinator:
         self._me: BrokerInfo | None = None
         self._dirty = threading.Event()
         self._closed = threading.Event()
-        self._cache = ClusterCache(self.zk, self._dirty.set)
+        self._cache = ClusterCache(self.zk.session, self.zk.configs, self._dirty.set)
         self._watching = False  # worker thread: set once registered
         self._worker: threading.Thread | None = None
         self._changed: asyncio.Event | None = None
@@ -102,7 +102,7 @@ class ZkCoordinator:
         self._worker.start()
         await self._call(self.zk.start)
         self.cluster_id = await self._call(
-            lambda: self.zk.get_or_create_cluster_id(candidate_cluster_id)
+            lambda: self.zk.brokers.get_or_create_cluster_id(candidate_cluster_id)
         )
         self.zk.on_session_event(self._on_session_event)
         return self.cluster_id
@@ -112,7 +112,7 @@ class ZkCoordinator:
         epoch, KIP-380), set the watches and wait for the first full view."""
         self._me = BrokerInfo.plaintext(me.broker_id, me.host, me.port, me.rack)
         info = self._me
-        self.broker_epoch = await self._call(lambda: self.zk.register_broker(info))
+        self.broker_epoch = await self._call(lambda: self.zk.brokers.register(info))
         await self._call(self._start_watching)
         await self.wait_for(lambda s: me.broker_id in s.brokers, "this broker's registration")
         log.info("registered broker %d (epoch %d) in ZooKeeper", me.broker_id, self.broker_epoch)
@@ -121,7 +121,7 @@ class ZkCoordinator:
         """Remove this broker's registration while keeping the session: the controller
         then moves its leaderships away (controlled shutdown, docs/cluster.md)."""
         broker_id = self.broker_id
-        await self._call(lambda: self.zk.kazoo.delete(zk_data.broker_path(broker_id)))
+        await self._call(lambda: self.zk.brokers.deregister(broker_id))
 
     async def stop(self) -> None:
         """Close the session (its ephemeral znodes go at once) and the worker."""
@@ -183,14 +183,14 @@ class ZkCoordinator:
         self, name: str, replicas: dict[int, list[int]], configs: dict[str, str]
     ) -> TopicMetadata:
         topic_id = uuid.uuid4()
-        await self._call(lambda: self.zk.create_topic(name, replicas, topic_id, configs))
+        await self._call(lambda: self.zk.topics.create(name, replicas, topic_id, configs))
         snapshot = await self.wait_for(
             lambda s: _has_states(s, name, set(replicas)), f"the leaders of topic {name}"
         )
         return snapshot.topics[name]
 
     async def delete_topic(self, name: str) -> None:
-        await self._call(lambda: self.zk.request_topic_deletion(name))
+        await self._call(lambda: self.zk.topics.request_deletion(name))
         await self.wait_for(lambda s: name not in s.topics, f"the deletion of topic {name}")
 
     async def add_partitions(self, name: str, replicas: dict[int, list[int]]) -> TopicMetadata:
@@ -198,14 +198,14 @@ class ZkCoordinator:
         if current is None:
             raise UnknownTopicError(f"unknown topic {name!r}")
         everything = {**current.replicas, **replicas}
-        await self._call(lambda: self.zk.add_partitions(name, everything))
+        await self._call(lambda: self.zk.topics.add_partitions(name, everything))
         snapshot = await self.wait_for(
             lambda s: _has_states(s, name, set(everything)), f"the new partitions of {name}"
         )
         return snapshot.topics[name]
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        await self._call(lambda: self.zk.set_topic_configs(name, configs))
+        await self._call(lambda: self.zk.configs.set_topic(name, configs))
         await self.wait_for(
             lambda s: name in s.topics and s.topics[name].configs == configs,
             f"the new configs of {name}",
@@ -215,7 +215,7 @@ class ZkCoordinator:
         return self._snapshot.client_quotas
 
     async def set_client_quotas(self, entity: str, values: dict[str, float]) -> None:
-        await self._call(lambda: self.zk.set_client_quotas(entity, values))
+        await self._call(lambda: self.zk.configs.set_client_quotas(entity, values))
         await self.wait_for(
             lambda s: s.client_quotas.get(entity, {}) == values,
             f"the new quotas of {entity}",
@@ -238,7 +238,7 @@ class ZkCoordinator:
 
     async def allocate_producer_ids(self, count: int) -> int:
         broker_id = self.broker_id
-        return int(await self._call(lambda: self.zk.allocate_producer_id_block(broker_id, count)))
+        return int(await self._call(lambda: self.zk.producer_ids.allocate(broker_id, count)))
 
     # -- the worker thread ---------------------------------------------------------------
 
@@ -340,7 +340,7 @@ class ZkCoordinator:
 
     async def _register_again(self, me: BrokerInfo) -> None:
         try:
-            self.broker_epoch = await self._call(lambda: self.zk.register_broker(me))
+            self.broker_epoch = await self._call(lambda: self.zk.brokers.register(me))
             log.info("registered again in ZooKeeper (broker epoch %d)", self.broker_epoch)
         except Exception:
             log.exception("registering again in ZooKeeper failed")
