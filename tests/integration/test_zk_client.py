@@ -4,7 +4,11 @@ topic admin and deletion, session expiry. Each test runs in its own chroot."""
 
 from __future__ import annotations
 
+import logging
 import queue
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -15,6 +19,7 @@ from kazoo.client import KazooClient
 
 from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.api import TopicExistsError, UnknownTopicError
+from tierlog.broker.coordination.zk_brokers import stale_registration_bound_s
 from tierlog.broker.coordination.zk_client import ZkClient
 from tierlog.broker.coordination.zk_controller import ControllerLease
 from tierlog.broker.coordination.zk_data import BrokerInfo, LeaderAndIsr
@@ -146,11 +151,72 @@ def test_a_second_live_registration_of_an_id_is_refused(new_client: ClientFactor
     a, b = new_client(), new_client()
     epoch = a.brokers.register(BrokerInfo.plaintext(1, "h1", 9092))
     with pytest.raises(BrokerIdInUseError):
-        b.brokers.register(BrokerInfo.plaintext(1, "h2", 9092))
+        b.brokers.register(BrokerInfo.plaintext(1, "h2", 9092), stale_timeout_s=0)
     # The owner registering again (a create retried after a connection loss) is fine.
     assert a.brokers.register(BrokerInfo.plaintext(1, "h1", 9092)) == epoch
     assert b.brokers.register(BrokerInfo.plaintext(2, "h2", 9092)) > epoch
     assert sorted(a.brokers.live()) == [1, 2]
+
+
+def dead_registration(zk_connect: str, broker_id: int, session_timeout_s: float) -> int:
+    """Register ``broker_id`` from a child process that is then SIGKILLed, as a crashed
+    broker leaves it: the ephemeral znode stays until ZooKeeper expires the session.
+    Returns that session's id."""
+    code = (
+        "import os, signal, sys\n"
+        "from kazoo.client import KazooClient\n"
+        "c = KazooClient(hosts=sys.argv[1], timeout=float(sys.argv[3]))\n"
+        "c.start(timeout=10)\n"
+        "c.create(sys.argv[2], b'{}', ephemeral=True)\n"
+        "print(c.client_id[0], flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    path = zk_data.broker_path(broker_id)
+    done = subprocess.run(
+        [sys.executable, "-c", code, zk_connect, path, str(session_timeout_s)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    return int(done.stdout)
+
+
+def test_a_killed_brokers_registration_is_waited_out(
+    zk_connect: str, new_client: ClientFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 20 item 11: a broker restarted within its old session's timeout registers once
+    ZooKeeper expires that session, instead of failing at once as Kafka does."""
+    a = new_client()  # creates the chroot and /brokers/ids
+    stale_session = dead_registration(zk_connect, 1, session_timeout_s=2.0)
+    stat = a.kazoo.exists(zk_data.broker_path(1))
+    assert stat is not None and stat.ephemeralOwner == stale_session  # it is still there
+    began = time.monotonic()
+    with caplog.at_level(logging.INFO, "tierlog.broker.coordination.zk_brokers"):
+        epoch = a.brokers.register(BrokerInfo.plaintext(1, "h1", 9092), stale_timeout_s=10)
+    waited = time.monotonic() - began
+    _, stat = a.kazoo.get(zk_data.broker_path(1))
+    assert (stat.czxid, stat.ephemeralOwner) == (epoch, a.session.session_id)
+    assert waited < 10  # it ended when the registration went, not at the bound
+    waiting = [r.getMessage() for r in caplog.records if "still registered" in r.getMessage()]
+    assert len(waiting) == 1 and f"0x{stale_session:x}" in waiting[0], waiting
+
+
+def test_a_live_registration_is_refused_after_the_bound(new_client: ClientFactory) -> None:
+    a, b = new_client(), new_client()
+    epoch = a.brokers.register(BrokerInfo.plaintext(1, "h1", 9092))
+    began = time.monotonic()
+    with pytest.raises(BrokerIdInUseError, match=r"after waiting 2 s .* broker\.id=1;"):
+        b.brokers.register(BrokerInfo.plaintext(1, "h2", 9092), stale_timeout_s=2)
+    assert time.monotonic() - began >= 2
+    _, stat = a.kazoo.get(zk_data.broker_path(1))
+    assert (stat.czxid, stat.ephemeralOwner) == (epoch, a.session.session_id)
+
+
+def test_the_wait_for_a_stale_registration_is_the_session_timeout_and_a_margin() -> None:
+    assert stale_registration_bound_s(18.0) == 24.0  # Kafka's default session: 18 + 18/3
+    assert stale_registration_bound_s(2.0) == 5.0  # at least 3 s: ZooKeeper's tick
+    assert stale_registration_bound_s(6.0) == 9.0
 
 
 def test_session_expiry_removes_registration_and_controller(

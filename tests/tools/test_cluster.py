@@ -3,11 +3,13 @@ and `tierlog topics describe` on it, as a user runs them; and EmbeddedCluster.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,108 @@ def test_cluster_start_status_and_ctrl_c(tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     assert "stopped" in out
+
+
+def start_cluster_process(data_dir: Path, port: int, brokers: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tierlog.cli",
+            "cluster",
+            "start",
+            "--brokers",
+            str(brokers),
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def read_until_up(proc: subprocess.Popen[str], timeout: float) -> list[str]:
+    """The tool's lines up to "cluster up", or all of them if it ended first. A thread reads,
+    so that a tool that hangs cannot hang the test past ``timeout``."""
+    lines: list[str] = []
+    up = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "cluster up" in line:
+                break
+        up.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    up.wait(timeout)
+    return lines
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (ZooKeeper and the brokers run in sessions of their own,
+    so a signal to the tool's process group would not reach them), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # it ended meanwhile
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def test_cluster_start_on_the_data_dir_of_a_killed_cluster(tmp_path: Path) -> None:
+    """Issue 20 item 11: every process of a running cluster (the tool, ZooKeeper, the
+    brokers) is SIGKILLed; `tierlog cluster start` on the same data dir comes up again. Its
+    ZooKeeper brings the killed brokers' sessions back from its data dir, and each broker
+    waits for its old registration to expire instead of exiting (said once by the tool)."""
+    port = free_ports(2)
+    data_dir = tmp_path / "cluster"
+    first = start_cluster_process(data_dir, port, 2)
+    try:
+        lines = read_until_up(first, 90)
+        assert lines and "cluster up" in lines[-1], "".join(lines)
+    finally:
+        victims = [first.pid, *descendants(first.pid)]
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        first.wait(10)
+    assert len(victims) >= 4, victims  # the tool, ZooKeeper and two brokers
+
+    began = time.monotonic()
+    again = start_cluster_process(data_dir, port, 2)
+    try:
+        lines = read_until_up(again, 90)
+        took = time.monotonic() - began
+        assert lines and "cluster up" in lines[-1], "".join(lines)
+        notices = [line for line in lines if "still holds the registrations" in line]
+        assert len(notices) == 1 and "brokers 0,1" in notices[0], lines
+        assert took < 60, lines  # the wait is bounded by the session timeout (18 s) + 6 s
+        status = Cli(f"127.0.0.1:{port}").ok("cluster", "status")
+        assert "Broker: 0" in status and "Broker: 1" in status
+        for n in (0, 1):
+            log = (data_dir / f"broker-{n}.log").read_text()
+            assert log.count(f"stale registration of broker {n} expired") == 1
+            assert "Traceback" not in log
+    finally:
+        again.send_signal(signal.SIGINT)
+        out, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, out
 
 
 def serves_defaults(bootstrap: str) -> None:

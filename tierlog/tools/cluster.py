@@ -5,7 +5,9 @@
 with ``broker.rack`` naming this host's slot so that a host with many cores can run several
 brokers (one Python event loop each, about a core) while replicas still spread; without
 ``--zookeeper`` it also runs a ZooKeeper from Debian's package. Ctrl-C (or SIGTERM) stops
-the brokers cleanly (each moves its leaderships away first), then ZooKeeper.
+the brokers cleanly (each moves its leaderships away first), then ZooKeeper. Started again
+on the data dir of a cluster that was killed, the brokers first wait for ZooKeeper to
+expire the killed ones' registrations (it says so).
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from typing import IO, Any, TextIO
 
 from tierlog.tools.client_config import ClientSettings, ToolError
 
+# Well above a broker's wait for a killed run's registration of its id (24 s: the default
+# zookeeper.session.timeout.ms plus a margin, zk_brokers.stale_registration_bound_s).
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
+NOTICE_TIMEOUT_MS = 5_000
 
 
 def replication_settings(brokers: int) -> dict[str, str]:
@@ -63,6 +68,33 @@ def broker_overrides(
     if rack:
         overrides["broker.rack"] = rack
     return overrides
+
+
+def stale_registrations_notice(zookeeper: str, ids: range, out: TextIO) -> None:
+    """Say so when broker ids of ``ids`` are registered in ZooKeeper before any broker of
+    this cluster started. ZooKeeper keeps a killed broker's registration until its session
+    expires, and a ZooKeeper restarted on its data dir brings the old sessions back for a
+    session timeout. Each broker waits that out itself (``zk_brokers``); a ZooKeeper that
+    cannot be read is left for the brokers to report."""
+    from tierlog.broker.coordination.zk_brokers import stale_registration_bound_s
+    from tierlog.broker.coordination.zk_client import ZkClient
+    from tierlog.broker.coordination.zk_session import DEFAULT_SESSION_TIMEOUT_MS
+
+    try:
+        with ZkClient(zookeeper, connection_timeout_ms=NOTICE_TIMEOUT_MS) as zk:
+            stale = sorted(b for b in zk.brokers.live() if b in ids)
+    except Exception:
+        return
+    if stale:
+        wait_s = stale_registration_bound_s(DEFAULT_SESSION_TIMEOUT_MS / 1000)
+        print(
+            f"ZooKeeper still holds the registrations of brokers {_ids(stale)} (a previous"
+            f" run on this data dir that was killed?): the brokers wait up to {wait_s:.0f} s"
+            " for those sessions to expire, and stop if the ids are another running"
+            " cluster's",
+            file=out,
+            flush=True,
+        )
 
 
 class _Broker:
@@ -138,6 +170,7 @@ def start_cluster(
         print(f"zookeeper on {zookeeper} (data in {server.dir})", file=out, flush=True)
     running: list[_Broker] = []
     try:
+        stale_registrations_notice(zookeeper, range(brokers), out)
         for n in range(brokers):
             rack = f"rack-{n % racks}" if racks else None
             overrides = broker_overrides(n, port + n, data_dir, zookeeper, rack, brokers)

@@ -44,6 +44,7 @@ class CliError(Exception):
 
 def explain(exc: BaseException) -> CliError | None:
     """The one-line form of an expected failure, or None when ``exc`` is not one."""
+    from tierlog.broker.coordination.zk_errors import BrokerIdInUseError
     from tierlog.broker.meta_properties import InconsistentMetaError
     from tierlog.local.errors import DiskFullError
     from tierlog.local.log_manager import LogDirInUseError
@@ -53,7 +54,7 @@ def explain(exc: BaseException) -> CliError | None:
     for cause in causes(exc):
         if isinstance(cause, CliError):
             return cause
-        if isinstance(cause, DiskFullError):
+        if isinstance(cause, DiskFullError | BrokerIdInUseError):
             return CliError(str(cause))  # already one line with the way out
         if isinstance(cause, LogDirInUseError):
             return CliError(

@@ -109,7 +109,13 @@ class ZkCoordinator:
 
     async def start(self, me: BrokerRegistration) -> None:
         """Register this broker (ephemeral ``/brokers/ids/<id>``; its czxid is the broker
-        epoch, KIP-380), set the watches and wait for the first full view."""
+        epoch, KIP-380), set the watches and wait for the first full view. A registration
+        of this id left by a killed run is waited out first (``zk_brokers``), at most the
+        session timeout and a margin.
+
+        Raises:
+            BrokerIdInUseError: another broker with this id is still registered after that.
+        """
         self._me = BrokerInfo.plaintext(me.broker_id, me.host, me.port, me.rack)
         info = self._me
         self.broker_epoch = await self._call(lambda: self.zk.brokers.register(info))
@@ -340,7 +346,11 @@ class ZkCoordinator:
 
     async def _register_again(self, me: BrokerInfo) -> None:
         try:
-            self.broker_epoch = await self._call(lambda: self.zk.brokers.register(me))
+            # This session's old registration went with the old session; another one now
+            # is a live broker's: refuse at once rather than block the worker.
+            self.broker_epoch = await self._call(
+                lambda: self.zk.brokers.register(me, stale_timeout_s=0)
+            )
             log.info("registered again in ZooKeeper (broker epoch %d)", self.broker_epoch)
         except Exception:
             log.exception("registering again in ZooKeeper failed")
