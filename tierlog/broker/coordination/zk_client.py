@@ -16,10 +16,13 @@ here each ZooKeeper concern is its own small module over a shared session
   overrides, client quotas);
 - ``producer_ids`` (``zk_producer_ids``): producer id blocks.
 
-Paths and JSON come from ``zk_data`` alone; errors from ``zk_errors``. The security work
-adds its concerns the same way, one module each over the session: ACLs (``/kafka-acl``,
-``/kafka-acl-extended`` and their change notifications), SCRAM credentials
-(``/config/users``, through ``configs``) and dynamic broker configs (``/config/brokers``).
+Paths and JSON come from ``zk_data``; errors from ``zk_errors``. The security and Kafka 4
+work add their concerns the same way, one module each over the session, built here: ACLs
+(``/kafka-acl``, ``/kafka-acl-extended`` and their change notifications; their paths and
+JSON are the security layer's sans-I/O codec, ``tierlog.security.acl_zk``), SCRAM
+credentials (``/config/users/<user>``, an entity config beside the user's quotas: through
+``zk_configs``, with ``tierlog.security.scram_credentials`` for the value) and dynamic
+broker configs (``/config/brokers/<id>`` and ``/config/brokers/<default>``, the same).
 
 Threading: every method blocks on ZooKeeper round trips; see ``zk_session``.
 """
