@@ -291,7 +291,7 @@ class ZkCoordinator:
             update = self._cache.update()
         except Exception as exc:
             if not self._closed.is_set():
-                log.warning("reading the cluster state from ZooKeeper failed: %s (retrying)", exc)
+                log.warning("reading the cluster state from ZooKeeper failed: %r (retrying)", exc)
                 threading.Timer(0.2, self._dirty.set).start()
             return
         if update is None:
