@@ -60,6 +60,7 @@ from tierlog.broker.coordination.zk_cache_delta import (
     partition_state,
 )
 from tierlog.broker.coordination.zk_configs import EntityConfigs
+from tierlog.broker.coordination.zk_data import ZnodeData
 from tierlog.broker.coordination.zk_session import PathWatch, ZkSession
 
 log = logging.getLogger(__name__)
@@ -168,23 +169,13 @@ class ClusterCache:
         if changes.topic_list:
             delta.apply_listing(children[zk_data.TOPICS] or [])
         changes.states |= delta.apply_assignments(changes.topics, data)
-        cached, new = delta.late_state_reads(changes.states, data)
-        # A partition with a state watches it even while it is missing (its creation is
-        # news); one with a state whose znode is gone is being deleted with its topic.
-        for paths, watch_missing in ((cached, False), (new, True)):
-            if paths:
-                data.update(read_many(paths, (), watch, watch_missing=watch_missing)[0])
+        self._read_late_states(delta, changes.states, data)
         delta.apply_states(changes.states, data)
 
         quotas, config_seq = old.client_quotas, self._config_seq
         if changes.configs:
-            found = self._read_notifications(children[zk_data.CONFIG_CHANGES] or [], delta)
-            config_seq = found.last_seq
-            if found.quotas:
-                quotas = self._configs.client_quotas()
-            reconfigure = found.topics - delta.fresh
-            if reconfigure:
-                delta.apply_configs(self._read_configs(reconfigure))
+            notifications = children[zk_data.CONFIG_CHANGES] or []
+            quotas, config_seq = self._read_config_changes(notifications, delta)
 
         delta.drop_gone(old.topics)
         if delta.fresh:
@@ -204,6 +195,32 @@ class ClusterCache:
         if result is not None:
             self.snapshot = new_snapshot
         return result
+
+    def _read_late_states(
+        self, delta: TopicsDelta, states: set[Partition], data: dict[str, ZnodeData | None]
+    ) -> None:
+        """Read (into ``data``) the states the first round did not."""
+        cached, new = delta.late_state_reads(states, data)
+        # A partition with a state watches it even while it is missing (its creation is
+        # news); one with a state whose znode is gone is being deleted with its topic.
+        for paths, watch_missing in ((cached, False), (new, True)):
+            if paths:
+                read, _ = self._session.read_many(
+                    paths, (), self._watch, watch_missing=watch_missing
+                )
+                data.update(read)
+
+    def _read_config_changes(
+        self, notifications: list[str], delta: TopicsDelta
+    ) -> tuple[dict[str, dict[str, float]], int]:
+        """Apply what the new config change notifications name to ``delta`` (topic configs)
+        and return the client quotas (read again if named) and the last sequence applied."""
+        found = self._read_notifications(notifications, delta)
+        quotas = self._configs.client_quotas() if found.quotas else self.snapshot.client_quotas
+        reconfigure = found.topics - delta.fresh
+        if reconfigure:
+            delta.apply_configs(self._read_configs(reconfigure))
+        return quotas, found.last_seq
 
     # -- reads -------------------------------------------------------------------------------
 
