@@ -1,6 +1,7 @@
 """Integration tests reuse the remote tier's moto fixtures (one S3 server per session),
 share one real ZooKeeper per session (``zookeeper_server``), each test in its own chroot
-(``zk_connect``), and kill the brokers a test started (``brokers``)."""
+(``zk_connect``) with started ZkClients on it (``new_client``), and kill the brokers a test
+started (``brokers``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.broker.harness import BrokerProcess
+from tests.integration.zk_clients import SESSION_TIMEOUT_MS, ClientFactory
 from tests.remote.conftest import s3_bucket, s3_server  # noqa: F401
+from tierlog.broker.coordination.zk_client import ZkClient
 from tierlog.tools.zookeeper import INSTALL_HINT, ZK_SERVER_SH, ZooKeeperServer
 
 
@@ -33,6 +36,24 @@ def zk_connect(zookeeper_server: ZooKeeperServer) -> str:
     """A connect string with a chroot of its own, so tests sharing the server never see
     each other's znodes."""
     return f"{zookeeper_server.connect}/tierlog-test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def new_client(zk_connect: str) -> Iterator[ClientFactory]:
+    """Started ZkClients on the test's chroot, all stopped at the end."""
+    clients: list[ZkClient] = []
+
+    def make() -> ZkClient:
+        client = ZkClient(zk_connect, session_timeout_ms=SESSION_TIMEOUT_MS)
+        client.start()
+        clients.append(client)
+        return client
+
+    try:
+        yield make
+    finally:
+        for client in clients:
+            client.stop()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.integration.controllers import Cluster, active, running, wait_for
-from tests.integration.test_zk_client import expire_session
+from tests.integration.zk_clients import expire_session
 from tierlog.broker.controller import Controller
 from tierlog.broker.controller import alter_partition as ap
 from tierlog.broker.controller.context import ControllerContext, TopicPartition

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_zk_client import expire_session
+from tests.integration.zk_clients import expire_session
 from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.api import MetadataChange
 from tierlog.broker.coordination.zk_cache import ClusterCache, ClusterSnapshot
