@@ -10,8 +10,9 @@ tombstones and another tenth updated (lz4, confluent-kafka). The broker's log cl
 off (``log.cleaner.enable=false``) so every way reads the same records: a cleaner pass
 between two ways would leave the later ones less to read.
 
-Each way reads the whole topic from offset 0 into a fresh target, ``--rounds`` times
-(best round counts: noise only slows a round down):
+Each way reads the whole topic from offset 0 into a fresh target, ``--rounds`` times (3;
+the median of the rounds is reported with their spread, ``bench/reporting.py``, and the
+best round beside it):
 
 * ``dict_broker`` / ``dict_store``: ``rebuild_dict`` without / with ``remote_url``;
 * ``sqlite_broker`` / ``sqlite_store``: ``SqliteSink`` (one transaction per fetch, offsets
@@ -28,7 +29,7 @@ keys in the final state over the seconds (what a cache reload delivers);
 
 Run (from the repository root)::
 
-    .venv/bin/python bench/changelog_rebuild.py --quick        # 200k keys, ~1-2 min
+    .venv/bin/python bench/changelog_rebuild.py --quick        # 200k keys, ~2 min
     .venv/bin/python bench/changelog_rebuild.py                 # 1M keys, ~5 min
 
 The LAST line printed is one JSON object with every figure.
@@ -37,7 +38,6 @@ The LAST line printed is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -51,6 +51,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from procs import free_port, install_signal_handlers, start_process, wait_ready
+from reporting import Report
 from tierlog_ref import tierlog_command
 
 from tierlog.compaction.changelog import ChangelogReader, DictSink, SqliteSink
@@ -326,19 +327,21 @@ def measure(
         "seconds": round(best, 3),
         "rounds_s": [round(s, 3) for s in seconds],
         "keys_per_s": round(len(model) / best),
+        "rounds_keys_per_s": [round(len(model) / s) for s in seconds],
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="200k keys, 2 rounds")
+    parser.add_argument("--quick", action="store_true", help="200k keys")
     parser.add_argument("--keys", type=int)
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     keys = args.keys or (200_000 if args.quick else 1_000_000)
-    rounds = args.rounds or (2 if args.quick else 3)
+    rounds = args.rounds or 3
     install_signal_handlers()
+    report = Report("changelog_rebuild", quick=args.quick)
     work = Path(tempfile.mkdtemp(prefix="changelog-bench-"))
     proc = None
     try:
@@ -372,8 +375,14 @@ def main() -> int:
             for target in ("dict", "sqlite")
             for way in ("broker", "store")
         }
-        figures = {
-            "bench": "changelog_rebuild",
+        for target in ("dict", "sqlite"):
+            for way in ("broker", "store"):
+                ways_ = {
+                    f"tierlog {way}": results[f"{target}_{way}"]["rounds_keys_per_s"],
+                    "confluent-kafka": results[f"{target}_confluent"]["rounds_keys_per_s"],
+                }
+                report.side_by_side(f"rebuild {target} via {way}", ways_, unit="keys/s")
+        report.data.update({
             "keys": len(model),
             "records": sizes["records"],
             "remote_records": sizes["remote_records"],
@@ -383,7 +392,7 @@ def main() -> int:
             "cpus": os.cpu_count(),
             **results,
             **ratios,
-        }
+        })  # fmt: skip
     finally:
         if proc is not None:
             proc.stop()
@@ -391,8 +400,7 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
         else:
             log(f"work directory kept: {work}")
-    print(json.dumps(figures, sort_keys=True))
-    return 0
+    return report.finish()
 
 
 if __name__ == "__main__":

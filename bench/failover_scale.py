@@ -36,7 +36,8 @@ first on the path)::
 
 It uses only what both the old and the new cache have (``ZkCoordinator(connect, id,
 session_timeout_ms=...)``, ``.zk.start()``, ``._read_snapshot()``). Progress goes to
-stderr; the LAST line on stdout is one JSON object (``tierlog_from`` names the tree used).
+stderr; the LAST line on stdout is one JSON object (``tierlog_from`` names the tree used,
+``load_average`` the 1-minute load at the start and the end).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ import procs
 from cluster import WORK, Cluster, say, start_tierlog
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from reporting import Report
 
 SESSION_TIMEOUT_MS = 2000  # the colleague's measurement (issue 9's scale note) used 2 s
 PER_TOPIC = 50
@@ -286,14 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = WORK / "runs" / time.strftime("failover-scale-%Y%m%d-%H%M%S")
     import tierlog
 
-    report: dict[str, Any] = {
-        "bench": "failover_scale",
-        "tierlog_from": str(Path(tierlog.__file__).resolve().parent.parent),
-        "session_timeout_ms": SESSION_TIMEOUT_MS,
-        "load_before": os.getloadavg(),
-        "results": [],
-    }
-    started = time.monotonic()
+    reported = Report("failover_scale", quick=False, out=sys.stderr)
+    report = reported.data
+    report.update(
+        tierlog_from=str(Path(tierlog.__file__).resolve().parent.parent),
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        results=[],
+    )
     try:
         for total in (int(x) for x in args.partitions.split(",")):
             say(f"{total} partitions (3 brokers, RF 3), logs in {run_dir}")
@@ -304,10 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         report["interrupted"] = type(exc).__name__
     finally:
         procs._kill_all()
-    report["load_after"] = os.getloadavg()
-    report["seconds"] = round(time.monotonic() - started, 1)
-    print(json.dumps(report, separators=(",", ":")), flush=True)
-    return 130 if "interrupted" in report else 0
+    return reported.finish(interrupted=report.pop("interrupted", None))
 
 
 if __name__ == "__main__":

@@ -17,9 +17,12 @@ MiB/s and CPU per MiB of the reading process.
 Run (from the repository root)::
 
     .venv/bin/python bench/intake.py                   # ~30 s
+    .venv/bin/python bench/intake.py --quick           # 100 frames, 3 rounds
     .venv/bin/python bench/intake.py --frames 500 --rounds 5
 
-Human-readable lines go to stderr; the LAST line on stdout is one JSON object of figures.
+Human-readable lines go to stderr, with the median of each path's rounds, their spread and
+the ratio of the medians (``bench/reporting.py``); the LAST line on stdout is one JSON
+object of figures.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import json
 import socket
 import statistics
 import struct
@@ -42,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kio.index import load_request_schema  # noqa: E402
+from reporting import LOWER, Report  # noqa: E402
 
 from tierlog.protocol import ApiKey, Request, encode_request  # noqa: E402
 from tierlog.protocol.kio_build import build  # noqa: E402
@@ -164,20 +167,24 @@ async def one_round(server_module: Any, frames: int) -> dict[str, float]:
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--frames", type=int, default=300, help="1 MiB frames per round")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds per path (alternating)")
+    parser.add_argument("--quick", action="store_true", help="100 frames, 3 rounds")
+    parser.add_argument("--frames", type=int, help="1 MiB frames per round (300; quick 100)")
+    parser.add_argument("--rounds", type=int, help="rounds per path, alternating (5; quick 3)")
     parser.add_argument("--old-rev", default=OLD_REV, help="git revision of the old path")
     parser.add_argument("--client", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--sender", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
         client(*args.client)
-        return
+        return 0
     if args.sender:
         sender(args.sender)
-        return
+        return 0
+    args.frames = args.frames or (100 if args.quick else 300)
+    args.rounds = args.rounds or (3 if args.quick else 5)
+    report = Report("intake", quick=args.quick, out=sys.stderr)
     from tierlog.broker import server as new_server
     from tierlog.client import async_connection as new_connection
 
@@ -189,7 +196,8 @@ def main() -> None:
             new_connection,
         ),
     }
-    summary: dict[str, Any] = {"frames": args.frames, "rounds": args.rounds}
+    summary: dict[str, Any] = report.data
+    summary.update(frames=args.frames, rounds=args.rounds, old_rev=args.old_rev)
     for case, (run, old, new) in cases.items():
         results: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
         for round_no in range(args.rounds):
@@ -215,8 +223,12 @@ def main() -> None:
             new_f["cpu_us_per_mib_median"] / old_f["cpu_us_per_mib_median"], 2
         )
         summary[case] = figures
-    print(json.dumps(summary))
+        mib_s = {name: [r["mib_s"] for r in results[name]] for name in ("new", "old")}
+        report.side_by_side(f"{case} intake", mib_s, unit="MiB/s")
+        cpu = {name: [r["cpu_us_per_mib"] for r in results[name]] for name in ("new", "old")}
+        report.side_by_side(f"{case} intake CPU", cpu, unit="us per MiB", better=LOWER)
+    return report.finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

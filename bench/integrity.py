@@ -16,24 +16,26 @@ unthrottled) is measured by bench/storage.py (``--only checks``: the "scrub" fig
 Run (from the repository root)::
 
     .venv/bin/python bench/integrity.py            # ~2 minutes
+    .venv/bin/python bench/integrity.py --quick    # 3 rounds, 128 MiB backlog, 5 s
     .venv/bin/python bench/integrity.py --rounds 1 --backlog-mb 128 --seconds 5
 
-Human-readable lines go to stderr; the LAST line on stdout is one JSON object of figures.
+Human-readable lines go to stderr, with the median of each mode's rounds, their spread and
+the ratio of the medians (``bench/reporting.py``); the LAST line on stdout is one JSON
+object of figures.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import procs
 import tierlog_ref
+from reporting import LOWER, Report
 from workloads import Plan, Target, produce_latency, write_backlog
 
 READY_TIMEOUT = 60.0
@@ -74,20 +76,23 @@ def one_round(run_dir: Path, mode: str, args: argparse.Namespace) -> dict[str, A
         proc.stop()
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="128 MiB backlog, 5 s rounds")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per mode (default 3)")
-    parser.add_argument("--backlog-mb", type=int, default=512, help="closed data to scrub")
+    parser.add_argument("--backlog-mb", type=int, help="closed data to scrub (512; quick 128)")
     parser.add_argument("--rate", type=int, default=2000, help="produce msgs/s (default 2000)")
-    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds")
+    parser.add_argument("--seconds", type=float, help="measured seconds (10; quick 5)")
     parser.add_argument("--scrub-mb-s", type=float, default=64.0, help="scrubber MiB/s when on")
     args = parser.parse_args()
+    args.backlog_mb = args.backlog_mb or (128 if args.quick else 512)
+    args.seconds = args.seconds or (5.0 if args.quick else 10.0)
     procs.install_signal_handlers()
     reason = tierlog_ref.unavailable_reason()
     if reason is not None:
         say(f"tierlog unavailable: {reason}")
-        sys.exit(1)
-    started = time.monotonic()
+        return 1
+    report = Report("integrity", quick=args.quick, out=sys.stderr)
     results: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-integrity-") as tmp:
         for n in range(args.rounds):
@@ -109,19 +114,14 @@ def main() -> None:
         }
     off, on = figures["off"]["p99_ms_median"], figures["on"]["p99_ms_median"]
     ratio = round(on / off, 3) if off and on else None
-    say(f"produce p99, scrubber on / off (median of {args.rounds}): {on} / {off} ms = {ratio}")
-    print(
-        json.dumps(
-            {
-                "bench": "integrity",
-                "plan": vars(args),
-                "rounds": results,
-                "figures": {**figures, "p99_ratio_on_off": ratio},
-                "seconds": round(time.monotonic() - started, 1),
-            }
-        )
+    for key in ("p99_ms", "p50_ms"):
+        modes = {f"scrubber {m}": [r.get(key) for r in results[m]] for m in ("on", "off")}
+        report.side_by_side(f"produce {key[:3]}", modes, unit="ms", better=LOWER)
+    report.data.update(
+        plan=vars(args), rounds=results, figures={**figures, "p99_ratio_on_off": ratio}
     )
+    return report.finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -246,4 +246,4 @@ def describe(figure: Mapping[str, Any]) -> str:
         verdict = {True: "met", False: "NOT met", None: "unknown"}[figure["meets_goal"]]
         ratio += f" (goal {sign} {figure['goal']:g}: {verdict})"
     head = f"  {figure['name']} [{figure['unit']}, {figure['better']} is better]"
-    return f"{head:<52} " + "  ".join(cells) + "  " + ratio
+    return f"{head:<60} " + "  ".join(cells) + "  " + ratio

@@ -5,7 +5,7 @@ measured side by side in one run and reported as ratios, because these machines 
 the last line printed is one JSON object with every figure.
 
 1. Append: ``Log.append`` of 1 MiB and 16 KiB batches of 200-byte records vs ``os.write``
-   of the same bytes to one file (the limit). Each round alternates the two, best of N.
+   of the same bytes to one file (the limit). Each round alternates the two, N rounds.
    Also 1 MiB batches of records of varied sizes (100-300 bytes): the record count
    (issue 10, item 5) finds runs of same-size records with one numpy compare, so the
    fixed-size batches show its fast case and these its slow one.
@@ -24,7 +24,11 @@ the last line printed is one JSON object with every figure.
 6. Roll (issue 10, "Full disk"): ``Log.roll`` with the indexes' first blocks reserved by
    ``posix_fallocate`` (what the broker does) vs sparse indexes (before it, still the
    fallback where the file system has no fallocate), and vs reserving both whole 10 MiB
-   indexes for scale. Each round alternates the three, best of N.
+   indexes for scale. Each round alternates the three, N rounds.
+
+Every side-by-side figure is printed at the end as the median of its rounds with their
+spread (min-max) and the ratio of the medians (``bench/reporting.py``); the figures of each
+part keep the best rounds, as before.
 """
 
 from __future__ import annotations
@@ -32,17 +36,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import json
 import os
 import random
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
+
+from reporting import LOWER, Report
 
 from tierlog.local import index as index_module
 from tierlog.local.config import LogConfig
@@ -119,7 +126,8 @@ def bench_append(
     batches = make_batches(batch_bytes, varied=varied)
     n = max(1, total_bytes // len(batches[0]))
     config = LogConfig.from_props({"segment.bytes": str(256 * MiB)})
-    best_log = best_raw = float("inf")
+    logs: list[float] = []
+    raws: list[float] = []
     raw_path = work / "raw.bin"
     for _ in range(rounds):
         # Kafka's default flush policy never fsyncs on append and flushes a rolled segment
@@ -134,17 +142,20 @@ def bench_append(
         # Write back what earlier rounds left dirty, so neither side is throttled by the
         # other's page cache (balance_dirty_pages), then time each.
         os.sync()
-        best_raw = min(best_raw, timed(partial(write_raw, raw_path, batches, n)))
+        raws.append(timed(partial(write_raw, raw_path, batches, n)))
         raw_path.unlink()
         os.sync()
-        best_log = min(best_log, timed(partial(append_all, log, batches, n)))
+        logs.append(timed(partial(append_all, log, batches, n)))
         log.close()
         shutil.rmtree(log.directory)
     size = n * len(batches[0])
+    best_log, best_raw = min(logs), min(raws)
     return {
         "log_mb_s": size / best_log / 1e6,
         "raw_mb_s": size / best_raw / 1e6,
         "ratio": best_raw / best_log,
+        "rounds_log_mb_s": [size / s / 1e6 for s in logs],
+        "rounds_raw_mb_s": [size / s / 1e6 for s in raws],
         "batches": n,
         "batch_bytes": len(batches[0]),
     }
@@ -286,14 +297,16 @@ def rolls(work: Path, mode: str, count: int, batch: bytes) -> float:
     return spent / count
 
 
-def bench_roll(work: Path, count: int, rounds: int) -> dict[str, float]:
+def bench_roll(work: Path, count: int, rounds: int) -> dict[str, Any]:
     batch = make_batches(1024, distinct=1)[0]
-    best = {"sparse": float("inf"), "chunk": float("inf"), "whole": float("inf")}
+    seconds: dict[str, list[float]] = {"sparse": [], "chunk": [], "whole": []}
     for _ in range(rounds):
-        for mode in best:
+        for mode, spent in seconds.items():
             os.sync()
-            best[mode] = min(best[mode], rolls(work, mode, count, batch))
+            spent.append(rolls(work, mode, count, batch))
+    best = {mode: min(spent) for mode, spent in seconds.items()}
     return {
+        "rounds_us": {mode: [s * 1e6 for s in spent] for mode, spent in seconds.items()},
         "sparse_us": best["sparse"] * 1e6,
         "chunk_us": best["chunk"] * 1e6,
         "whole_us": best["whole"] * 1e6,
@@ -366,7 +379,7 @@ def send_whole_files(log: Log, out: int) -> None:
             sent += os.sendfile(out, segment.fd, sent, total - sent)
 
 
-def bench_read(work: Path, total_bytes: int, rounds: int) -> dict[str, float]:
+def bench_read(work: Path, total_bytes: int, rounds: int) -> dict[str, Any]:
     config = LogConfig.from_props({"segment.bytes": str(128 * MiB)})
     log = Log(work / "read-0", config, had_clean_shutdown=True)
     batches = make_batches(16 * 1024)
@@ -380,18 +393,22 @@ def bench_read(work: Path, total_bytes: int, rounds: int) -> dict[str, float]:
         with open(segment.path, "rb") as f:
             while f.read(8 * MiB):
                 pass
-    best_slices = best_whole = float("inf")
+    slices: list[float] = []
+    wholes: list[float] = []
     for _ in range(rounds):
         sink = DrainedSocket()
         out = sink.send.fileno()
-        best_whole = min(best_whole, timed(partial(send_whole_files, log, out)))
-        best_slices = min(best_slices, timed(partial(send_slices, log, plan, out)))
+        wholes.append(timed(partial(send_whole_files, log, out)))
+        slices.append(timed(partial(send_slices, log, plan, out)))
         sink.close()
     log.close()
+    best_slices, best_whole = min(slices), min(wholes)
     return {
         "slices_mb_s": size / best_slices / 1e6,
         "whole_file_mb_s": size / best_whole / 1e6,
         "ratio": best_whole / best_slices,
+        "rounds_slices_mb_s": [size / s / 1e6 for s in slices],
+        "rounds_whole_file_mb_s": [size / s / 1e6 for s in wholes],
         "fetches": len(plan),
         "bytes": size,
     }
@@ -508,7 +525,33 @@ def bench_memory(work: Path, total_bytes: int) -> dict[str, float]:
     }
 
 
-def main() -> None:
+# Goals of the ratios to the OS limits (BENCHMARKS.md's storage table).
+APPEND_GOALS = {"append_1mib": 0.8, "append_16kib": 0.5, "append_1mib_varied": 0.8}
+READ_GOAL = 0.9
+
+
+def side_by_side(report: Report, figures: dict[str, Any]) -> None:
+    """Appends against ``os.write``, reads against ``sendfile`` of whole files, rolls with
+    reserved index blocks against sparse ones: medians and spreads of the rounds."""
+    for name, goal in APPEND_GOALS.items():
+        if name in figures:
+            f = figures[name]
+            rounds = {"Log.append": f["rounds_log_mb_s"], "os.write": f["rounds_raw_mb_s"]}
+            report.side_by_side(name.replace("_", " "), rounds, unit="MB/s", goal=goal)
+    if "read_sendfile" in figures:
+        f = figures["read_sendfile"]
+        rounds = {
+            "Log.read slices": f["rounds_slices_mb_s"],
+            "whole files": f["rounds_whole_file_mb_s"],
+        }
+        report.side_by_side("read with sendfile", rounds, unit="MB/s", goal=READ_GOAL)
+    if "roll" in figures:
+        us = figures["roll"]["rounds_us"]
+        rounds = {"reserved blocks": us["chunk"], "sparse": us["sparse"]}
+        report.side_by_side("roll", rounds, unit="us", better=LOWER)
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
@@ -520,9 +563,10 @@ def main() -> None:
     args = parser.parse_args()
     only = set(args.only.split(","))
     scale = 8 if args.quick else 1
+    report = Report("storage", quick=args.quick)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tierlog-bench-"))
     base.mkdir(parents=True, exist_ok=True)
-    figures: dict[str, object] = {}
+    figures: dict[str, Any] = report.data
     try:
         appends: dict[str, dict[str, float]] = {}
         for name, size, varied in (
@@ -570,10 +614,11 @@ def main() -> None:
             _rest(base, scale, figures, only)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print(json.dumps({"bench": "storage", "quick": args.quick, **figures}))
+    side_by_side(report, figures)
+    return report.finish()
 
 
-def _rest(base: Path, scale: int, figures: dict[str, object], only: set[str]) -> None:
+def _rest(base: Path, scale: int, figures: dict[str, Any], only: set[str]) -> None:
     if "read" in only:
         figures["read_sendfile"] = r = bench_read(base, 1024 * MiB // scale, rounds=3)
         print(
@@ -606,4 +651,4 @@ def _rest(base: Path, scale: int, figures: dict[str, object], only: set[str]) ->
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
