@@ -14,7 +14,9 @@ Both brokers run as single nodes on 127.0.0.1 (Kafka in KRaft mode, jars from
               roll the last data segment (the active segment is never cleaned), and
               ``min.compaction.lag.ms=0`` lets the next cleaner round take the whole log,
               all of it dirty, in one pass. A 256 MiB pass before them is not counted
-              (Kafka's JIT, tierlog's worker start). Figures come from each broker's own report:
+              (Kafka's JIT, tierlog's worker start); then ``--rounds`` (3) measured passes
+              per broker, their median and spread reported (``bench/reporting.py``), the
+              fastest beside them. Figures come from each broker's own report:
               tierlog's INFO line (logger ``tierlog.compaction.cleaner``), Kafka's
               ``Log cleaner thread 0 cleaned log ...`` block (its LogCleaner logger at INFO,
               see ``kafka_ref.LOG4J2_YAML``).
@@ -59,13 +61,10 @@ and the latency probe are only ever used together, and read best in one place.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import random
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -77,6 +76,7 @@ from typing import Any
 import confluent_kafka
 import kafka_ref
 import procs
+import reporting
 import tierlog_ref
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import (
@@ -88,9 +88,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from procs import ManagedProcess
+from reporting import LOWER, Report
 
 WORK = Path(__file__).resolve().parent / ".work"  # git-ignored
-ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 MB = 1e6
 READY_TIMEOUT = 120.0
@@ -618,33 +618,6 @@ def latency(broker: Broker, plan: Plan) -> dict[str, Any]:
 # -- the run -----------------------------------------------------------------------------------
 
 
-def tierlog_source() -> dict[str, Any]:
-    """Which tierlog the broker imports (``PYTHONPATH`` may point it at a snapshot, e.g. a
-    ``git archive`` of one commit while others edit the working tree), and the
-    repository's HEAD and whether its tierlog/ has uncommitted changes."""
-    info: dict[str, Any] = {"version": metadata.version("tierlog")}
-    done = subprocess.run(
-        [str(Path(sys.executable)), "-c", "import tierlog; print(tierlog.__file__)"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=Path(sys.executable).parent,  # as the tierlog script runs: no cwd on sys.path
-    )
-    package = Path(done.stdout.strip()).parent if done.returncode == 0 else None
-    info["package"] = str(package)
-    info["package_is_this_repository"] = package == ROOT / "tierlog"
-    git = shutil.which("git")
-    if git is not None:
-
-        def run(*argv: str) -> str:
-            cmd = (git, "-C", str(ROOT), *argv)
-            return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
-
-        info["repository_head"] = run("rev-parse", "--short", "HEAD")
-        info["repository_tierlog_changed"] = bool(run("status", "--porcelain", "--", "tierlog"))
-    return info
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=(__doc__ or "").splitlines()[0],
@@ -660,7 +633,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--latency-rate", type=int, default=1000, help="probe msgs/s (1000)")
     parser.add_argument(
-        "--rounds", type=int, default=2, help="measured passes per broker, best counts (2)"
+        "--rounds", type=int, default=3, help="measured passes per broker, median reported (3)"
     )
     parser.add_argument(
         "--warm-up-mib", type=float, default=256, help="uncounted first pass, MiB (256)"
@@ -716,7 +689,8 @@ def one_pass(broker: Broker, topic: str, plan: Plan, records: int) -> dict[str, 
 
 
 def run_broker(broker: Broker, plan: Plan, with_latency: bool) -> dict[str, Any]:
-    """Warm-up pass, ``plan.rounds`` measured passes (the fastest counts), then latency."""
+    """Warm-up pass, ``plan.rounds`` measured passes (their median and spread are reported,
+    the fastest beside them), then latency."""
     out: dict[str, Any] = {}
     # Not counted: compiles Kafka's cleaner (JIT), starts tierlog's worker process. Kafka
     # measured 78-82 MB/s on 128 MiB passes after a 16 MiB warm-up, and 211 MB/s on its
@@ -727,7 +701,11 @@ def run_broker(broker: Broker, plan: Plan, with_latency: bool) -> dict[str, Any]
         one_pass(broker, f"compaction-bench-{r}", plan, plan.records) for r in range(plan.rounds)
     ]
     best = max(rounds, key=lambda r: r["dirty_mb_s"] or 0.0)
-    out["throughput"] = {**best, "rounds_dirty_mb_s": [r["dirty_mb_s"] for r in rounds]}
+    out["throughput"] = {
+        **best,
+        "rounds_dirty_mb_s": [r["dirty_mb_s"] for r in rounds],
+        "rounds_dirty_mb_per_cpu_s": [r.get("dirty_mb_per_cpu_s") for r in rounds],
+    }
     if with_latency:
         say(f"[{broker.name}] latency: {plan.latency_rate} msgs/s while cleaning, then idle")
         out["latency"] = lat = latency(broker, plan)
@@ -744,7 +722,37 @@ def run_broker(broker: Broker, plan: Plan, with_latency: bool) -> dict[str, Any]
     return out
 
 
+def side_by_side(report: Report) -> None:
+    """tierlog's cleaner against Kafka's: medians and spreads of the passes (and the one
+    latency window of each) by ``bench/reporting.py``."""
+    b = report.data["brokers"]
+
+    def per_broker(section: str, key: str) -> dict[str, list[Any]]:
+        return {
+            name: b.get(name, {}).get(section, {}).get(key) or [] for name in ("tierlog", "kafka")
+        }
+
+    if any(per_broker("throughput", "rounds_dirty_mb_s").values()):
+        mb_s = per_broker("throughput", "rounds_dirty_mb_s")
+        report.side_by_side("cleaner pass", mb_s, unit="MB/s of dirty log", goal=1.0)
+        per_cpu = per_broker("throughput", "rounds_dirty_mb_per_cpu_s")
+        report.side_by_side("cleaner pass per CPU second", per_cpu, unit="MB/CPU s")
+        per_key = {
+            name: [b.get(name, {}).get("throughput", {}).get("map_bytes_per_key")]
+            for name in ("tierlog", "kafka")
+        }
+        report.side_by_side("offset map bytes per key", per_key, unit="B", better=LOWER)
+    p99 = {
+        name: [b.get(name, {}).get("latency", {}).get("p99_ratio_cleaning_idle")]
+        for name in ("tierlog", "kafka")
+    }
+    if any(v != [None] for v in p99.values()):
+        # Issue 26 item 6: produce p99 while cleaning over idle, no worse than Kafka's.
+        report.side_by_side("produce p99 cleaning/idle", p99, unit="x", better=LOWER, goal=1.0)
+
+
 def summarise(report: dict[str, Any]) -> dict[str, Any]:
+    """The best passes, as reported before medians (``summary`` in the JSON)."""
     b = report["brokers"]
     t = b.get("tierlog", {}).get("throughput", {})
     k = b.get("kafka", {}).get("throughput", {})
@@ -784,25 +792,18 @@ def main(argv: list[str] | None = None) -> int:
     procs.install_signal_handlers()
     plan = make_plan(args)
     run_dir = WORK / "runs" / time.strftime("compaction-%Y%m%d-%H%M%S")
-    report: dict[str, Any] = {
-        "bench": "compaction",
-        "quick": args.quick,
-        "plan": {
-            **asdict(plan),
-            "records": plan.records,
-            "latency_records": plan.latency_records(),
-        },
-        "cleaner_settings": CLEANER,
-        "env": {
-            "cpus": os.cpu_count(),
-            "loadavg_start": os.getloadavg(),
-            "python": platform.python_version(),
-            "confluent_kafka": metadata.version("confluent-kafka"),
-            "librdkafka": confluent_kafka.libversion()[0],
-            "tierlog": tierlog_source(),
-        },
-        "brokers": {},
-    }
+    reported = Report("compaction", quick=args.quick)
+    reported.data["env"].update(
+        confluent_kafka=metadata.version("confluent-kafka"),
+        librdkafka=confluent_kafka.libversion()[0],
+        tierlog=reporting.tierlog_source(),
+    )
+    report = reported.data
+    report.update(
+        plan={**asdict(plan), "records": plan.records, "latency_records": plan.latency_records()},
+        cleaner_settings=CLEANER,
+        brokers={},
+    )
     say(
         f"compaction bench: {plan.data_bytes / MiB:,.0f} MiB of {plan.value_bytes}-byte values "
         f"over {plan.keys:,} keys, segment.bytes {plan.segment_bytes // MiB} MiB; logs in {run_dir}"
@@ -838,9 +839,8 @@ def main(argv: list[str] | None = None) -> int:
         for broker in brokers:
             if broker.proc.alive():
                 broker.proc.stop()
-    report["env"]["loadavg_end"] = os.getloadavg()
     report["summary"] = summary = summarise(report)
-    say("summary:")
+    say("best passes:")
     say(
         f"  cleaner throughput (MB of dirty log / s of the pass): tierlog "
         f"{summary['tierlog_dirty_mb_s']}  kafka {summary['kafka_dirty_mb_s']}  "
@@ -861,8 +861,8 @@ def main(argv: list[str] | None = None) -> int:
             cleaning, idle = summary[f"{name}_p99_ms_cleaning"], summary[f"{name}_p99_ms_idle"]
             ratio = summary[f"{name}_p99_ratio_cleaning_idle"]
             say(f"  {name} produce p99: cleaning {cleaning} ms / idle {idle} ms = {ratio}")
-    print(json.dumps(report, separators=(",", ":")), flush=True)
-    return 130 if "interrupted" in report else 0
+    side_by_side(reported)
+    return reported.finish(interrupted=report.pop("interrupted", None))
 
 
 if __name__ == "__main__":
