@@ -304,6 +304,7 @@ def consume_backlog(
     isolation: str = "read_uncommitted",
     wanted: int | None = None,
     stats: list[str] | None = None,
+    ids: list[bytes] | None = None,
 ) -> dict[str, Any]:
     """Read the whole partition from offset 0 with an assigned (group-less) consumer.
 
@@ -317,6 +318,8 @@ def consume_backlog(
             right only without transactions (markers and aborted records are never read
             by a ``read_committed`` consumer).
         stats: if given, librdkafka's statistics JSON is appended to it every second.
+        ids: if given, the first 8 bytes of every record's value are appended to it (the
+            record's number, for checking which records were read, not only how many).
     """
     if wanted is None:
         wanted = _Watermarks(target, topic).high()
@@ -336,7 +339,10 @@ def consume_backlog(
                     errors += 1
                     continue
                 got += 1
-                size += len(msg.value() or b"")
+                value = msg.value() or b""
+                size += len(value)
+                if ids is not None:
+                    ids.append(value[:8])
             if not t_first and got:
                 t_first, first_got = time.perf_counter(), got
         t_end = time.perf_counter()
