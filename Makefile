@@ -11,7 +11,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction bench-transactions clean setup
+.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction bench-transactions bench-summary clean setup
 
 setup: $(STAMP)
 
@@ -108,6 +108,12 @@ bench-compaction: $(STAMP)
 # consume: tierlog vs Kafka (jars as for bench-throughput); profiles tierlog where slower.
 bench-transactions: $(STAMP)
 	$(BIN)/python bench/transactions.py
+
+# Every side-by-side figure of every benchmark in one table: each benchmark's quick variant
+# three times, the median of the runs, a check of the file:// remote tier's two ratios, and
+# one JSON line last (bench/summary.py; about 1.5 hours on 2 cores). Quick runs are not claims.
+bench-summary: $(STAMP) $(JARS) zookeeper
+	$(BIN)/python bench/summary.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
