@@ -7,7 +7,8 @@ printed is one JSON object with every figure; the lines before it are for people
    source runs on segment bytes and Fetch responses, in records/s on ONE core (one thread,
    pyarrow's pool set to one thread; best of N passes, since the machine is shared). The
    data is what producers send: 200-byte records (a 10-20 byte user-id key and a JSON-ish
-   activity event whose fields vary, so compression ratios are realistic), batched
+   activity event whose fields vary, so compression ratios are realistic; the median of
+   the passes is reported with their spread, the best beside it), batched
 
    * like librdkafka (``batch.size`` 1,000,000 bytes; its snappy is one raw block), and
    * like the Java client (``batch.size`` 16 KiB; snappy in xerial framing),
@@ -19,7 +20,8 @@ printed is one JSON object with every figure; the lines before it are for people
    which is what every call ran before the numpy fast path), decompression alone
    (``codecs.decompress`` per batch: the bound the codec sets) and the CRC-32C check alone.
 2. ``spark`` — the tierlog data source vs Spark's own Kafka source reading the same,
-   mostly cold topic through one Spark session (``bench/spark_sources.py`` says how).
+   mostly cold topic through one Spark session, both through the tierlog broker and, from
+   an Apache Kafka broker holding the same records (``bench/spark_sources.py`` says how).
 3. ``sink`` — the tierlog sink vs Spark's own Kafka sink writing the same DataFrame to a
    tierlog broker (``bench/spark_sinks.py`` says how).
 """
@@ -28,16 +30,17 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import random
 import struct
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 import pyarrow as pa
 from crc32c import crc32c
+from reporting import Report
 
 from tierlog.records import arrow
 from tierlog.records.arrow import to_record_batches
@@ -150,13 +153,15 @@ def group_calls(batches: list[bytes], call_bytes: int) -> list[bytes]:
     return calls
 
 
-def best_of(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[float, float]]:
-    """Best wall and CPU seconds of each function over ``repeats`` rounds.
+def timed_rounds(
+    fns: Mapping[str, Callable[[], object]], repeats: int
+) -> dict[str, list[tuple[float, float]]]:
+    """Wall and CPU seconds of each function in each of ``repeats`` rounds.
 
     The functions alternate within each round, so a noisy neighbour slows all of them
     alike; gc stays on, as in use.
     """
-    best = {name: (float("inf"), float("inf")) for name in fns}
+    rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
     for fn in fns.values():
         fn()  # warm-up: imports, codec libraries, caches
     for _ in range(repeats):
@@ -164,9 +169,8 @@ def best_of(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, tup
             gc.collect()
             wall, cpu = time.perf_counter(), time.process_time()
             fn()
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
-    return best
+            rounds[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return rounds
 
 
 def bench_decode(args: argparse.Namespace) -> dict[str, Any]:
@@ -205,9 +209,17 @@ def _bench_decode(args: argparse.Namespace) -> dict[str, Any]:
             fns["crc"] = partial(check_all, calls)
             if codec:
                 fns["decompress"] = partial(decompress_all, batches, codec)
-            best = best_of(fns, repeats)
+            rounds = timed_rounds(fns, repeats)
+            best = {
+                name: (min(w for w, _ in t), min(c for _, c in t)) for name, t in rounds.items()
+            }
             wall, cpu = best["decode"]
+            r: dict[str, Any]
             per_codec[codec.name.lower()] = r = {
+                "rounds_records_per_s": [count / w for w, _ in rounds["decode"]],
+                "rounds_reference_records_per_s": (
+                    [count / w for w, _ in rounds["reference"]] if args.reference else None
+                ),
                 "records_per_s": count / wall,
                 "us_per_record": wall / count * 1e6,
                 "cpu_over_wall": cpu / wall,
@@ -260,12 +272,43 @@ def check_all(calls: list[bytes]) -> None:
             pass
 
 
-def main(argv: list[str] | None = None) -> None:
+def side_by_side(report: Report, figures: dict[str, Any]) -> None:
+    """Medians and spreads of the passes: the fast decode path against the reference one
+    per batch shape and codec, the sources (the tierlog source against Spark's Kafka source
+    through the tierlog broker and from Apache Kafka), the sinks."""
+    for shape in SHAPES:
+        for codec, r in figures.get("decode", {}).get(shape, {}).items():
+            if r.get("rounds_reference_records_per_s"):
+                paths = {
+                    "fast path": r["rounds_records_per_s"],
+                    "reference": r["rounds_reference_records_per_s"],
+                }
+                report.side_by_side(f"decode {shape} {codec}", paths, unit="records/s")
+    spark = figures.get("spark", {})
+    for key, label in (
+        ("kafka", "Kafka source via tierlog"),
+        ("kafka_on_kafka", "Kafka source on Apache Kafka"),
+    ):
+        if spark.get("rounds_records_per_s", {}).get(key):
+            rates = {"tierlog source": spark["rounds_records_per_s"]["tierlog"]}
+            rates[label] = spark["rounds_records_per_s"][key]
+            # Issue 5's goal: twice the rate of Spark's own Kafka source.
+            report.side_by_side(f"spark read vs {label}", rates, unit="records/s", goal=2.0)
+    sink = figures.get("sink", {})
+    if sink.get("all_s"):
+        rates = {
+            f"{name} sink": [sink["records"] / t for t in sink["all_s"][name]]
+            for name in ("tierlog", "kafka")
+        }
+        report.side_by_side("spark write", rates, unit="rows/s")
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--only", choices=["decode", "spark", "sink"], help="run one section only")
     parser.add_argument("--records", type=int, help="records per log (100,000; quick 20,000)")
-    parser.add_argument("--repeats", type=int, help="timed passes, best kept (7; quick 3)")
+    parser.add_argument("--repeats", type=int, help="timed passes (7; quick 3)")
     parser.add_argument("--call-mib", type=float, default=4.0, help="wire MiB per call (4)")
     parser.add_argument(
         "--no-reference",
@@ -280,13 +323,17 @@ def main(argv: list[str] | None = None) -> None:
         "--spark-records", type=int, help="records in the Spark section's topic (2M; quick 200k)"
     )
     parser.add_argument(
-        "--spark-repeats", type=int, help="timed passes per source or sink (3; quick 2)"
+        "--spark-repeats", type=int, help="timed passes per source or sink (3, quick too)"
     )
     parser.add_argument(
         "--sink-records", type=int, help="rows the sink section writes (1M; quick 100k)"
     )
+    parser.add_argument(
+        "--kafka-version", default="auto", help="Apache Kafka for the Spark section (auto)"
+    )
     args = parser.parse_args(argv)
-    figures: dict[str, Any] = {}
+    report = Report("spark_read", quick=args.quick)
+    figures: dict[str, Any] = report.data
     if args.only in (None, "decode"):
         figures["decode"] = bench_decode(args)
     if args.only in (None, "spark"):
@@ -297,8 +344,9 @@ def main(argv: list[str] | None = None) -> None:
         from spark_sinks import bench_sink
 
         figures["sink"] = bench_sink(args)
-    print(json.dumps({"bench": "spark_read", "quick": args.quick, **figures}))
+    side_by_side(report, figures)
+    return report.finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -5,9 +5,10 @@ producer) writing the same DataFrame to one tierlog broker.
 The DataFrame is built once and cached (``--sink-records`` rows of a 10-byte key and a
 ~200-byte value, 4 Spark partitions, local[2]); each timed pass writes it whole to a fresh
 4-partition topic with ``mode("append")``, both sinks at their defaults (acks=all,
-idempotent producers). Passes alternate between the sinks, after a warm-up write of each,
-and the best of each is kept; every pass's topic must then hold exactly the rows written.
-The ratio is Kafka sink time / tierlog time.
+idempotent producers). Passes alternate between the sinks, after a warm-up write of each;
+the median of each sink's passes is reported with their spread (the best beside it); every
+pass's topic must then hold exactly the rows written. The ratio is Kafka sink time /
+tierlog time.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def bench_sink(args: Any) -> dict[str, Any]:
             .cache()
         )
         value_bytes = int(df.selectExpr("sum(length(value))").collect()[0][0])
-        passes = args.spark_repeats or (2 if quick else 3)
+        passes = args.spark_repeats or 3
         for n in range(passes + 1):  # the first pass of each is the warm-up
             for name in ("kafka", "tierlog") if n % 2 else ("tierlog", "kafka"):
                 topic = f"sink-{name}-{n}"

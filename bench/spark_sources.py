@@ -2,39 +2,49 @@
 source (spark-sql-kafka-0-10, from Maven Central) reading the same, mostly cold topic.
 
 One tierlog broker (file:// remote tier, small local retention) holds a topic of 200-byte
-records, most of it only in the remote tier. One Spark session (local[2]) has both sources;
-its start-up and a warm-up read of each are excluded. Each timed pass runs the same query,
-``count(*), sum(length(value))``, so both read every record; passes alternate between the
-two sources and the best of each is kept. The ratio is Kafka source time / tierlog time.
+records, most of it only in the remote tier; an Apache Kafka broker (``bench/kafka_ref.py``,
+KRaft, the jars of ``bench/throughput.py``) holds the same records in a topic of the same
+partitions and segment size. One Spark session (local[2]) reads three ways: the ``tierlog``
+source (cold part straight from the object store, hot part from the tierlog broker),
+Spark's Kafka source through the tierlog broker (which serves the cold part from its remote
+tier), and Spark's Kafka source from the Kafka broker: what a user of Kafka gets today. The
+session's start-up and a warm-up read of each way are excluded, and the three must agree on
+the count and the byte sum. Each timed pass runs the same query, ``count(*),
+sum(length(value))``, so every way reads every record; passes rotate the order of the ways.
+The median of each way's passes is reported with their spread (the best beside it, as
+before); the ratios are the other way's time over tierlog's. When Kafka cannot be fetched
+or started, the run says why and compares the other two.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from procs import wait_ready
+import kafka_ref
+from procs import BrokerNotReady, ManagedProcess, wait_ready
 from tierlog_ref import start_tierlog
 
 TOPIC = "cold"
 PARTITIONS = 4
+WORK = Path(__file__).resolve().parent / ".work"  # git-ignored, Kafka's jars shared
 
 
-def _fill(bootstrap: str, records: int, segment_bytes: int, local_bytes: int) -> None:
+def _fill(bootstrap: str, records: int, segment_bytes: int, local_bytes: int | None) -> None:
+    """``records`` of ~200 bytes into ``TOPIC``, tiered with ``local_bytes`` of local
+    retention (tierlog), or untiered when it is None (Kafka: no remote storage plugin)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     # log_level 4 (warnings and up): no librdkafka info lines (BGQUEUE ... Purging at close).
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-    config = {
-        "remote.storage.enable": "true",
-        "segment.bytes": str(segment_bytes),
-        "local.retention.bytes": str(local_bytes),
-        "retention.ms": "-1",
-    }
+    config = {"segment.bytes": str(segment_bytes), "retention.ms": "-1"}
+    if local_bytes is not None:
+        config.update({"remote.storage.enable": "true", "local.retention.bytes": str(local_bytes)})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config=config)])[TOPIC].result(10)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
@@ -66,15 +76,31 @@ def _remote_share(data: Path, latest: dict[int, int]) -> float:
     return ends / max(1, sum(latest.values()))
 
 
+def _start_kafka(version: str, run_dir: Path) -> tuple[ManagedProcess | None, str, str]:
+    """Apache Kafka for the third way: (process, bootstrap, version), or (None, "", why)."""
+    try:
+        dist = kafka_ref.fetch_kafka(WORK, version)
+        proc, bootstrap = kafka_ref.start_kafka(dist, run_dir)
+    except kafka_ref.KafkaUnavailable as exc:
+        return None, "", f"unavailable: {exc}"
+    try:
+        wait_ready(proc, bootstrap, 120)
+    except BrokerNotReady as exc:
+        proc.stop()
+        return None, "", f"did not start: {exc}"
+    return proc, bootstrap, dist.version
+
+
 def bench_spark(args: Any) -> dict[str, Any]:
     from tierlog.client import LATEST, LogClient
     from tierlog.spark import session
 
     quick = bool(args.quick)
     records = args.spark_records or (200_000 if quick else 2_000_000)
-    run_dir = Path(__file__).parent / ".work" / "spark_read"
+    run_dir = WORK / "spark_read"
     shutil.rmtree(run_dir, ignore_errors=True)
     proc, bootstrap, data = start_tierlog(run_dir)
+    kafka: ManagedProcess | None = None
     try:
         wait_ready(proc, bootstrap, 60)
         segment = (1 << 20) if quick else (8 << 20)
@@ -97,6 +123,15 @@ def bench_spark(args: Any) -> dict[str, Any]:
             elif share > 0.5 and time.monotonic() - steady_since > 3:
                 break
             time.sleep(0.5)
+        print(f"spark: {records:,} records, {share:.0%} of them only remote", flush=True)
+        kafka, kafka_bootstrap, kafka_version = _start_kafka(
+            getattr(args, "kafka_version", "auto"), run_dir / "kafka"
+        )
+        if kafka is not None:
+            _fill(kafka_bootstrap, records, segment, None)
+            print(f"spark: Apache Kafka {kafka_version} holds the same records", flush=True)
+        else:
+            print(f"spark: Apache Kafka {kafka_version}; comparing two ways", flush=True)
         spark = session("spark-read-bench", master="local[2]", delta=False, kafka_source=True)
         tierlog_df = (
             spark.read.format("tierlog")
@@ -105,38 +140,59 @@ def bench_spark(args: Any) -> dict[str, Any]:
             .option("remote.log.storage.url", (data / "remote").resolve().as_uri())
             .load()
         )
-        kafka_df = (
-            spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", TOPIC)
-            .load()
-        )
+        ways = {"tierlog": tierlog_df, "kafka": kafka_source(spark, bootstrap)}
+        if kafka is not None:
+            ways["kafka_on_kafka"] = kafka_source(spark, kafka_bootstrap)
         query = ("count(*) as n", "sum(length(value)) as bytes")
         answers: dict[str, tuple[int, int]] = {}
-        times: dict[str, list[float]] = {"tierlog": [], "kafka": []}
-        for name, df in (("tierlog", tierlog_df), ("kafka", kafka_df)):  # warm-up
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        for name, df in ways.items():  # warm-up
             row = df.selectExpr(*query).collect()[0]
             answers[name] = (int(row["n"]), int(row["bytes"]))
-        if answers["tierlog"] != answers["kafka"] or answers["kafka"][0] != records:
+        if len(set(answers.values())) != 1 or answers["kafka"][0] != records:
             raise SystemExit(f"the sources disagree: {answers} for {records} records")
-        for _ in range(args.spark_repeats or (2 if quick else 3)):
-            for name, df in (("kafka", kafka_df), ("tierlog", tierlog_df)):
+        order = list(ways)
+        for _ in range(args.spark_repeats or 3):
+            order = order[1:] + order[:1]  # who goes first rotates
+            for name in order:
                 t0 = time.perf_counter()
-                df.selectExpr(*query).collect()
+                ways[name].selectExpr(*query).collect()
                 times[name].append(time.perf_counter() - t0)
         spark.stop()
     finally:
         proc.stop()
+        if kafka is not None:
+            kafka.stop()
     best = {k: min(v) for k, v in times.items()}
-    return {
+    median = {k: statistics.median(v) for k, v in times.items()}
+    out = {
         "records": records,
         "record_bytes": 200,
         "partitions": PARTITIONS,
         "remote_share": round(share, 3),
+        "kafka_broker": kafka_version,
         "tierlog_s": round(best["tierlog"], 3),
         "kafka_source_s": round(best["kafka"], 3),
         "tierlog_records_per_s": round(records / best["tierlog"]),
         "kafka_source_records_per_s": round(records / best["kafka"]),
         "ratio_tierlog_vs_kafka_source": round(best["kafka"] / best["tierlog"], 2),
+        "ratio_tierlog_vs_kafka_source_median": round(median["kafka"] / median["tierlog"], 2),
         "all_s": times,
+        "rounds_records_per_s": {k: [records / t for t in v] for k, v in times.items()},
     }
+    if "kafka_on_kafka" in times:
+        out["kafka_source_on_kafka_s"] = round(best["kafka_on_kafka"], 3)
+        out["ratio_tierlog_vs_kafka_source_on_kafka_median"] = round(
+            median["kafka_on_kafka"] / median["tierlog"], 2
+        )
+    return out
+
+
+def kafka_source(spark: Any, bootstrap: str) -> Any:
+    """Spark's own Kafka source on ``TOPIC`` of the broker at ``bootstrap``."""
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", TOPIC)
+        .load()
+    )
