@@ -111,7 +111,7 @@ bench-transactions: $(STAMP)
 
 # Every side-by-side figure of every benchmark in one table: each benchmark's quick variant
 # three times, the median of the runs, a check of the file:// remote tier's two ratios, and
-# one JSON line last (bench/summary.py; about 1.5 hours on 2 cores). Quick runs are not claims.
+# one JSON line last (bench/summary.py; over two hours on 2 cores). Quick runs are not claims.
 bench-summary: $(STAMP) $(JARS) zookeeper
 	$(BIN)/python bench/summary.py
 

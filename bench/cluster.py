@@ -76,7 +76,7 @@ Two more measurements follow on tierlog alone, each on clusters of its own start
 
 Run (from the repository root)::
 
-    .venv/bin/python bench/cluster.py --quick     # smoke run, ~6 minutes
+    .venv/bin/python bench/cluster.py --quick     # smoke run, 6-10 minutes
     .venv/bin/python bench/cluster.py             # full run, ~15 minutes
     .venv/bin/python bench/cluster.py --only-move # the partition move alone (10 GiB, ~5 min)
     .venv/bin/python bench/cluster.py --only-scale

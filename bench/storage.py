@@ -122,7 +122,7 @@ def append_all(log: Log, batches: list[bytes], n: int) -> None:
 
 def bench_append(
     work: Path, batch_bytes: int, total_bytes: int, rounds: int, varied: bool = False
-) -> dict[str, float]:
+) -> dict[str, Any]:
     batches = make_batches(batch_bytes, varied=varied)
     n = max(1, total_bytes // len(batches[0]))
     config = LogConfig.from_props({"segment.bytes": str(256 * MiB)})
@@ -174,7 +174,7 @@ def per_call_us(fn: Callable[[], object], calls: int, rounds: int = 5) -> float:
     return best / calls * 1e6
 
 
-def bench_checks(appends: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+def bench_checks(appends: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     from crc32c import crc32c
 
     from tierlog.records import record_walk
@@ -568,7 +568,7 @@ def main() -> int:
     base.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = report.data
     try:
-        appends: dict[str, dict[str, float]] = {}
+        appends: dict[str, dict[str, Any]] = {}
         for name, size, varied in (
             ("append_1mib", MiB, False),
             ("append_16kib", 16 * 1024, False),

@@ -18,8 +18,10 @@ The LAST line on stdout is one JSON object (``figures``, ``checks``, ``runs``). 
 
 Quick variants are smoke tests of the harness: the medians of three of them show what a
 change did, roughly, and the checks catch regressions, but only full runs are quoted as
-claims (BENCHMARKS.md). A full pass takes about 30 minutes on the 2-core machine, so three
-take one and a half hours; ``--only``/``--skip`` and ``--runs`` run less::
+claims (BENCHMARKS.md). One pass over every benchmark took about 45 minutes on the 2-core
+machine shared with other work (load 10-36; 2026-11-27, each quick variant timed once), so
+three take over two hours, less on a quiet machine; ``--only``/``--skip`` and ``--runs``
+run less::
 
     .venv/bin/python bench/summary.py                          # everything, 3 runs
     .venv/bin/python bench/summary.py --only tiered --runs 3   # the remote-tier checks
