@@ -26,19 +26,22 @@ Run (from the repository root)::
     .venv/bin/python bench/consumer_assignors.py --quick    # fewer repeats
     .venv/bin/python bench/consumer_assignors.py --members 500 --partitions 10000
 
-The LAST line printed is one JSON object with every figure. The machine is small and shared:
-read the figures as orders of magnitude, and compare shapes and assignors within one run.
+The LAST line printed is one JSON object with every figure, with the 1-minute load average
+at the start and the end (``bench/reporting.py``; there is no side-by-side figure here: no
+reference runs beside it). The machine is small and shared: read the figures as orders of
+magnitude, and compare shapes and assignors within one run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from reporting import Report, spread
 
 from tierlog.broker.group.consumer import (
     ConsumerGroupConfig,
@@ -77,13 +80,14 @@ def subscriptions(image: TopicsImage, members: int, shape: str, seed: int) -> li
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """(median, best) wall seconds of ``repeat`` calls."""
+    """(median, best) wall seconds of ``repeat`` calls (``reporting.spread``)."""
     runs = []
     for _ in range(repeat):
         start = time.perf_counter()
         fn()
         runs.append(time.perf_counter() - start)
-    return statistics.median(runs), min(runs)
+    rounds = spread(runs)
+    return rounds["median"], rounds["min"]
 
 
 def bench_target(args: argparse.Namespace) -> dict[str, Any]:
@@ -291,7 +295,7 @@ def bench_replay(coordinator: Coordinator, repeat: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=1000)
@@ -302,6 +306,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.repeat = 3
+    report = Report("consumer_assignors", quick=args.quick)
     print(
         f"{args.members} members, {args.partitions} partitions over {args.topics} topics, "
         f"{args.repeat} repeats",
@@ -310,20 +315,17 @@ def main() -> None:
     target = bench_target(args)
     stable, coordinator = bench_stable(args)
     replay = bench_replay(coordinator, args.repeat)
-    print(
-        json.dumps(
-            {
-                "members": args.members,
-                "partitions": args.partitions,
-                "topics": args.topics,
-                "repeat": args.repeat,
-                "target": target,
-                "stable": stable,
-                "replay": replay,
-            }
-        )
+    report.data.update(
+        members=args.members,
+        partitions=args.partitions,
+        topics=args.topics,
+        repeat=args.repeat,
+        target=target,
+        stable=stable,
+        replay=replay,
     )
+    return report.finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

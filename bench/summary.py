@@ -1,17 +1,18 @@
 """Every side-by-side figure of every benchmark in one table (``make bench-summary``).
 
-Runs the quick variant of each benchmark (``BENCHES``) ``--runs`` times (3), round robin
-(each once, then each again, so that a slow spell of the machine falls on several
-benchmarks rather than on every run of one), each in its own process with its output kept
-in ``bench/.work/runs/summary-<time>/``. From the JSON line each prints last it takes the
-side-by-side figures (``side_by_side``, made by ``bench/reporting.py``: each side's median
-over the run's rounds and the ratio of the medians) and prints one table: per figure, the
-ratio of every run, the median of those ratios and each side's median over the runs, and
-whether the median ratio meets the figure's goal. Then the checks (``CHECKS``): the two
-file:// remote-tier ratios of issue 26 item 4, replay from the remote tier against the hot
-tier and offload against a raw write of the same files, must meet their goals by the
-median of the runs; a check whose figure is missing fails too. Then each run's seconds and
-1-minute load average at its start and end.
+Runs the quick variant of each benchmark with side-by-side figures (``BENCHES``; not
+``failover_scale.py`` or ``consumer_assignors.py``, which measure tierlog alone) ``--runs``
+times (3), round robin (each once, then each again, so that a slow spell of the machine
+falls on several benchmarks rather than on every run of one), each in its own process with
+its output kept in ``bench/.work/runs/summary-<time>/``. From the JSON line each prints
+last it takes the side-by-side figures (``side_by_side``, made by ``bench/reporting.py``:
+each side's median over the run's rounds and the ratio of the medians) and prints one
+table: per figure, the ratio of every run, the median of those ratios and each side's
+median over the runs, and whether the median ratio meets the figure's goal. Then the
+checks (``CHECKS``): the two file:// remote-tier ratios of issue 26 item 4, replay from the
+remote tier against the hot tier and offload against a raw write of the same files, must
+meet their goals by the median of the runs; a check whose figure is missing fails too.
+Then each run's seconds and 1-minute load average at its start and end.
 
 The LAST line on stdout is one JSON object (``figures``, ``checks``, ``runs``). Exit status
 1 when a check failed or a run ended without its JSON line, else 0.
