@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tierlog.local.log import Log
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 from tierlog.records.builder import ControlType, Record, build_batch, build_control_batch
+from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 
 T0 = 1_700_000_000_000
 PIDS = (4000, 4001, 4002)

@@ -19,9 +19,9 @@ from tierlog.local.producer_state import (
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
-from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.header import iter_batches
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote.unified_log import UnifiedLog, records_end_offset
 from tierlog.util.clock import ManualClock
 

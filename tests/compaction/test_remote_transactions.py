@@ -12,11 +12,11 @@ from pathlib import Path
 from tierlog.compaction.remote_cleaner import RemoteCompactor
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
-from tierlog.local.txn_index_codec import decode_entries
 from tierlog.records.aborted_filter import filter_aborted
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.header import iter_batches
 from tierlog.records.reader import decode_batch, iter_records
+from tierlog.records.txn_index_codec import decode_entries
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import IndexKind, RemoteSegment, SegmentState
 from tierlog.remote.fsspec_storage import FsspecRemoteStore

@@ -25,11 +25,11 @@ from tierlog.compaction.segment_cleaner import clean, remove_cleaned
 from tierlog.compaction.txn_tracker import CleanedTransactions, undecided_from
 from tierlog.local.log import Log
 from tierlog.local.log_manager import LogManager
-from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.records.aborted_filter import filter_aborted
 from tierlog.records.builder import ControlType, Record, build_batch, build_control_batch
 from tierlog.records.header import Attr, BatchHeader, Compression, iter_batches, parse_header
 from tierlog.records.reader import decode_batch, iter_records
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.records.varint import BytesLike
 from tierlog.util.clock import ManualClock
 

@@ -15,7 +15,7 @@ from confluent_kafka.admin import NewTopic
 
 from tests.files import present_bytes
 from tests.integration.cluster_harness import ProcessCluster
-from tierlog.local.producer_state import decode_snapshot
+from tierlog.records.producer_snapshot import decode_snapshot
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import IndexKind
 from tierlog.remote.fsspec_storage import FsspecRemoteStore

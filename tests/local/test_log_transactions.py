@@ -17,9 +17,9 @@ from tierlog.local.producer_state import (
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
-from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.errors import InvalidRecordError
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.util.clock import ManualClock
 
 from .conftest import T0, LogFactory, assert_dense, crash, make_batch

@@ -18,12 +18,12 @@ from tierlog.local.producer_state import (
     OutOfOrderSequenceError,
     ProducerStateManager,
     UnknownProducerIdError,
-    decode_snapshot,
     snapshot_path,
 )
 from tierlog.records.builder import ControlType, Record, build_batch, build_control_batch
 from tierlog.records.errors import InvalidRecordError
 from tierlog.records.header import BatchHeader, parse_header
+from tierlog.records.producer_snapshot import decode_snapshot
 from tierlog.util.clock import ManualClock
 
 T0 = 1_700_000_000_000

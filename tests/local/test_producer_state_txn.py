@@ -13,12 +13,12 @@ from tierlog.local.producer_state import (
     InvalidTxnStateError,
     ProducerStateManager,
     TransactionCoordinatorFencedError,
-    decode_snapshot,
     end_txn_marker,
     snapshot_path,
 )
 from tierlog.records.builder import ControlType, Record, build_batch, build_control_batch
 from tierlog.records.header import BatchHeader, parse_header
+from tierlog.records.producer_snapshot import decode_snapshot
 from tierlog.util.clock import ManualClock
 
 T0 = 1_700_000_000_000

@@ -11,8 +11,8 @@ from tierlog.compaction.segment_cleaner import CleanJob, SegmentFile, clean
 from tierlog.local import segment_swap
 from tierlog.local.log import Log
 from tierlog.local.txn_index import TransactionIndex, txn_index_path
-from tierlog.local.txn_index_codec import AbortedTxn, decode_entries, encode_entries
 from tierlog.records.builder import Record, build_batch
+from tierlog.records.txn_index_codec import AbortedTxn, decode_entries, encode_entries
 from tierlog.util.clock import ManualClock
 
 from .conftest import T0, LogFactory, make_batch

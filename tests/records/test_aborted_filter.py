@@ -10,10 +10,10 @@ import pytest
 from tests.txn_data import PIDS, append_transactions
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
-from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.records.aborted_filter import AbortedFilter, filter_aborted, search_index
 from tierlog.records.builder import ControlType, Record, build_batch, build_control_batch
 from tierlog.records.reader import iter_batches_records
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.util.clock import ManualClock
 
 

@@ -18,7 +18,7 @@ from tests.remote.test_remote_log_manager import BATCH_MS, BATCHES, Harness, mak
 from tests.txn_data import append_transactions
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
+from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStorageError
 from tierlog.remote.fsspec_storage import FsspecRemoteStore

@@ -133,7 +133,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
 
 
 def test_a_txn_index_prints_its_aborted_transactions(tmp_path: Path) -> None:
-    from tierlog.local.txn_index_codec import AbortedTxn, encode_entries
+    from tierlog.records.txn_index_codec import AbortedTxn, encode_entries
 
     write_log(tmp_path / "t-0")
     path = tmp_path / "t-0" / "00000000000000000000.txnindex"

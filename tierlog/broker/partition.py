@@ -45,7 +45,7 @@ from tierlog.broker.replica_progress import UNKNOWN_OFFSET, ReplicaProgress
 from tierlog.local.errors import LogError
 from tierlog.local.log import AppendInfo, Log
 from tierlog.local.segment import FileSlice
-from tierlog.local.txn_index_codec import AbortedTxn
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote.api import RemoteStorageError
 from tierlog.remote.remote_reads import AuxState
 from tierlog.remote.unified_log import LATEST_TIMESTAMP, UnifiedLog, records_end_offset

@@ -44,9 +44,9 @@ from tierlog.broker.partition import Partition
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.local.errors import LogClosedError
 from tierlog.local.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
-from tierlog.local.producer_state import CorruptSnapshotError
 from tierlog.protocol.errors import ErrorCode, ProtocolError
 from tierlog.protocol.kio_build import build
+from tierlog.records.producer_snapshot import CorruptSnapshotError
 from tierlog.remote.api import RemoteStorageError
 
 log = logging.getLogger(__name__)

@@ -61,8 +61,8 @@ from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write
 from tierlog.local.log import Log
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
 from tierlog.local.segment_swap import CLEANED_SUFFIX
-from tierlog.local.txn_index_codec import AbortedTxn, decode_entries
 from tierlog.records.header import parse_header
+from tierlog.records.txn_index_codec import AbortedTxn, decode_entries
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStore, SegmentState
 from tierlog.util.clock import Clock, SystemClock

@@ -52,7 +52,6 @@ from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
 from tierlog.local.segment_swap import CLEANED_SUFFIX, discard_cleaned, write_range
 from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 from tierlog.records.header import (
     HEADER_SIZE,
     Attr,
@@ -61,6 +60,7 @@ from tierlog.records.header import (
     peek_size,
     validate_batch,
 )
+from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 from tierlog.records.varint import BytesLike
 
 # Linux IOV_MAX: one writev call takes at most this many buffers.

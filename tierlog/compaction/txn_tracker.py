@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tierlog.local.producer_state import end_txn_marker
-from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.records.header import Attr, BatchHeader
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.records.varint import BytesLike
 
 # Batches the tracker must see: the rest (plain data batches) never change its state.

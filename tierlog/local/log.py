@@ -59,7 +59,6 @@ from tierlog.local.segment import (
     LogSegment,
 )
 from tierlog.local.time_index import NO_TIMESTAMP
-from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.records.builder import ControlType, build_control_batch
 from tierlog.records.codecs import DEFAULT_MAX_SIZE, check_declared_sizes
 from tierlog.records.errors import InvalidRecordError
@@ -80,6 +79,7 @@ from tierlog.records.header import (
 )
 from tierlog.records.keys import KeysChecked, check_keys
 from tierlog.records.record_walk import count_records
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import Scheduler
 

@@ -34,8 +34,8 @@ from tierlog.local.segment import (
     LogSegment,
 )
 from tierlog.local.segment_swap import finish_interrupted_swaps
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX
 from tierlog.records.errors import RecordsError
+from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX
 
 if TYPE_CHECKING:
     from tierlog.local.log import Log

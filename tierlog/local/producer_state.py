@@ -29,21 +29,8 @@ It reads batch headers (and the marker's control record, which the caller decode
 append, ``update`` after it, ``take_snapshot`` when it rolls or closes, and
 ``load``/``truncate_and_reload`` + ``rebuild_from`` to rebuild state from the log.
 
-Snapshot file format (Kafka's ``ProducerSnapshot`` message, version 1, big-endian; the
-version is written first, as ``MessageUtil.toVersionPrefixedByteBuffer`` does)::
-
-     0  version                   int16   always 1
-     2  crc                       uint32  CRC-32C of bytes 6..end
-     6  producer_entries count    int32   array length, sorted by producer id here
-    10  per entry, 46 bytes:
-         +0  producer_id              int64
-         +8  epoch                    int16
-        +10  last_sequence            int32   -1 when the producer has no data batch
-        +14  last_offset              int64   -1 likewise
-        +22  offset_delta             int32   last_offset - first offset of the last batch
-        +26  timestamp                int64   max timestamp of the last batch
-        +34  coordinator_epoch        int32   -1 until a marker was written for it
-        +38  current_txn_first_offset int64   -1 when no transaction is open
+The snapshot files' bytes are Kafka's ``ProducerSnapshot`` (version 1), encoded and decoded
+by ``tierlog.records.producer_snapshot`` (sans-I/O, so every tier's readers share it).
 
 Loading a snapshot restores the ongoing transactions from ``current_txn_first_offset``.
 
@@ -58,9 +45,9 @@ sequence from a producer it has no state for ("possibly because all producer rec
 been deleted due to retention"). A producer that answers 59 with an epoch bump restarts
 at sequence 0, which is accepted here.
 
-Size: ~800 lines, past the ~600 guideline, as the validation rules, the transaction
-tracking and the snapshots all read and write the same entries; the snapshot codec
-(sans-I/O, ``encode_snapshot``/``decode_snapshot``) is the part to move out next.
+Size: ~750 lines, past the ~600 guideline, as the validation rules, the transaction
+tracking and the snapshots all read and write the same entries (the snapshot codec moved
+out to ``tierlog.records.producer_snapshot``).
 
 Not thread-safe: single-threaded by contract and owned by one ``Log``, which calls it from
 the broker's event loop (see ``tierlog.local.log``).
@@ -77,20 +64,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from crc32c import crc32c
-
 from tierlog.local.checkpoint import atomic_write
 from tierlog.local.errors import LogError
 from tierlog.records.builder import ControlType
 from tierlog.records.errors import InvalidRecordError, RecordsError
 from tierlog.records.header import HEADER_SIZE, NO_TIMESTAMP, BatchHeader
+from tierlog.records.producer_snapshot import (
+    CorruptSnapshotError,
+    SnapshotEntry,
+    decode_snapshot,
+    encode_snapshot,
+)
 from tierlog.records.varint import decode_varint, decode_varlong
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
 # Kafka's ProducerStateEntry.NumBatchesToRetain; clients keep at most 5 requests in flight
 # per connection when idempotence is on, so 5 cached batches cover every possible retry.
 DEFAULT_MAX_BATCHES = 5
@@ -99,10 +89,6 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 INT32_MAX = 0x7FFFFFFF
 NO_SEQUENCE = -1
 NO_OFFSET = -1
-
-_PREFIX = struct.Struct(">hIi")  # version, crc, entry count
-_ENTRY = struct.Struct(">qhiqiqiq")
-_CRC_START = 6  # the CRC covers everything after version and crc
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -146,10 +132,6 @@ class TransactionCoordinatorFencedError(ProducerStateError):
     """A marker from a coordinator epoch older than the last one seen for the producer."""
 
     code = 52  # TRANSACTION_COORDINATOR_FENCED
-
-
-class CorruptSnapshotError(LogError):
-    """A snapshot file has a wrong version, length or CRC; the message names the file."""
 
 
 # -- state -------------------------------------------------------------------------------
@@ -261,52 +243,7 @@ def end_txn_marker(batch: bytes | bytearray | memoryview) -> EndTxnMarker | None
     return EndTxnMarker(kind == ControlType.COMMIT, coordinator_epoch)
 
 
-# -- snapshot codec (sans-I/O) -----------------------------------------------------------
-
-
-class SnapshotEntry(NamedTuple):
-    """One ``producer_entries`` element of a snapshot, in file order."""
-
-    producer_id: int
-    epoch: int
-    last_sequence: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-    coordinator_epoch: int
-    current_txn_first_offset: int
-
-
-def encode_snapshot(entries: Iterable[SnapshotEntry]) -> bytes:
-    """The bytes of a version 1 snapshot holding ``entries`` in the order given."""
-    rows = list(entries)
-    body = bytearray(_PREFIX.pack(SNAPSHOT_VERSION, 0, len(rows)))
-    for row in rows:
-        body += _ENTRY.pack(*row)
-    struct.pack_into(">I", body, 2, int(crc32c(memoryview(body)[_CRC_START:])))
-    return bytes(body)
-
-
-def decode_snapshot(data: bytes, name: str = "snapshot") -> list[SnapshotEntry]:
-    """Entries of a version 1 snapshot.
-
-    Raises:
-        CorruptSnapshotError: short file, unknown version, bad count/length or CRC mismatch.
-    """
-    if len(data) < _PREFIX.size:
-        raise CorruptSnapshotError(f"{name}: {len(data)} bytes is shorter than the header")
-    version, crc, count = _PREFIX.unpack_from(data)
-    if version != SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(f"{name}: unknown snapshot version {version}")
-    actual = int(crc32c(memoryview(data)[_CRC_START:]))
-    if actual != crc:
-        raise CorruptSnapshotError(f"{name}: CRC-32C {actual:#010x} != stored {crc:#010x}")
-    if count < 0 or len(data) != _PREFIX.size + count * _ENTRY.size:
-        raise CorruptSnapshotError(f"{name}: {len(data)} bytes do not hold {count} entries")
-    return [
-        SnapshotEntry._make(_ENTRY.unpack_from(data, _PREFIX.size + n * _ENTRY.size))
-        for n in range(count)
-    ]
+# -- snapshot files ----------------------------------------------------------------------
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:

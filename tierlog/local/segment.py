@@ -74,9 +74,9 @@ from tierlog.local.index import CorruptIndexError
 from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
 from tierlog.local.txn_index import TransactionIndex
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import HEADER_SIZE, BatchHeader, parse_header, validate_batch
+from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 

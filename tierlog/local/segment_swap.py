@@ -49,9 +49,9 @@ from tierlog.local.segment import (
     SegmentState,
     segment_name,
 )
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, encode_entries
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import parse_header
+from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX, encode_entries
 
 if TYPE_CHECKING:
     from tierlog.local.log import Log

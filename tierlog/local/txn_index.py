@@ -22,7 +22,7 @@ import logging
 import os
 from pathlib import Path
 
-from tierlog.local.txn_index_codec import (
+from tierlog.records.txn_index_codec import (
     ENTRY_SIZE,
     TXN_INDEX_SUFFIX,
     AbortedTxn,

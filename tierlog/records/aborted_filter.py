@@ -27,10 +27,10 @@ import heapq
 from collections.abc import Iterable
 from typing import Protocol
 
-from tierlog.local.txn_index_codec import AbortedTxn, overlapping
 from tierlog.records.builder import ControlType
 from tierlog.records.header import NO_PRODUCER_ID, BatchHeader
 from tierlog.records.reader import decode_batch, iter_whole_batches
+from tierlog.records.txn_index_codec import AbortedTxn, overlapping
 from tierlog.records.varint import BytesLike
 
 __all__ = ["AbortedFilter", "AbortedStart", "filter_aborted", "search_index"]

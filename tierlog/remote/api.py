@@ -67,7 +67,7 @@ class IndexKind(Enum):
     remote log. Only segments with ``has_aux_state`` have them.
 
     ``TRANSACTION`` is the segment's aborted-transaction index (KIP-98's ``.txnindex``,
-    byte format in ``tierlog.local.txn_index_codec``): only segments with
+    byte format in ``tierlog.records.txn_index_codec``): only segments with
     ``has_txn_index`` have one (a segment no aborted transaction ended in has none).
     """
 

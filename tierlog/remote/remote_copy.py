@@ -28,7 +28,7 @@ from tierlog.local.log import Log
 from tierlog.local.producer_state import snapshot_path
 from tierlog.local.scrubber import verify_segment_crc
 from tierlog.local.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX, decode_entries
+from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX, decode_entries
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStore, SegmentState
 from tierlog.remote.tiered_partition import TieredPartition

@@ -57,7 +57,7 @@ from typing import Any, Protocol
 from tierlog.local.checkpoint import CorruptCheckpointError, atomic_write
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.log import Log
-from tierlog.local.txn_index_codec import AbortedTxn
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote import manifest as mf
 from tierlog.remote import remote_checkpoint as rc
 from tierlog.remote.api import (

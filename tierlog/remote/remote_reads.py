@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from tierlog.local.checkpoint import CorruptCheckpointError, decode_checkpoint
 from tierlog.local.leader_epoch import EpochEntry
-from tierlog.local.txn_index_codec import AbortedTxn
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStorageError, RemoteStore
 from tierlog.remote.chunk_cache import ChunkCache

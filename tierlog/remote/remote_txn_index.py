@@ -1,5 +1,5 @@
 """The remote tier's aborted transactions (KIP-98 with KIP-405): each remote segment's
-``.txnindex`` object, fetched off the event loop, decoded (``tierlog.local.txn_index_codec``
+``.txnindex`` object, fetched off the event loop, decoded (``tierlog.records.txn_index_codec``
 has the byte format) and kept in an LRU, and searched as Kafka's
 ``RemoteLogManager.collectAbortedTransactions`` does.
 
@@ -13,8 +13,8 @@ import functools
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
-from tierlog.local.txn_index_codec import AbortedTxn, CorruptTxnIndexError, decode_entries
 from tierlog.records.aborted_filter import search_index
+from tierlog.records.txn_index_codec import AbortedTxn, CorruptTxnIndexError, decode_entries
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStorage, RemoteStorageError
 

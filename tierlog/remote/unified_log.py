@@ -25,9 +25,9 @@ from tierlog.local.errors import OffsetOutOfRangeError
 from tierlog.local.leader_epoch import EpochEntry, end_offset_for
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from tierlog.local.segment import FileSlice
-from tierlog.local.txn_index_codec import AbortedTxn
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import HEADER_SIZE, parse_header
+from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import RemoteDataLostError, RemoteStorageUnavailableError
 from tierlog.remote.remote_log_manager import RemoteLogManager

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from tierlog.client import EARLIEST, LATEST, ClientError, LogClient
 from tierlog.client.log_client import READ_COMMITTED, READ_UNCOMMITTED
-from tierlog.local.producer_state import CorruptSnapshotError
+from tierlog.records.producer_snapshot import CorruptSnapshotError
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.manifest import ZERO_UUID, Manifest, check_topic, segments_for_timestamp
 from tierlog.remote.segment_reader import RemoteSegmentReader

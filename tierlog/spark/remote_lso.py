@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from tierlog.local.producer_state import SnapshotEntry, decode_snapshot
+from tierlog.records.producer_snapshot import SnapshotEntry, decode_snapshot
 from tierlog.remote.api import IndexKind, RemoteStorage
 from tierlog.remote.manifest import AUX_SUFFIXES, Manifest, committed_segments, object_name
 

@@ -18,11 +18,11 @@ import pyarrow as pa
 
 from tierlog.client import EARLIEST, ClientError, LogClient
 from tierlog.client.log_client import READ_COMMITTED, READ_UNCOMMITTED
-from tierlog.local.txn_index_codec import CorruptTxnIndexError, decode_entries
 from tierlog.protocol.errors import ErrorCode
 from tierlog.records.aborted_filter import AbortedFilter, AbortedStart, search_index
 from tierlog.records.arrow import to_record_batches
 from tierlog.records.header import HEADER_SIZE, parse_header
+from tierlog.records.txn_index_codec import CorruptTxnIndexError, decode_entries
 from tierlog.remote.api import IndexKind
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.manifest import txn_index_object_name

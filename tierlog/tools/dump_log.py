@@ -33,13 +33,6 @@ from typing import Any, TextIO
 from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from tierlog.local.time_index import TimeIndex
-from tierlog.local.txn_index_codec import (
-    ENTRY_SIZE,
-    ENTRY_VERSION,
-    TXN_INDEX_SUFFIX,
-    CorruptTxnIndexError,
-    decode_entries,
-)
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import (
     NO_SEQUENCE,
@@ -48,6 +41,13 @@ from tierlog.records.header import (
     TimestampType,
     compute_crc,
     parse_header,
+)
+from tierlog.records.txn_index_codec import (
+    ENTRY_SIZE,
+    ENTRY_VERSION,
+    TXN_INDEX_SUFFIX,
+    CorruptTxnIndexError,
+    decode_entries,
 )
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}

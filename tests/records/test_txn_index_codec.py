@@ -2,7 +2,7 @@ import struct
 
 import pytest
 
-from tierlog.local.txn_index_codec import (
+from tierlog.records.txn_index_codec import (
     ENTRY_SIZE,
     AbortedTxn,
     CorruptTxnIndexError,
