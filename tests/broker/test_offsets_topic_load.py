@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.broker.group.helpers import make_coordinator, run
+from tierlog.broker.errors import error_code
 from tierlog.broker.group import AppendError, GroupConfig, GroupCoordinator
 from tierlog.broker.group.offsets_codec import (
     OffsetCommitKey,
@@ -14,7 +15,6 @@ from tierlog.broker.group.offsets_codec import (
     encode_key,
     encode_offset_commit_value,
 )
-from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.offsets_topic import read_batches
 from tierlog.local.log import Log
 from tierlog.protocol.errors import ErrorCode as E

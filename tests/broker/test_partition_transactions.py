@@ -10,7 +10,7 @@ import pytest
 
 from tests.local.conftest import T0, make_batch
 from tierlog.broker.coordination.api import PartitionState
-from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.errors import error_code
 from tierlog.broker.partition import NOT_LEADER_OR_FOLLOWER, Partition, PartitionError, ReadResult
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log

@@ -10,7 +10,7 @@ import pytest
 
 from tests.local.conftest import T0
 from tierlog.broker.coordination.api import PartitionState
-from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.errors import error_code
 from tierlog.broker.partition import PartitionError
 from tierlog.broker.replica_manager import ReplicaManager, TopicError
 from tierlog.local.config import LogConfig

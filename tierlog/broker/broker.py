@@ -20,7 +20,7 @@ from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.fetch_sessions import FetchSessionCache
-from tierlog.broker.handlers import HANDLERS
+from tierlog.broker.handlers.routes import HANDLERS
 from tierlog.broker.listeners import endpoints
 from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
 from tierlog.broker.meta_properties import check_or_write

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
     from tierlog.broker.controller.stats import ControllerStats
     from tierlog.broker.fetch_sessions import FetchSessionCache
+    from tierlog.broker.partition import Partition
     from tierlog.broker.quotas import QuotaStats
-    from tierlog.broker.replica_manager import ReplicaManager
     from tierlog.broker.segment_repair import RepairStats
     from tierlog.broker.server import KafkaServer
     from tierlog.compaction.cleaner import LogCleaner
@@ -68,6 +68,14 @@ class BrokerMetrics:
             self.isr_expands += 1
 
 
+class HostedPartitions(Protocol):
+    """What the collector reads of the replica manager (which builds ``BrokerMetrics``,
+    so this module does not import it back)."""
+
+    @property
+    def partitions(self) -> Mapping[tuple[str, int], Partition]: ...
+
+
 class MetricsCollector:
     """A prometheus_client collector over the broker's state.
 
@@ -85,7 +93,7 @@ class MetricsCollector:
     def __init__(
         self,
         metrics: BrokerMetrics,
-        replicas: ReplicaManager,
+        replicas: HostedPartitions,
         *,
         offline_partitions: Callable[[], int],
         active_controller: Callable[[], bool],

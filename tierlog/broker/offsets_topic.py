@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from tierlog.broker import internal_topics
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
+from tierlog.broker.errors import error_code
 from tierlog.broker.group import AppendError, GroupConfig, GroupCoordinator, partition_for
 from tierlog.broker.group.manager import LogBatch
 from tierlog.broker.group.placement import OFFSETS_TOPIC
-from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition
 from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.local.log import Log

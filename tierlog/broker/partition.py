@@ -45,6 +45,7 @@ from tierlog.broker.replica_progress import UNKNOWN_OFFSET, ReplicaProgress
 from tierlog.local.errors import LogError
 from tierlog.local.log import AppendInfo, Log
 from tierlog.local.segment import FileSlice
+from tierlog.protocol.errors import ErrorCode
 from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote.api import RemoteStorageError
 from tierlog.remote.remote_reads import AuxState
@@ -62,17 +63,16 @@ class PartitionError(LogError):
         self.code = code
 
 
-# Kafka error codes raised or returned from here (tierlog.protocol.errors.ErrorCode has
-# them all).
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-OFFSET_MOVED_TO_TIERED_STORAGE = 109
+# Kafka error codes raised or returned from here, by their protocol names.
+NONE = ErrorCode.none
+OFFSET_OUT_OF_RANGE = ErrorCode.offset_out_of_range
+NOT_LEADER_OR_FOLLOWER = ErrorCode.not_leader_or_follower
+REQUEST_TIMED_OUT = ErrorCode.request_timed_out
+NOT_ENOUGH_REPLICAS = ErrorCode.not_enough_replicas
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = ErrorCode.not_enough_replicas_after_append
+FENCED_LEADER_EPOCH = ErrorCode.fenced_leader_epoch
+UNKNOWN_LEADER_EPOCH = ErrorCode.unknown_leader_epoch
+OFFSET_MOVED_TO_TIERED_STORAGE = ErrorCode.offset_moved_to_tiered_storage
 
 AlterIsr = Callable[["Partition", list[int]], Awaitable[PartitionState | None]]
 

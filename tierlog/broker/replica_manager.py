@@ -41,6 +41,7 @@ from tierlog.local.log_manager import (
     colliding_topics,
     validate_topic_name,
 )
+from tierlog.protocol.errors import ErrorCode
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.remote.unified_log import UnifiedLog
 from tierlog.util.clock import Clock, SystemClock
@@ -66,15 +67,15 @@ class TopicError(Exception):
         self.code = code
 
 
-# Kafka error codes used here.
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-INVALID_TOPIC_EXCEPTION = 17
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_CONFIG = 40
+# Kafka error codes used here, by their protocol names.
+UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.unknown_topic_or_partition
+NOT_LEADER_OR_FOLLOWER = ErrorCode.not_leader_or_follower
+INVALID_TOPIC_EXCEPTION = ErrorCode.invalid_topic_exception
+TOPIC_ALREADY_EXISTS = ErrorCode.topic_already_exists
+INVALID_PARTITIONS = ErrorCode.invalid_partitions
+INVALID_REPLICATION_FACTOR = ErrorCode.invalid_replication_factor
+INVALID_REPLICA_ASSIGNMENT = ErrorCode.invalid_replica_assignment
+INVALID_CONFIG = ErrorCode.invalid_config
 
 
 def assign_replicas(

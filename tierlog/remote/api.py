@@ -132,9 +132,14 @@ class RemoteSegment:
 class RemoteStorageError(Exception):
     """Base of remote-tier failures. ``retriable`` says whether the same call may succeed
     later unchanged (the broker answers a retriable error to clients and retries uploads).
+    ``code`` is the Kafka error code a client is answered: KAFKA_STORAGE_ERROR (56),
+    retriable, so consumers wait for the data instead of skipping it. The broker's error
+    map reads it, so this tier needs no import from the broker (nor of kio's code table,
+    which would cost every Spark executor a second of imports).
     """
 
     retriable: bool = False
+    code = 56  # KAFKA_STORAGE_ERROR
 
     def __init__(self, message: str, *, retriable: bool | None = None) -> None:
         super().__init__(message)

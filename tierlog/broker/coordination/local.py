@@ -77,13 +77,14 @@ from tierlog.broker.coordination.api import (
     UnknownTopicError,
 )
 from tierlog.local.log_manager import colliding_topics
+from tierlog.protocol.errors import ErrorCode
 
-# Kafka error codes of AlterPartition refusals.
-NOT_LEADER_OR_FOLLOWER = 6
-INVALID_REQUEST = 42
-FENCED_LEADER_EPOCH = 74
-INVALID_UPDATE_VERSION = 95
-UNKNOWN_TOPIC_OR_PARTITION = 3
+# Kafka error codes of AlterPartition refusals, by their protocol names.
+NOT_LEADER_OR_FOLLOWER = ErrorCode.not_leader_or_follower
+INVALID_REQUEST = ErrorCode.invalid_request
+FENCED_LEADER_EPOCH = ErrorCode.fenced_leader_epoch
+INVALID_UPDATE_VERSION = ErrorCode.invalid_update_version
+UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.unknown_topic_or_partition
 
 FILE_NAME = "tierlog-metadata.json"
 JOURNAL_NAME = "tierlog-metadata.journal"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker import cleaner_state
 from tierlog.broker.config import BROKER_CONFIG
-from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.errors import error_code
 from tierlog.broker.handlers.metadata import (
     ZERO_UUID,
     TopicSpec,

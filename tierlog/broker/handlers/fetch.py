@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.errors import error_code
 from tierlog.broker.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -36,7 +37,6 @@ from tierlog.broker.fetch_sessions import (
     SessionPartition,
     partition_key,
 )
-from tierlog.broker.handlers.errors import error_code
 from tierlog.broker.partition import Partition, PartitionError, ReadResult
 from tierlog.broker.quotas import CONSUMER_BYTE_RATE
 from tierlog.broker.replica_selector import ReplicaView, preferred_read_replica

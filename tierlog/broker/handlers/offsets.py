@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.errors import error_code
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode

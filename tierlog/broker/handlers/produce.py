@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.errors import error_code
 from tierlog.broker.quotas import PRODUCER_BYTE_RATE
 from tierlog.broker.replica_manager import INTERNAL_TOPICS
 from tierlog.protocol import Request

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import kio.schema.write_txn_markers.v1.request as wtm
 
+from tierlog.broker.errors import error_code
 from tierlog.broker.txn.log_codec import topic_partitions
 from tierlog.broker.txn.peers import PeerChannels, PeerUnavailableError
 from tierlog.broker.txn.verification import VerificationGuards
@@ -80,9 +81,6 @@ async def write_markers(
 ) -> dict[tuple[int, TopicPartition], int]:
     """Append each marker to each of its partitions here; returns
     (producer id, partition) -> error code, 0 once the marker is replicated (acks=all)."""
-    # Imported here: tierlog.broker.handlers imports this module (WriteTxnMarkers).
-    from tierlog.broker.handlers.errors import error_code
-
     results: dict[tuple[int, TopicPartition], int] = {}
     waits: list[tuple[tuple[int, TopicPartition], bool, Any]] = []
     for marker in markers:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tierlog.broker import internal_topics
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
-from tierlog.broker.handlers.errors import error_code
+from tierlog.broker.errors import error_code
 from tierlog.broker.partition import Partition
 from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.txn.coordinator import TransactionCoordinator
