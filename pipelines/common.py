@@ -391,7 +391,7 @@ def main(
     Returns:
         0 on success, 2 when the config (or a value the pipeline checks) is bad, 1 when the
         topic cannot be read as asked or no broker answers (one line each, as
-        :mod:`tierlog.tools.errors` has it; other failures raise, with their traceback).
+        :mod:`tierlog.util.cli_errors` has it; other failures raise, with their traceback).
     """
     parser = argparse.ArgumentParser(prog=f"python -m pipelines.{name}", description=description)
     parser.add_argument("--config", type=Path, help=f"a TOML file such as configs/{name}.toml")
@@ -410,15 +410,15 @@ def main(
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    from tierlog.tools.errors import run_cli
+    from tierlog.util.cli_errors import run_cli
 
-    # Expected failures (no broker, ...) are one line; see tierlog.tools.errors.
+    # Expected failures (no broker, ...) are one line; see tierlog.util.cli_errors.
     return run_cli(lambda: _run(prog, run, config), prog, verbose=args.verbose)
 
 
 def _run(prog: str, run: Callable[..., Any], config: dict[str, Any]) -> int:
     from tierlog.spark.discovery import SourceError
-    from tierlog.tools.errors import require_listening
+    from tierlog.util.cli_errors import require_listening
 
     # Before Spark's start-up, and before the source's 30 s of retries; the broker first,
     # as the one input every reading pipeline has.
@@ -450,7 +450,7 @@ def require_remote_dir(remote_url: str) -> None:
     """
     from urllib.parse import unquote, urlparse
 
-    from tierlog.tools.errors import CliError
+    from tierlog.util.cli_errors import CliError
 
     url = urlparse(storage_url(remote_url))
     if url.scheme != "file":

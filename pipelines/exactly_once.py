@@ -590,7 +590,7 @@ def cli(argv: Sequence[str] | None = None) -> int:
 
 def _transform_cli(args: Sequence[str], description: str) -> int:
     """The transform stage alone: no Spark (``common.main`` starts it for every run)."""
-    from tierlog.tools.errors import require_listening, run_cli
+    from tierlog.util.cli_errors import require_listening, run_cli
     from tierlog.util.configdef import ConfigError
 
     prog = "python -m pipelines.exactly_once transform"

@@ -1,6 +1,6 @@
 """Running tierlog's command line as a user does, in tests: the ``tierlog`` script of this
 venv in a subprocess from the repository's top directory, and the one line an expected
-failure prints (``tierlog.tools.errors``: ``tierlog: <cause and fix>``, exit 1, no
+failure prints (``tierlog.util.cli_errors``: ``tierlog: <cause and fix>``, exit 1, no
 traceback)."""
 
 from __future__ import annotations

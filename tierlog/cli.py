@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tierlog.tools.client_config import ClientSettings, add_client_options, run_tool
-from tierlog.tools.errors import EXIT_USAGE, CliError, run_cli
+from tierlog.tools.errors import run_cli
 from tierlog.tools.remote_tools import add_location_options
+from tierlog.util.cli_errors import EXIT_USAGE, CliError
 
 VERBOSE_HELP = "debug logging, and a traceback with any error"
 

@@ -1,5 +1,6 @@
 """Expected failures of the entry points are one line naming the cause and the fix, exit 1
-(tierlog.tools.errors); the traceback only with --verbose. Real processes throughout."""
+(tierlog.util.cli_errors, and tierlog.tools.errors for starting a broker); the traceback
+only with --verbose. Real processes throughout."""
 
 from __future__ import annotations
 

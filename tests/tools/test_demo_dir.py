@@ -11,7 +11,7 @@ import pytest
 from tests.broker.harness import BrokerProcess
 from tests.cli import TIERLOG, one_line_failure, run
 from tierlog.tools.demo_dir import MARKER, prepare
-from tierlog.tools.errors import CliError
+from tierlog.util.cli_errors import CliError
 
 
 def users_dir(tmp_path: Path) -> Path:

@@ -27,9 +27,9 @@ from tests import browser
 from tests.cli import REPO, TIERLOG, closed_port, one_line_failure, run
 from tests.jobs.conftest import DATA
 from tierlog.jobs.runner import run_notebook
-from tierlog.tools.errors import CliError
 from tierlog.tools.lab import KERNEL_NAME, register_kernel, start_lab, write_settings_overrides
 from tierlog.tools.lab_kernel import KERNEL_CWD_ENV
+from tierlog.util.cli_errors import CliError
 
 NOTEBOOKS = ["explore_events.ipynb", "ingest_to_delta.ipynb", "replay_from_object_storage.ipynb"]
 # JupyterLab starts in 5-10 s on a small machine; this only stops a hang.

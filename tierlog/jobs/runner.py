@@ -179,7 +179,7 @@ def check_parameters(notebook: Path, values: Mapping[str, Any]) -> None:
 
     import papermill
 
-    from tierlog.tools.errors import require_listening
+    from tierlog.util.cli_errors import require_listening
 
     declared = papermill.inspect_notebook(str(notebook))
     _check_names(notebook, list(values), list(declared))

@@ -136,12 +136,12 @@ class ClientSettings:
 
     def check_reachable(self) -> None:
         """Fail at once when every bootstrap server refuses the connection (see
-        :func:`tierlog.tools.errors.require_listening`).
+        :func:`tierlog.util.cli_errors.require_listening`).
 
         Raises:
             ToolError: every bootstrap server refused.
         """
-        from tierlog.tools.errors import CliError, require_listening
+        from tierlog.util.cli_errors import CliError, require_listening
 
         try:
             require_listening(self.bootstrap, min(self.timeout, 1.0))

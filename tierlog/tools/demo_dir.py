@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from tierlog.local.log_manager import LOCK_FILE
-from tierlog.tools.errors import EXIT_USAGE, CliError
+from tierlog.util.cli_errors import EXIT_USAGE, CliError
 
 MARKER = ".tierlog-demo"
 # What a demo's directory held before the marker existed.

@@ -16,7 +16,7 @@ from typing import TextIO
 from tierlog.local.log_manager import LOCK_FILE
 from tierlog.tools.demo import TOPIC, demo_broker_overrides
 from tierlog.tools.demo_dir import in_use
-from tierlog.tools.errors import CliError
+from tierlog.util.cli_errors import CliError
 
 DEFAULT_PORT = 9092
 

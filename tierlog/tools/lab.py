@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from tierlog.tools.errors import EXIT_USAGE, CliError
 from tierlog.tools.lab_kernel import KERNEL_CWD_ENV
+from tierlog.util.cli_errors import EXIT_USAGE, CliError
 
 KERNEL_NAME = "tierlog"
 HOST = "127.0.0.1"
