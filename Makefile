@@ -59,7 +59,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # The integration tests and `tierlog cluster start` run a real ZooKeeper
-# (tierlog/tools/zookeeper.py): Debian's package, from apt when missing.
+# (tierlog/broker/coordination/zk_server.py): Debian's package, from apt when missing.
 zookeeper:
 	test -x /usr/share/zookeeper/bin/zkServer.sh || (apt-get update -q && apt-get install -y -q zookeeper)
 

@@ -5,8 +5,8 @@ topics with replication factor 3 and ``min.insync.replicas=2``, producers with `
 ``linger.ms=5`` and idempotence on:
 
   tierlog  3 broker processes (``python -m tierlog.cli broker start --override ...``) and a
-           ZooKeeper from Debian's package (``tierlog.tools.zookeeper``); the controller is
-           one of the brokers, elected in ZooKeeper.
+           ZooKeeper from Debian's package (``tierlog.broker.coordination.zk_server``); the
+           controller is one of the brokers, elected in ZooKeeper.
   kafka    1 dedicated KRaft controller (``process.roles=controller``, a one-voter static
            quorum) + 3 brokers (``process.roles=broker``), jars fetched by
            ``bench/kafka_ref.py`` (as for ``bench/throughput.py``); brokers ``-Xmx1G``, the
@@ -130,7 +130,9 @@ MiB = 1 << 20
 
 SESSION_TIMEOUT_MS = 6000  # tierlog zookeeper.session.timeout.ms = Kafka broker.session.timeout.ms
 KAFKA_HEARTBEAT_MS = 2000  # Kafka's default broker.heartbeat.interval.ms
-ZK_TICK_MS = 200  # ZooKeeper sessions may be 2..20 ticks by default; tools/zookeeper allows 60 s
+# ZooKeeper sessions may be 2..20 ticks by default; tierlog.broker.coordination.zk_server
+# allows 60 s.
+ZK_TICK_MS = 200
 REPLICA_LAG_MS = 10000  # replica.lag.time.max.ms on both
 FETCH_WAIT_MS = 500  # replica.fetch.wait.max.ms on both (Kafka's default)
 BROKERS = 3
@@ -220,7 +222,7 @@ class Cluster:
     run_dir: Path
     brokers: list[Node] = field(default_factory=list)
     coordinator: Node | None = None
-    zookeeper: Any = None  # tierlog.tools.zookeeper.ZooKeeperServer
+    zookeeper: Any = None  # tierlog.broker.coordination.zk_server.ZooKeeperServer
     settings: dict[str, Any] = field(default_factory=dict)
     _admin: AdminClient | None = None
 
@@ -436,7 +438,7 @@ def start_tierlog(
     """A ZooKeeper (tick 200 ms) and ``brokers`` tierlog brokers in ZooKeeper mode; with
     ``profile`` each broker runs under cProfile (its main thread, the event loop) and writes
     ``broker-N.prof`` when it stops. ``extra`` adds or replaces broker overrides."""
-    from tierlog.tools.zookeeper import ZooKeeperServer
+    from tierlog.broker.coordination.zk_server import ZooKeeperServer
 
     run_dir.mkdir(parents=True, exist_ok=True)
     cluster = Cluster(name, run_dir)

@@ -14,7 +14,7 @@ from tests.broker.harness import BrokerProcess
 from tests.integration.zk_clients import SESSION_TIMEOUT_MS, ClientFactory
 from tests.remote.conftest import s3_bucket, s3_server  # noqa: F401
 from tierlog.broker.coordination.zk_client import ZkClient
-from tierlog.tools.zookeeper import INSTALL_HINT, ZK_SERVER_SH, ZooKeeperServer
+from tierlog.broker.coordination.zk_server import INSTALL_HINT, ZK_SERVER_SH, ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

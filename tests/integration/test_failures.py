@@ -25,7 +25,7 @@ from tests.integration.acked_producer import PARTITIONS, TOPIC, BackgroundProduc
 from tests.integration.broker_metrics import UNCLEAN_ELECTIONS, cluster_sum
 from tests.integration.cluster_harness import ProcessCluster
 from tests.integration.test_replication import consume
-from tierlog.tools.zookeeper import ZooKeeperServer
+from tierlog.broker.coordination.zk_server import ZooKeeperServer
 
 
 def create(cluster: ProcessCluster, topic: str = TOPIC, rf: int = 3, **configs: str) -> None:

@@ -280,10 +280,11 @@ def test_zookeeper_that_is_missing_or_does_not_start_is_one_line(
 ) -> None:
     import io
 
-    from tierlog.tools import cluster, zookeeper
+    from tierlog.broker.coordination import zk_server
+    from tierlog.tools import cluster
     from tierlog.tools.client_config import ToolError
 
-    monkeypatch.setattr(zookeeper, "ZK_SERVER_SH", tmp_path / "no-zkServer.sh")
+    monkeypatch.setattr(zk_server, "ZK_SERVER_SH", tmp_path / "no-zkServer.sh")
     with pytest.raises(ToolError, match="make zookeeper"):
         cluster.start_cluster(1, io.StringIO(), data_dir=tmp_path / "a")
     monkeypatch.undo()
@@ -291,7 +292,7 @@ def test_zookeeper_that_is_missing_or_does_not_start_is_one_line(
     def fails(self: object) -> None:
         raise RuntimeError("ZooKeeper did not start; log:\n...")
 
-    monkeypatch.setattr(zookeeper.ZooKeeperServer, "start", fails)
+    monkeypatch.setattr(zk_server.ZooKeeperServer, "start", fails)
     with pytest.raises(ToolError, match="did not start on port") as raised:
         cluster.start_cluster(1, io.StringIO(), data_dir=tmp_path / "b")
     assert "\n" not in str(raised.value)

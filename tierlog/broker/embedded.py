@@ -123,7 +123,7 @@ class EmbeddedCluster:
 
     def start(self) -> EmbeddedCluster:
         if self.zookeeper is None:
-            from tierlog.tools.zookeeper import ZooKeeperServer
+            from tierlog.broker.coordination.zk_server import ZooKeeperServer
 
             self._server = ZooKeeperServer(self.data_dir / "zookeeper").start()
             self.zookeeper = self._server.connect

@@ -146,7 +146,7 @@ def start_cluster(
     Args:
         racks: give the brokers ``broker.rack`` rack-0..rack-(racks-1) round robin (0: none).
     """
-    from tierlog.tools.zookeeper import ZK_SERVER_SH, ZooKeeperServer
+    from tierlog.broker.coordination.zk_server import ZK_SERVER_SH, ZooKeeperServer
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = None

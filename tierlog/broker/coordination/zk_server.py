@@ -8,6 +8,8 @@ daemonised), listens on 127.0.0.1 and a free port, and waits (bounded) until the
 ``ruok`` is answered ``imok``. The server's output goes to ``zookeeper.log`` in that
 directory and is printed when start-up fails. ``stop()`` / ``kill()`` end the whole process
 group; the server is also killed at interpreter exit, so a crashed test run leaves no JVM.
+It lives beside the coordination code because ``EmbeddedCluster`` (``tierlog.broker.
+embedded``) starts one, and the broker imports nothing from the CLI's ``tools``.
 """
 
 from __future__ import annotations

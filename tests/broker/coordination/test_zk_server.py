@@ -1,4 +1,4 @@
-"""The development ZooKeeper (tierlog/tools/zookeeper.py)."""
+"""The development ZooKeeper (tierlog/broker/coordination/zk_server.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.tools.zookeeper import ZooKeeperServer, ruok
+from tierlog.broker.coordination.zk_server import ZooKeeperServer, ruok
 
 
 def test_a_relative_data_dir_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
