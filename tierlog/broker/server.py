@@ -6,7 +6,7 @@ and partitions instead. (Reading a connection's next Produce while the previous 
 for its followers was tried and measured: no gain beyond noise, 89k vs 83k msgs/s median
 over five alternating rounds of acks=all on 3 brokers, so Kafka's simpler rule stays.)
 
-Bytes come in through ``FrameStream`` (``tierlog.util.frame_stream``), an asyncio
+Bytes come in through ``FrameStream`` (``tierlog.client.frame_stream``), an asyncio
 ``BufferedProtocol`` over ``FrameReceiver``: a large request is received straight into a
 buffer of its own size and decoded from a read-only view of it, one copy where the stream
 reader and ``FrameDecoder`` made about four (issue 9, BENCHMARKS.md "Cluster").
@@ -40,6 +40,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from tierlog.client.frame_stream import FrameStream
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
     EncodedFetchResponse,
@@ -49,7 +50,6 @@ from tierlog.protocol import (
     encode_response,
 )
 from tierlog.protocol.framing import FrameReceiver
-from tierlog.util.frame_stream import FrameStream
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,8 @@
 It returns record batches as the broker sent them (bytes), which is what readers that
 decode straight to Arrow want (``tierlog.spark``); a general-purpose consumer or producer
 is confluent-kafka's job. ``connection`` owns one socket; ``log_client`` owns a cluster view.
+The asyncio side (``async_connection``, over ``frame_stream``) is imported explicitly; the
+broker's server reads its connections through ``frame_stream`` too.
 """
 
 from tierlog.client.connection import BrokerConnection, ConnectionClosedError

@@ -20,9 +20,9 @@ import contextlib
 import socket
 from typing import Any
 
+from tierlog.client.frame_stream import FrameStream
 from tierlog.protocol.codec import decode_response, encode_request
 from tierlog.protocol.framing import FrameReceiver
-from tierlog.util.frame_stream import FrameStream
 
 # A response larger than this is not a Kafka response (fetch.max.bytes tops out far lower).
 MAX_RESPONSE_BYTES = 1 << 30

@@ -16,7 +16,9 @@ Writing: ``pause_writing`` / ``resume_writing`` from the transport, awaited by `
 The transport stays a plain selector socket transport, so ``loop.sendfile`` on it takes
 the ``os.sendfile`` path.
 
-Event loop only; one reader at a time.
+Event loop only; one reader at a time. Both ends of a connection use it: the asyncio
+client (``async_connection``) and the broker's server, as Kafka's broker reads through
+its clients' network layer; it lives here, above the sans-I/O ``protocol`` it drives.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ import struct
 
 import pytest
 
+from tierlog.client.frame_stream import FrameStream
 from tierlog.protocol.errors import FrameTooLargeError
 from tierlog.protocol.framing import FrameReceiver, frame
-from tierlog.util.frame_stream import FrameStream
 
 
 async def connect(receiver: FrameReceiver) -> tuple[FrameStream, socket.socket]:
