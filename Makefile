@@ -51,9 +51,12 @@ serve: $(DEMO_STAMP)
 lab: $(DEMO_STAMP) $(JARS)
 	$(BIN)/tierlog lab
 
+# ruff, then the layer rules of docs/architecture.md as import-linter contracts
+# ([tool.importlinter] in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check tierlog pipelines tests bench
 	$(BIN)/ruff format --check tierlog pipelines tests bench
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -116,4 +119,4 @@ bench-summary: $(STAMP) $(JARS) zookeeper
 	$(BIN)/python bench/summary.py
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
