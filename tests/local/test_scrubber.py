@@ -19,6 +19,7 @@ from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.log import Log
 from tierlog.local.scrubber import RateLimiter, Scrubber, Stopped, verify_segment_crc
 from tierlog.local.segment import FileSlice
+from tierlog.util.clock import SystemClock
 
 from .conftest import T0, LogFactory, make_batch
 
@@ -171,7 +172,7 @@ def test_retention_forgets_findings_in_deleted_segments(make_log: LogFactory) ->
 
 def test_the_rate_limiter_paces_and_stops() -> None:
     stop = threading.Event()
-    limiter = RateLimiter(1 << 20, stop)  # 1 MiB/s
+    limiter = RateLimiter(1 << 20, stop, SystemClock())  # 1 MiB/s
     started = time.monotonic()
     for _ in range(4):
         limiter(64 * 1024)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +62,8 @@ from tierlog.records.header import (
 )
 from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 from tierlog.records.varint import BytesLike
+from tierlog.util.clock import Clock, SystemClock
+from tierlog.util.throttle import Throttle
 
 # Linux IOV_MAX: one writev call takes at most this many buffers.
 _IOV_MAX = 1024
@@ -138,23 +140,6 @@ class CleanResult:
     map_end_offset: int
     stats: CleanStats
     next_delete_horizon_ms: int = -1
-
-
-class Throttle:
-    """Sleeps to keep I/O under ``bytes_per_second`` (log.cleaner.io.max.bytes.per.second)."""
-
-    def __init__(self, bytes_per_second: float) -> None:
-        self.rate = bytes_per_second
-        self.start = time.monotonic()
-        self.done = 0
-
-    def __call__(self, nbytes: int) -> None:
-        if self.rate <= 0:
-            return
-        self.done += nbytes
-        ahead = self.done / self.rate - (time.monotonic() - self.start)
-        if ahead > 0.01:
-            time.sleep(ahead)
 
 
 def read_batches(
@@ -422,16 +407,26 @@ def _write_txn_index(directory: Path, base_offset: int, entries: list[AbortedTxn
     return str(path)
 
 
-def clean(job: CleanJob) -> CleanResult:
+def clean(
+    job: CleanJob, clock: Clock | None = None, sleep: Callable[[float], None] = time.sleep
+) -> CleanResult:
     """One pass over ``job``'s log (see the module docstring). Writes ``.cleaned`` files
     only; on any error the files this pass wrote are removed before it raises.
+
+    Args:
+        clock, sleep: the I/O throttle's time and waiting (a worker process uses the
+            system's; tests pass a manual clock).
 
     Raises:
         OffsetMapFullError: the first dirty segment alone does not fit the map.
         RecordsError: a batch fails its CRC or does not parse (nothing is swapped).
     """
     stats = CleanStats()
-    throttle = Throttle(job.io_bytes_per_second)
+    # log.cleaner.io.max.bytes.per.second, as the pass's average; waits under 10 ms are
+    # carried over to the next, not slept.
+    throttle = Throttle(
+        job.io_bytes_per_second, clock or SystemClock(), sleep=sleep, min_wait_s=0.01
+    )
     # The dirty part has at most one record per offset: a map for that many keys is all a
     # pass can fill, and a smaller table is cleared and probed faster than the whole buffer.
     dirty_offsets = (

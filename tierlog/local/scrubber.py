@@ -35,7 +35,6 @@ import contextlib
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +46,8 @@ from tierlog.local.log import Log
 from tierlog.local.segment import FileSlice, LogSegment, SegmentState
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, parse_header
+from tierlog.util.clock import Clock, SystemClock
+from tierlog.util.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -282,31 +283,24 @@ def _bounded(problem: SegmentProblem, last_offset: int) -> SegmentProblem:
 
 
 class RateLimiter:
-    """Paces a worker to ``bytes_per_second``: ``__call__(n)`` after n bytes sleeps as long
-    as the worker is ahead of the rate. Raises ``Stopped`` once ``stop`` is set."""
+    """Paces a worker to ``bytes_per_second``: ``__call__(n)`` after n bytes waits (on the
+    ``stop`` event) as long as the worker is ahead of the rate. Raises ``Stopped`` once
+    ``stop`` is set. The pace is the pass's average (``tierlog.util.throttle``)."""
 
-    def __init__(
-        self,
-        bytes_per_second: int,
-        stop: threading.Event,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, bytes_per_second: int, stop: threading.Event, clock: Clock) -> None:
         self.bytes_per_second = bytes_per_second
         self.stop = stop
-        self._monotonic = monotonic
-        self._started = monotonic()
-        self._bytes = 0
+        self._throttle = Throttle(bytes_per_second, clock)
         self._unpaced = 0
 
     def __call__(self, n: int) -> None:
         if self.stop.is_set():
             raise Stopped
-        self._bytes += n
         self._unpaced += n
         if self._unpaced < _PACE_QUANTUM:
             return
+        ahead = self._throttle.wait_for(self._unpaced)
         self._unpaced = 0
-        ahead = self._bytes / self.bytes_per_second - (self._monotonic() - self._started)
         if ahead > 0 and self.stop.wait(ahead):
             raise Stopped
 
@@ -351,6 +345,7 @@ class Scrubber:
         logs: the logs to check (the log manager's ``logs``, read at each pass).
         bytes_per_second: the rate; must be > 0 (0 means: do not build a scrubber).
         min_pass_interval_s: the least time from one pass's start to the next one's.
+        clock: monotonic time for the pace.
     """
 
     def __init__(
@@ -359,12 +354,14 @@ class Scrubber:
         bytes_per_second: int,
         *,
         min_pass_interval_s: float = MIN_PASS_INTERVAL_S,
+        clock: Clock | None = None,
     ) -> None:
         if bytes_per_second <= 0:
             raise ValueError("the scrubber needs a positive rate")
         self._logs = logs
         self.bytes_per_second = bytes_per_second
         self.min_pass_interval_s = min_pass_interval_s
+        self.clock: Clock = clock or SystemClock()
         self.stats = ScrubberStats()
         # Called after new damage is marked (the broker's repairer, in a cluster).
         self.on_damage: Callable[[], None] | None = None
@@ -384,20 +381,20 @@ class Scrubber:
 
     async def _run(self) -> None:
         while not self._stop.is_set():
-            started = time.monotonic()
+            started = self.clock.monotonic_ms() / 1000
             try:
                 await self.run_pass()
             except Stopped:
                 return
             except Exception:  # never let one bad pass end scrubbing for good
                 log.exception("scrubber pass failed; retrying at the next pass")
-            rest = self.min_pass_interval_s - (time.monotonic() - started)
+            rest = self.min_pass_interval_s - (self.clock.monotonic_ms() / 1000 - started)
             if rest > 0:
                 await asyncio.sleep(rest)
 
     async def run_pass(self) -> int:
         """Check every closed segment once; returns the number of problems found."""
-        started = time.monotonic()
+        started = self.clock.monotonic_ms() / 1000
         pending = [
             (topic_log, segment)
             for topic_log in list(self._logs().values())
@@ -414,7 +411,7 @@ class Scrubber:
         }
         stats.pass_bytes_total = sum(segment.size for _, segment in pending)
         stats.pass_bytes_done = 0
-        limiter = RateLimiter(self.bytes_per_second, self._stop)
+        limiter = RateLimiter(self.bytes_per_second, self._stop, self.clock)
         found = 0
         for topic_log, segment in pending:
             if topic_log.closed or segment.state is not SegmentState.CLOSED:
@@ -448,7 +445,7 @@ class Scrubber:
                 found += len(problems)
                 self._report(topic_log, segment, problems)
         stats.completed_passes += 1
-        stats.last_pass_seconds = time.monotonic() - started
+        stats.last_pass_seconds = self.clock.monotonic_ms() / 1000 - started
         return found
 
     @staticmethod

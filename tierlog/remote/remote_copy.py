@@ -1,6 +1,6 @@
 """Offload for the remote log manager (KIP-405's copy task): which closed local segments
 are due, what an upload needs of one (``SegmentFiles``), the upload and its manifest
-commit (``RemoteCopier``), and the upload throttle (``Throttle``).
+commit (``RemoteCopier``).
 
 Rules (DESIGN.md "Remote tier"): a segment is offloaded when it is closed and wholly below
 the high watermark and the last stable offset; its data, indexes and auxiliary objects are
@@ -10,15 +10,14 @@ offloaded.
 
 Threads: ``RemoteCopier.eligible`` and ``SegmentFiles.of`` run on the event loop (they
 read the live ``Log``); ``RemoteCopier.upload`` runs on the manager's ``remote-log``
-worker thread, the partition manifest's one writer, and reads the segment's files there.
-``Throttle`` sleeps on the thread that uploads, never the event loop.
+worker thread, the partition manifest's one writer, and reads the segment's files there;
+the upload throttle (the manager's) sleeps on that thread, never the event loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import uuid
 from pathlib import Path
 
@@ -35,26 +34,6 @@ from tierlog.remote.tiered_partition import TieredPartition
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
-
-
-class Throttle:
-    """remote.log.manager.copy.max.bytes.per.second: a token bucket the uploader sleeps
-    on (on its own thread, never the event loop)."""
-
-    def __init__(self, bytes_per_second: int) -> None:
-        self.rate = bytes_per_second
-        self._allowance = float(bytes_per_second)
-        self._last = time.monotonic()
-
-    def __call__(self, nbytes: int) -> None:
-        if self.rate <= 0:
-            return
-        now = time.monotonic()
-        self._allowance = min(self.rate, self._allowance + (now - self._last) * self.rate)
-        self._last = now
-        self._allowance -= nbytes
-        if self._allowance < 0:
-            time.sleep(-self._allowance / self.rate)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -67,11 +67,12 @@ from tierlog.remote.api import (
     RemoteStore,
 )
 from tierlog.remote.chunk_cache import ChunkCache
-from tierlog.remote.remote_copy import RemoteCopier, SegmentFiles, Throttle
+from tierlog.remote.remote_copy import RemoteCopier, SegmentFiles
 from tierlog.remote.remote_reads import AuxState, RemoteReads
 from tierlog.remote.remote_retention import RemoteRetention
 from tierlog.remote.tiered_partition import TieredPartition
 from tierlog.util.clock import Clock, SystemClock
+from tierlog.util.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,14 @@ class RemoteLogManager:
         self.clock = clock or SystemClock()
         self.cache = ChunkCache(cache_dir, max(cache_bytes, 4 << 20))
         self.fetch_timeout_s = fetch_timeout_ms / 1000
-        self.throttle = Throttle(copy_bytes_per_second)
+        # remote.log.manager.copy.max.bytes.per.second: credit for one second at most, so
+        # the uploader does not burst after idling.
+        self.throttle = Throttle(
+            copy_bytes_per_second,
+            self.clock,
+            burst_bytes=copy_bytes_per_second,
+            initial_bytes=copy_bytes_per_second,
+        )
         if store.throttle is None:
             # Paced per uploaded chunk (8 MiB) by the store, not per segment up front.
             store.throttle = self.throttle
