@@ -19,6 +19,7 @@ from tierlog.broker.quotas import (
     entity_components,
     entity_path,
 )
+from tierlog.util.clock import ManualClock
 
 
 def test_entities_are_kafkas_zookeeper_paths() -> None:
@@ -79,9 +80,8 @@ def test_the_rate_spans_at_least_all_windows_but_one() -> None:
 
 
 def test_a_client_over_its_quota_is_throttled_for_as_long_as_it_overshot() -> None:
-    now = [0.0]
     quotas = {"clients/slow": {PRODUCER_BYTE_RATE: 1000.0}}
-    manager = ClientQuotaManager(lambda: quotas, samples=11, window_ms=1000, clock=lambda: now[0])
+    manager = ClientQuotaManager(lambda: quotas, samples=11, window_ms=1000, clock=ManualClock(0))
     assert manager.record(PRODUCER_BYTE_RATE, "fast", 10**9) == 0  # no quota
     assert manager.record(PRODUCER_BYTE_RATE, "slow", 10_000) == 0  # exactly 1000 B/s over 10 s
     # 10 KB more: 2000 B/s over the 10 s span, so 10 s of silence brings it back.
@@ -115,3 +115,17 @@ def test_a_throttled_connection_waits_before_its_next_request() -> None:
     assert 0.25 < waited < 2
     assert other < 0.1
     assert manager.stats.throttled["Produce"] == 1
+
+
+def test_a_connection_throttle_runs_on_the_clock_given() -> None:
+    clock = ManualClock(0)
+    manager = ClientQuotaManager(lambda: {}, clock=clock)
+
+    async def one_connection() -> None:
+        manager.throttle("Produce", 60_000)
+        clock.advance(60_000)  # the minute passes on the quota's clock
+        # Answered at once: on time.monotonic() this would wait a real minute.
+        await asyncio.wait_for(manager.wait_if_throttled(), 5)
+
+    asyncio.run(one_connection())
+    assert manager.stats.throttle_ms["Produce"] == 60_000

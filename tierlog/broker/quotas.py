@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
+
+from tierlog.util.clock import Clock, SystemClock
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -166,12 +167,13 @@ class QuotaStats:
 
 
 class _ConnectionThrottle:
-    """When the connection this request came on may be read again (monotonic seconds)."""
+    """When the connection this request came on may be read again (the quota clock's
+    monotonic milliseconds)."""
 
-    __slots__ = ("until",)
+    __slots__ = ("until_ms",)
 
     def __init__(self) -> None:
-        self.until = 0.0
+        self.until_ms = 0
 
 
 # One per connection: set in the connection task's context at its first request.
@@ -187,7 +189,8 @@ class ClientQuotaManager:
     Args:
         quotas: the quotas in force (the coordination metadata's), read at each request.
         samples, window_ms: ``quota.window.num`` and ``quota.window.size.seconds``.
-        clock: milliseconds (tests pass a manual one).
+        clock: monotonic time for the rates and the connections' throttles (tests pass a
+            manual one).
     """
 
     def __init__(
@@ -196,12 +199,12 @@ class ClientQuotaManager:
         *,
         samples: int = 11,
         window_ms: int = 1000,
-        clock: Callable[[], float] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._quotas = quotas
         self.samples = samples
         self.window_ms = window_ms
-        self._clock = clock or (lambda: time.monotonic() * 1000)
+        self._clock: Clock = clock or SystemClock()
         self._rates: dict[tuple[str, str, str], SampledRate] = {}
         self.stats = QuotaStats()
 
@@ -216,7 +219,7 @@ class ClientQuotaManager:
         if found is None:
             return 0
         user_tag, client_tag, bound = found
-        now = self._clock()
+        now = self._clock.monotonic_ms()
         rate = self._rates.get((key, user_tag, client_tag))
         if rate is None:
             rate = self._rates[(key, user_tag, client_tag)] = SampledRate(
@@ -243,14 +246,13 @@ class ClientQuotaManager:
         if state is None:
             state = _ConnectionThrottle()
             _CONNECTION.set(state)
-        state.until = max(state.until, time.monotonic() + throttle_ms / 1000)
+        state.until_ms = max(state.until_ms, self._clock.monotonic_ms() + throttle_ms)
 
-    @staticmethod
-    async def wait_if_throttled() -> None:
+    async def wait_if_throttled(self) -> None:
         """At the start of a request: wait out the connection's throttle (KIP-219's muted
         channel: the request is not handled before the throttle time has passed)."""
         state = _CONNECTION.get(None)
         if state is not None:
-            rest = state.until - time.monotonic()
-            if rest > 0:
-                await asyncio.sleep(rest)
+            rest_ms = state.until_ms - self._clock.monotonic_ms()
+            if rest_ms > 0:
+                await asyncio.sleep(rest_ms / 1000)
