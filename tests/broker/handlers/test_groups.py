@@ -90,7 +90,9 @@ def test_txn_offset_commit_every_version_then_require_stable() -> None:
             )
             assert _errors(response) == {0: E.none, 1: E.none}, version
         # The leader epoch exists from v2: the v4 commit (the last one) kept it.
-        pending = c._manager.groups["g"].pending_txn_offsets.get(PID)
+        group = c.group("g")
+        assert group is not None
+        pending = group.pending_txn_offsets.get(PID)
         assert pending[("t", 0)].value.offset == 14
         assert pending[("t", 0)].value.leader_epoch == 5
 

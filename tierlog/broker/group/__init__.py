@@ -1,13 +1,16 @@
-"""The broker's classic consumer group coordinator and the ``__consumer_offsets`` formats.
+"""The broker's consumer group coordinator and the ``__consumer_offsets`` formats.
 
-Modules: ``coordinator`` (``GroupCoordinator``, the API request handlers call: JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup), ``offsets`` (OffsetCommit/TxnOffsetCommit/OffsetFetch,
-transaction completion, List/Describe/DeleteGroups, expiration), ``rebalance`` (shared
-rebalance steps and timers), ``group`` (one group's state machine), ``txn_offsets`` (a
-group's offsets pending in open transactions, KIP-98), ``manager`` (group cache, partition
-ownership, persistence and loading), ``offsets_codec`` (sans-I/O record keys and values),
-``placement`` (``partition_for``), ``results`` (answer dataclasses), ``config``,
-``timers``.
+Modules, composed rather than inherited: ``coordinator`` (``GroupCoordinator``, the thin
+facade the request handlers call, and the coordinator's partitions), ``runtime`` (what the
+components share: the groups and their store, timers, writes in flight), ``classic``
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup) with ``classic_rebalance`` (its rebalance
+steps and timers), ``offsets`` (OffsetCommit/TxnOffsetCommit/OffsetFetch/OffsetDelete,
+transaction completion, expiration), ``admin`` (List/Describe/DeleteGroups), ``group``
+(one group's state machine), ``txn_offsets`` (a group's offsets pending in open
+transactions, KIP-98), ``manager`` (group cache, partition ownership, persistence and
+loading), ``offsets_codec`` (sans-I/O record keys and values), ``placement``
+(``partition_for``), ``results`` (answer dataclasses), ``config``, ``timers``. KIP-848's
+consumer protocol is a component beside ``classic``.
 """
 
 from tierlog.broker.group.config import GroupConfig

@@ -7,8 +7,9 @@ to rejoin with their assigned id (KIP-394), the pending JoinGroup/SyncGroup answ
 (asyncio futures, resolved by ``GroupCoordinator``), the group's committed offsets, and
 the offsets transactional producers committed that wait for their transaction's marker
 (KIP-98 TxnOffsetCommit, held per producer id until COMMIT applies or ABORT drops them).
-It never waits, schedules timers or writes anything: ``tierlog.broker.group.coordinator``
-drives it and owns the timers, ``tierlog.broker.group.manager`` persists it. Not
+It never waits, schedules timers or writes anything: the coordinator's components
+(``tierlog.broker.group.classic`` and its rebalance) drive it, their ``GroupRuntime`` owns
+the timers, ``tierlog.broker.group.manager`` persists it. Not
 thread-safe: everything runs on the broker's event loop.
 
 States (``GroupState``; the allowed transitions are the ``_VALID_PREVIOUS`` table)::

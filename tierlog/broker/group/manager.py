@@ -6,7 +6,7 @@ partitions this broker coordinates and whether they are still loading; the cache
 commits and deletions into record batches (``tierlog.broker.group.offsets_codec``
 formats) handed to the injected ``append``; and rebuilding the cache from a partition's
 records when the broker becomes its leader. The membership protocol itself lives in
-``tierlog.broker.group.coordinator``. Runs on the event loop; not thread-safe.
+``tierlog.broker.group.classic``. Runs on the event loop; not thread-safe.
 
 Transactional offset commits (KIP-98 TxnOffsetCommit) are written as one transactional
 batch of the producer and held in ``GroupMetadata.pending_txn_offsets`` until the

@@ -1,10 +1,10 @@
-"""Offsets and group administration: OffsetCommit, TxnOffsetCommit, OffsetFetch, ListGroups,
-DescribeGroups, DeleteGroups and offset expiration.
+"""A group's committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete
+and offset expiration.
 
-This module owns ``OffsetsApi``, the part of ``GroupCoordinator`` that is about stored
-state rather than membership (Kafka's ``handleCommitOffsets``/``handleFetchOffsets``,
-``handleListGroups``/``handleDescribeGroup``/``handleDeleteGroups`` and the offsets
-retention task). Commits are answered only after their records are durable; a commit
+This module owns ``GroupOffsets``, the group coordinator's component for stored offsets
+rather than membership (Kafka's ``handleCommitOffsets``/``handleFetchOffsets``,
+``handleDeleteOffsets`` and the offsets retention task; Kafka 4's
+``OffsetMetadataManager``). Commits are answered only after their records are durable; a commit
 with generation -1 and no member id is a "simple" commit (``assign()``-based consumers,
 admin tools) and is accepted only while the group has no members, as in Kafka.
 
@@ -21,22 +21,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from tierlog.broker.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
 from tierlog.broker.group.manager import group_store_error
 from tierlog.broker.group.offsets_codec import OffsetCommitValue
-from tierlog.broker.group.rebalance import UNKNOWN_MEMBER_ID, GroupCoordinatorBase
 from tierlog.broker.group.results import (
-    DeleteGroupResult,
-    DescribedGroup,
     FetchedOffset,
-    ListedGroup,
-    ListGroupsResult,
     OffsetCommitResult,
     OffsetFetchResult,
     TopicPartition,
 )
+from tierlog.broker.group.runtime import GroupRuntime, restore_offsets
 from tierlog.protocol.errors import ErrorCode
 
 log = logging.getLogger("tierlog.broker.group.coordinator")
@@ -46,10 +42,23 @@ S = GroupState
 # What a commit carries per partition: (offset, leader_epoch, metadata); epoch -1 when
 # unknown (OffsetCommit < v6), metadata None stored as "".
 CommitEntry = tuple[int, int, str | None]
+UNKNOWN_MEMBER_ID = ""
+# A request from a group member that counts as its heartbeat: (group, member id).
+KeepAlive = Callable[[GroupMetadata, str], None]
 
 
-class OffsetsApi(GroupCoordinatorBase):
-    """Offset and admin requests of the group coordinator (see the module docstring)."""
+class GroupOffsets:
+    """The offset requests of the group coordinator (see the module docstring).
+
+    Args:
+        runtime: the coordinator's groups, store and timers.
+        keep_alive: called for a commit by a member: a commit counts as a heartbeat in the
+            classic protocol.
+    """
+
+    def __init__(self, runtime: GroupRuntime, keep_alive: KeepAlive) -> None:
+        self._runtime = runtime
+        self._keep_alive = keep_alive
 
     # ================================================================ OffsetCommit
 
@@ -75,27 +84,26 @@ class OffsetsApi(GroupCoordinatorBase):
         def fail(error: int) -> OffsetCommitResult:
             return OffsetCommitResult(error, {tp: error for tp in offsets})
 
-        error = self._validate(group_id, require_id=False)
+        error = self._runtime.validate(group_id, require_id=False)
         if error:
             return fail(error)
-        group = self._manager.get_group(group_id)
+        group = self._runtime.store.get_group(group_id)
         if group is None:
             if generation_id >= 0:
                 # A group we do not know cannot have a generation: a stale member.
                 return fail(E.illegal_generation)
             # Not relying on group management: offsets-only group (Kafka's addGroup).
-            group = self._manager.add_group(GroupMetadata(group_id, self._now()))
+            group = self._runtime.store.add_group(GroupMetadata(group_id, self._runtime.now()))
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if error:
             return fail(error)
         if group.is_(S.COMPLETING_REBALANCE):
             # The member has its JoinGroup answer but not yet its assignment.
             return fail(E.rebalance_in_progress)
-        if group.has(member_id):
-            # A commit counts as a heartbeat; during PreparingRebalance the commit is
-            # accepted, and the next heartbeat tells the member to rejoin.
-            self._arm_heartbeat(group, group.get(member_id))
-        now = self._now()
+        # A commit counts as a heartbeat; during PreparingRebalance the commit is
+        # accepted, and the next heartbeat tells the member to rejoin.
+        self._keep_alive(group, member_id)
+        now = self._runtime.now()
         expire = now + retention_time_ms if retention_time_ms >= 0 else -1
         partitions: dict[TopicPartition, int] = {}
         to_store: dict[TopicPartition, OffsetCommitValue] = {}
@@ -108,14 +116,18 @@ class OffsetsApi(GroupCoordinatorBase):
         if not to_store:
             return OffsetCommitResult(E.none, partitions)
         # Shielded: once appended, the commit must be applied even if the client is gone.
-        error = await asyncio.shield(self._spawn(self._manager.store_offsets(group, to_store)))
+        error = await asyncio.shield(
+            self._runtime.spawn(self._runtime.store.store_offsets(group, to_store))
+        )
         for tp in to_store:
             partitions[tp] = error
         return OffsetCommitResult(error, partitions)
 
     def _metadata_fits(self, metadata: str) -> bool:
         # Kafka compares String.length(): UTF-16 code units.
-        return len(metadata.encode("utf-16-le")) // 2 <= self.config.offset_metadata_max_bytes
+        return (
+            len(metadata.encode("utf-16-le")) // 2 <= self._runtime.config.offset_metadata_max_bytes
+        )
 
     def _validate_offset_commit(
         self,
@@ -182,23 +194,23 @@ class OffsetsApi(GroupCoordinatorBase):
         def fail(error: int) -> OffsetCommitResult:
             return OffsetCommitResult(error, {tp: error for tp in offsets})
 
-        error = self._validate(group_id, require_id=True)
+        error = self._runtime.validate(group_id, require_id=True)
         if error:
             return fail(error)
         has_member = generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID
-        group = self._manager.get_group(group_id)
+        group = self._runtime.store.get_group(group_id)
         if group is None:
             if has_member or group_instance_id is not None:
                 # Kafka creates the group, then finds no such member in it.
                 return fail(E.unknown_member_id)
             # A transaction may commit for a group nobody has joined (Kafka's addGroup).
-            group = self._manager.add_group(GroupMetadata(group_id, self._now()))
+            group = self._runtime.store.add_group(GroupMetadata(group_id, self._runtime.now()))
         error = self._validate_offset_commit(
             group, generation_id, member_id, group_instance_id, transactional=True
         )
         if error:
             return fail(error)
-        now = self._now()
+        now = self._runtime.now()
         partitions: dict[TopicPartition, int] = {}
         to_store: dict[TopicPartition, OffsetCommitValue] = {}
         for tp, (offset, leader_epoch, metadata) in offsets.items():
@@ -212,8 +224,8 @@ class OffsetsApi(GroupCoordinatorBase):
         # Shielded: once appended, the pending offsets must be recorded even if the
         # client is gone, or a later COMMIT marker would find nothing to apply.
         error = await asyncio.shield(
-            self._spawn(
-                self._manager.store_txn_offsets(
+            self._runtime.spawn(
+                self._runtime.store.store_txn_offsets(
                     group, producer_id, producer_epoch, to_store, guard=guard
                 )
             )
@@ -233,7 +245,7 @@ class OffsetsApi(GroupCoordinatorBase):
         partition this broker does not coordinate is ignored (its next leader reads the
         marker when it loads).
         """
-        applied = self._manager.complete_txn(offsets_partition, producer_id, commit)
+        applied = self._runtime.store.complete_txn(offsets_partition, producer_id, commit)
         log.debug(
             "transaction of producer %d %s in __consumer_offsets-%d: %d offsets applied",
             producer_id,
@@ -259,10 +271,10 @@ class OffsetsApi(GroupCoordinatorBase):
         client retries until the transaction ends); without it, the last committed
         offset is returned as if no transaction were open.
         """
-        error = self._validate(group_id, require_id=False)
+        error = self._runtime.validate(group_id, require_id=False)
         if error:
             return OffsetFetchResult(error)
-        group = self._manager.get_group(group_id)
+        group = self._runtime.store.get_group(group_id)
         if group is None or group.is_(S.DEAD):
             return OffsetFetchResult(E.none, {tp: FetchedOffset() for tp in partitions or ()})
         tps = list(group.offsets) if partitions is None else partitions
@@ -277,93 +289,6 @@ class OffsetsApi(GroupCoordinatorBase):
                 out[tp] = FetchedOffset(value.offset, value.leader_epoch, value.metadata)
         return OffsetFetchResult(E.none, out)
 
-    # ================================================================ List / Describe
-
-    def list_groups(
-        self,
-        states_filter: Collection[str] | None = None,
-        types_filter: Collection[str] | None = None,
-    ) -> ListGroupsResult:
-        """ListGroups: the groups of every loaded partition.
-
-        Args:
-            states_filter: v4+ (KIP-518), case-insensitive state names; empty = all.
-            types_filter: v5+ (KIP-848), group types; these groups are all "classic".
-        """
-        if not self._active:
-            return ListGroupsResult(E.coordinator_not_available)
-        error = E.coordinator_load_in_progress if self._manager.any_loading() else E.none
-        if types_filter and "classic" not in {t.lower() for t in types_filter}:
-            return ListGroupsResult(error)
-        states = {s.lower() for s in states_filter} if states_filter else None
-        groups = tuple(
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self._manager.groups.values()
-            if states is None or g.state.value.lower() in states
-        )
-        return ListGroupsResult(error, groups)
-
-    def describe_groups(
-        self, group_ids: Iterable[str], *, not_found_error: bool = False
-    ) -> list[DescribedGroup]:
-        """DescribeGroups, one entry per id in order.
-
-        An unknown group is state "Dead" with error 0, as in Kafka up to DescribeGroups
-        v5; pass ``not_found_error`` for v6+ to get GROUP_ID_NOT_FOUND instead.
-        """
-        out = []
-        for group_id in group_ids:
-            error = self._validate(group_id, require_id=False)
-            group = None if error else self._manager.get_group(group_id)
-            if error:
-                out.append(DescribedGroup(error, group_id))
-            elif group is None:
-                code = E.group_id_not_found if not_found_error else E.none
-                out.append(DescribedGroup(code, group_id, S.DEAD.value))
-            else:
-                out.append(group.describe())
-        return out
-
-    # ================================================================ DeleteGroups
-
-    async def delete_groups(self, group_ids: Iterable[str]) -> list[DeleteGroupResult]:
-        """DeleteGroups: only groups without members (Empty) can go (NON_EMPTY_GROUP
-        otherwise, also while an open transaction has offsets pending for the group: its
-        marker would bring them back); their offsets and metadata get tombstones. One
-        result per distinct id, in order."""
-        results: dict[str, int] = {}
-        deleting: dict[int, list[GroupMetadata]] = defaultdict(list)
-        for group_id in group_ids:
-            if group_id in results:
-                continue
-            error = self._validate(group_id, require_id=False)
-            group = None if error else self._manager.get_group(group_id)
-            if error:
-                results[group_id] = error
-            elif group is None:
-                results[group_id] = E.group_id_not_found
-            elif not group.is_(S.EMPTY) or group.pending_txn_offsets:
-                results[group_id] = E.non_empty_group
-            else:
-                # Out of the cache at once, so nothing new attaches to it while the
-                # tombstones are written.
-                self._detach(group)
-                results[group_id] = E.none
-                deleting[self.partition_for(group_id)].append(group)
-        for partition, groups in deleting.items():
-            error = await self._manager.write_tombstones(
-                partition,
-                [(g.group_id, tp) for g in groups for tp in g.offsets],
-                [g.group_id for g in groups if g.generation_id > 0],
-            )
-            for group in groups:
-                if error:
-                    self._reattach(group, {})
-                    results[group.group_id] = group_store_error(error)
-                else:
-                    group.transition_to(S.DEAD, self._now())
-        return [DeleteGroupResult(gid, code) for gid, code in results.items()]
-
     # ================================================================ OffsetDelete
 
     async def delete_offsets(
@@ -377,10 +302,10 @@ class OffsetsApi(GroupCoordinatorBase):
         without an offset is answered 0. An Empty group left without offsets is removed,
         as expiration does."""
         wanted = list(dict.fromkeys(partitions))
-        error = self._validate(group_id, require_id=False)
+        error = self._runtime.validate(group_id, require_id=False)
         if error:
             return error, {}
-        group = self._manager.get_group(group_id)
+        group = self._runtime.store.get_group(group_id)
         if group is None or group.is_(S.DEAD):
             return E.group_id_not_found, {}
         errors: dict[TopicPartition, int] = {}
@@ -395,17 +320,17 @@ class OffsetsApi(GroupCoordinatorBase):
         removed = {tp: group.offsets.pop(tp) for tp in eligible if tp in group.offsets}
         dead = group.is_(S.EMPTY) and not group.has_offsets()
         if dead:
-            self._detach(group)
+            self._runtime.detach(group)
         if removed or dead:
             dead_ids = [group.group_id] if dead and group.generation_id > 0 else []
-            error = await self._manager.write_tombstones(
-                self.partition_for(group_id), [(group_id, tp) for tp in removed], dead_ids
+            error = await self._runtime.store.write_tombstones(
+                self._runtime.partition_for(group_id), [(group_id, tp) for tp in removed], dead_ids
             )
             if error:
-                self._reattach(group, removed) if dead else _restore(group, removed)
+                self._runtime.reattach(group, removed) if dead else restore_offsets(group, removed)
                 return group_store_error(error), {}
             if dead:
-                group.transition_to(S.DEAD, self._now())
+                group.transition_to(S.DEAD, self._runtime.now())
         errors.update({tp: E.none for tp in eligible})
         return E.none, errors
 
@@ -419,31 +344,33 @@ class OffsetsApi(GroupCoordinatorBase):
         Returns:
             The number of offsets removed.
         """
-        now = self._now()
+        now = self._runtime.now()
         plan: dict[
             int, list[tuple[GroupMetadata, dict[TopicPartition, OffsetCommitValue], bool]]
         ] = defaultdict(list)
-        for group in list(self._manager.groups.values()):
-            expired = group.expired_offsets(now, self.config.offsets_retention_ms)
+        for group in list(self._runtime.store.groups.values()):
+            expired = group.expired_offsets(now, self._runtime.config.offsets_retention_ms)
             removed = {tp: group.offsets.pop(tp) for tp in expired}
             dead = group.is_(S.EMPTY) and not group.has_offsets()
             if dead:
-                self._detach(group)
+                self._runtime.detach(group)
             if removed or dead:
-                plan[self.partition_for(group.group_id)].append((group, removed, dead))
+                plan[self._runtime.partition_for(group.group_id)].append((group, removed, dead))
         total = 0
         for partition, items in plan.items():
             offsets = [(g.group_id, tp) for g, removed, _ in items for tp in removed]
             # A group that never had a generation only stored offsets: it has no
             # metadata record to delete (as in Kafka).
             dead_ids = [g.group_id for g, _, dead in items if dead and g.generation_id > 0]
-            error = await self._manager.write_tombstones(partition, offsets, dead_ids)
+            error = await self._runtime.store.write_tombstones(partition, offsets, dead_ids)
             if error:
                 log.warning(
                     "expiring offsets in __consumer_offsets-%d failed: error %d", partition, error
                 )
                 for group, removed, dead in items:
-                    self._reattach(group, removed) if dead else _restore(group, removed)
+                    self._runtime.reattach(group, removed) if dead else restore_offsets(
+                        group, removed
+                    )
                 continue
             total += len(offsets)
             for group, _, dead in items:
@@ -452,21 +379,3 @@ class OffsetsApi(GroupCoordinatorBase):
         if total:
             log.info("removed %d expired offsets", total)
         return total
-
-    def _detach(self, group: GroupMetadata) -> None:
-        """Take an Empty group out of the cache (deletion in progress)."""
-        self._manager.remove_group(group)
-        self._timers.cancel_group(group.group_id)
-        group.pending_members.clear()  # their ids die with the group
-
-    def _reattach(
-        self, group: GroupMetadata, removed: Mapping[TopicPartition, OffsetCommitValue]
-    ) -> None:
-        """Undo ``_detach`` after a failed write; if a new group took the id meanwhile,
-        the old offsets (still in the log) go to it where it has none."""
-        _restore(self._manager.add_group(group), removed)
-
-
-def _restore(group: GroupMetadata, removed: Mapping[TopicPartition, OffsetCommitValue]) -> None:
-    for tp, value in removed.items():
-        group.offsets.setdefault(tp, value)

@@ -1,12 +1,12 @@
-"""Rebalance machinery shared by the coordinator's APIs: timers, join/sync phases, removal.
+"""The classic group protocol's rebalance: timers, the join and sync phases, removals.
 
-This module owns ``GroupCoordinatorBase``: the coordinator's state (config, clock, the
-``GroupMetadataManager`` cache, timers, write tasks) and the steps of Kafka's
-``GroupCoordinator`` that several requests and timers share: preparing a rebalance,
-completing the join phase (new generation, protocol, leader, JoinGroup answers),
-propagating the assignment to SyncGroup waiters, expiring sessions and removing members.
-The public API is ``tierlog.broker.group.coordinator.GroupCoordinator``. Runs on the
-event loop; not thread-safe (state only changes between awaits, so no locks).
+This module owns ``ClassicRebalance``, the steps of Kafka's classic ``GroupCoordinator``
+that several requests and timers share: preparing a rebalance, completing the join phase
+(new generation, protocol, leader, JoinGroup answers), propagating the assignment to
+SyncGroup waiters, expiring sessions and removing members. The requests themselves
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup) are ``tierlog.broker.group.classic``'s; the
+state it works on is the ``GroupRuntime``'s. Runs on the event loop; not thread-safe
+(state only changes between awaits, so no locks).
 
 Timers stand in for Kafka's purgatories, one ``TimerTable`` name each:
 
@@ -24,97 +24,45 @@ Timers stand in for Kafka's purgatories, one ``TimerTable`` name each:
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import Any, TypeVar
 
-from tierlog.broker.group.config import GroupConfig
 from tierlog.broker.group.group import GroupMetadata, GroupState, MemberMetadata
-from tierlog.broker.group.manager import Append, GroupMetadataManager
 from tierlog.broker.group.results import JoinGroupResult, SyncGroupResult
-from tierlog.broker.group.timers import TimerTable
+from tierlog.broker.group.runtime import GroupRuntime
 from tierlog.protocol.errors import ErrorCode
-from tierlog.util.clock import Clock, SystemClock
 
 log = logging.getLogger("tierlog.broker.group.coordinator")
 E = ErrorCode
 S = GroupState
 UNKNOWN_MEMBER_ID = ""
-T = TypeVar("T")
 
 
-class GroupCoordinatorBase:
-    """State and shared rebalance steps of the group coordinator (module docstring).
+class ClassicRebalance:
+    """The classic protocol's shared rebalance steps and timers (module docstring).
 
     Args:
-        append: the broker's ``async append(partition, batch)`` to ``__consumer_offsets``
-            (see ``tierlog.broker.group.manager``); answers that depend on a write are
-            given only after it returns.
-        config: settings (Kafka's defaults when None).
-        clock: time for timestamps (commit times, state times); timers use the loop.
+        runtime: the coordinator's groups, store and timers.
     """
 
-    def __init__(
-        self, append: Append, *, config: GroupConfig | None = None, clock: Clock | None = None
-    ) -> None:
-        self.config = config or GroupConfig()
-        self.clock: Clock = clock or SystemClock()
-        self._manager = GroupMetadataManager(append, self.config, self.clock)
-        self._timers = TimerTable()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._active = True
-
-    # ================================================================ helpers
-
-    def partition_for(self, group_id: str) -> int:
-        """The ``__consumer_offsets`` partition that holds ``group_id`` (FindCoordinator)."""
-        return self._manager.partition_for(group_id)
-
-    def owned_partitions(self) -> frozenset[int]:
-        return frozenset(self._manager.partitions)
-
-    def _validate(self, group_id: str, *, require_id: bool) -> int:
-        """Kafka's validateGroupStatus. Join/Sync/Heartbeat/Leave need a non-empty group
-        id; commit, fetch, describe and delete accept "" (old clients use it)."""
-        if require_id and not group_id:
-            return E.invalid_group_id
-        if not self._active:
-            return E.coordinator_not_available
-        return self._manager.coordinator_error(group_id)
-
-    def _is_current(self, group: GroupMetadata) -> bool:
-        return self._manager.get_group(group.group_id) is group and not group.is_(S.DEAD)
-
-    def _now(self) -> int:
-        return self.clock.milliseconds()
-
-    def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """Run a write-and-apply step as its own task: it must finish even if the request
-        that started it is cancelled (client gone)."""
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator task failed", exc_info=task.exception())
+    def __init__(self, runtime: GroupRuntime) -> None:
+        self._runtime = runtime
 
     # ================================================================ rebalance
 
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        """Start a rebalance unless the group is in a state that cannot (Dead, or already
+        preparing one)."""
         if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
+            self.prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        """Move ``group`` to PreparingRebalance and arm the end of its join phase."""
         if group.is_(S.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment_error(group, E.rebalance_in_progress)
-        self._timers.cancel(group.group_id, "sync")
+            self.fail_assignment(group, E.rebalance_in_progress)
+        self._runtime.timers.cancel(group.group_id, "sync")
         group.pending_sync_members.clear()
         was_empty = group.is_(S.EMPTY)
-        group.transition_to(S.PREPARING_REBALANCE, self._now())
+        group.transition_to(S.PREPARING_REBALANCE, self._runtime.now())
         log.info(
             "group %s preparing to rebalance (generation %d): %s",
             group.group_id,
@@ -123,43 +71,44 @@ class GroupCoordinatorBase:
         )
         if was_empty:
             # KIP-134: wait group.initial.rebalance.delay.ms for more members first.
-            delay = self.config.initial_rebalance_delay_ms
+            delay = self._runtime.config.initial_rebalance_delay_ms
             group.new_member_added = False
             group.initial_join_delay = (delay, max(group.rebalance_timeout_ms - delay, 0))
-            self._timers.arm(
+            self._runtime.timers.arm(
                 group.group_id, "join", delay, lambda: self._on_initial_delay_expired(group)
             )
         else:
             group.initial_join_delay = None
-            self._timers.arm(
+            self._runtime.timers.arm(
                 group.group_id,
                 "join",
                 group.rebalance_timeout_ms,
                 lambda: self._on_join_deadline(group),
             )
-            self._try_complete_join(group)
+            self.try_complete_join(group)
 
     def _on_initial_delay_expired(self, group: GroupMetadata) -> None:
-        if not self._is_current(group) or group.initial_join_delay is None:
+        if not self._runtime.is_current(group) or group.initial_join_delay is None:
             return
         delay, remaining = group.initial_join_delay
         if group.new_member_added and remaining != 0:
             # Kafka's InitialDelayedJoin: another full delay (at most what remains of
             # the rebalance timeout) because someone joined during this one.
             group.new_member_added = False
-            next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            next_delay = min(self._runtime.config.initial_rebalance_delay_ms, remaining)
             group.initial_join_delay = (next_delay, max(remaining - delay, 0))
-            self._timers.arm(
+            self._runtime.timers.arm(
                 group.group_id, "join", next_delay, lambda: self._on_initial_delay_expired(group)
             )
         else:
             self._complete_join(group)
 
     def _on_join_deadline(self, group: GroupMetadata) -> None:
-        if self._is_current(group) and group.is_(S.PREPARING_REBALANCE):
+        if self._runtime.is_current(group) and group.is_(S.PREPARING_REBALANCE):
             self._complete_join(group)
 
-    def _try_complete_join(self, group: GroupMetadata) -> None:
+    def try_complete_join(self, group: GroupMetadata) -> None:
+        """End the join phase now if every member has rejoined."""
         # Only a regular join phase ends early; the initial delay always runs out.
         if (
             group.is_(S.PREPARING_REBALANCE)
@@ -170,28 +119,28 @@ class GroupCoordinatorBase:
 
     def _complete_join(self, group: GroupMetadata) -> None:
         """End the join phase (Kafka's onCompleteJoin)."""
-        self._timers.cancel(group.group_id, "join")
+        self._runtime.timers.cancel(group.group_id, "join")
         group.initial_join_delay = None
         for member in group.not_yet_rejoined_members():
             if not member.is_static:  # static members keep their place (KIP-345)
                 group.remove(member.member_id)
-                self._timers.cancel(group.group_id, "hb:" + member.member_id)
+                self.cancel_heartbeat(group, member.member_id)
         if group.is_(S.DEAD):
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Only static members that have not rejoined are left: wait another round;
             # their session timeouts will remove them if they are gone.
-            self._timers.arm(
+            self._runtime.timers.arm(
                 group.group_id,
                 "join",
                 group.rebalance_timeout_ms,
                 lambda: self._on_join_deadline(group),
             )
             return
-        group.init_next_generation(self._now())
+        group.init_next_generation(self._runtime.now())
         if group.is_(S.EMPTY):
             log.info("group %s is empty at generation %d", group.group_id, group.generation_id)
-            self._spawn(self._store_empty_group(group))
+            self._runtime.spawn(self._store_empty_group(group))
             return
         log.info(
             "group %s stabilised at generation %d with %d members (protocol %s)",
@@ -201,11 +150,11 @@ class GroupCoordinatorBase:
             group.protocol_name,
         )
         for member in group.members.values():
-            group.maybe_invoke_join(member, self._join_result(group, member, with_members=True))
+            group.maybe_invoke_join(member, self.join_result(group, member, with_members=True))
             member.is_new = False
-            self._arm_heartbeat(group, member)
+            self.arm_heartbeat(group, member)
         generation = group.generation_id
-        self._timers.arm(
+        self._runtime.timers.arm(
             group.group_id,
             "sync",
             group.rebalance_timeout_ms,
@@ -213,27 +162,29 @@ class GroupCoordinatorBase:
         )
 
     async def _store_empty_group(self, group: GroupMetadata) -> None:
-        error = await self._manager.store_group(group, {})
+        error = await self._runtime.store.store_group(group, {})
         if error:
             log.warning("could not store empty group %s: error %d", group.group_id, error)
 
     def _on_sync_deadline(self, group: GroupMetadata, generation: int) -> None:
-        if not self._is_current(group) or group.generation_id != generation:
+        if not self._runtime.is_current(group) or group.generation_id != generation:
             return
         if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync_members:
             return
         missing = sorted(group.pending_sync_members)
         for member_id in missing:
             group.remove(member_id)
-            self._timers.cancel(group.group_id, "hb:" + member_id)
-        self._prepare_rebalance(group, f"members {missing} did not send SyncGroup in time")
+            self.cancel_heartbeat(group, member_id)
+        self.prepare_rebalance(group, f"members {missing} did not send SyncGroup in time")
 
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: int) -> None:
+    def fail_assignment(self, group: GroupMetadata, error: int) -> None:
+        """Clear every assignment and answer the SyncGroup waiters ``error``."""
         for member in group.members.values():
             member.assignment = b""
-        self._propagate_assignment(group, error)
+        self.propagate_assignment(group, error)
 
-    def _propagate_assignment(self, group: GroupMetadata, error: int) -> None:
+    def propagate_assignment(self, group: GroupMetadata, error: int) -> None:
+        """Answer every SyncGroup waiter with its assignment (or ``error``)."""
         ok = error == E.none
         for member in group.members.values():
             result = SyncGroupResult(
@@ -244,13 +195,15 @@ class GroupCoordinatorBase:
             )
             if group.maybe_invoke_sync(member, result):
                 # Its session may have run out while it waited: start a fresh one.
-                self._arm_heartbeat(group, member)
+                self.arm_heartbeat(group, member)
 
     # ================================================================ members
 
-    def _join_result(
+    def join_result(
         self, group: GroupMetadata, member: MemberMetadata, *, with_members: bool
     ) -> JoinGroupResult:
+        """This generation's JoinGroup answer for ``member`` (the members' metadata only
+        for the leader, and only ``with_members``)."""
         leader = group.is_leader(member.member_id)
         return JoinGroupResult(
             E.none,
@@ -262,23 +215,38 @@ class GroupCoordinatorBase:
             members=group.current_member_metadata() if with_members and leader else (),
         )
 
-    def _arm_heartbeat(
+    def arm_heartbeat(
         self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
     ) -> None:
+        """(Re)start ``member``'s session: it is removed if nothing re-arms this within
+        its session timeout (or ``timeout_ms``)."""
         member_id = member.member_id
-        self._timers.arm(
+        self._runtime.timers.arm(
             group.group_id,
             "hb:" + member_id,
             member.session_timeout_ms if timeout_ms is None else timeout_ms,
             lambda: self._on_heartbeat_expired(group, member_id),
         )
 
+    def arm_pending_member(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
+        """Bound how long a KIP-394 pending member id stays reserved."""
+        self._runtime.timers.arm(
+            group.group_id,
+            "hb:" + member_id,
+            timeout_ms,
+            lambda: self._on_heartbeat_expired(group, member_id),
+        )
+
+    def cancel_heartbeat(self, group: GroupMetadata, member_id: str) -> None:
+        """Stop ``member_id``'s session timer (it left or was replaced)."""
+        self._runtime.timers.cancel(group.group_id, "hb:" + member_id)
+
     def _on_heartbeat_expired(self, group: GroupMetadata, member_id: str) -> None:
-        if not self._is_current(group):
+        if not self._runtime.is_current(group):
             return
         if group.is_pending_member(member_id):
             log.info("pending member %s of group %s expired", member_id, group.group_id)
-            self._remove_pending_member(group, member_id)
+            self.remove_pending_member(group, member_id)
             return
         member = group.members.get(member_id)
         if member is None:
@@ -288,22 +256,24 @@ class GroupCoordinatorBase:
         if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
             return
         log.info("member %s of group %s has failed, removing it", member_id, group.group_id)
-        self._remove_member_and_update_group(group, member)
+        self.remove_member(group, member)
 
-    def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
+    def remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
+        """Forget a pending member id (it left, or its reservation expired)."""
         group.remove(member_id)
-        self._timers.cancel(group.group_id, "hb:" + member_id)
+        self.cancel_heartbeat(group, member_id)
         if group.is_(S.PREPARING_REBALANCE):
-            self._try_complete_join(group)
+            self.try_complete_join(group)
 
-    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
+    def remove_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        """Remove ``member`` (it left, or its session expired) and rebalance the rest."""
         # A member leaving mid-rebalance gets UNKNOWN_MEMBER_ID for what it waits on, so
         # a still-running client rejoins from scratch.
         group.maybe_invoke_join(member, JoinGroupResult(E.unknown_member_id, UNKNOWN_MEMBER_ID))
         group.maybe_invoke_sync(member, SyncGroupResult(E.unknown_member_id))
         group.remove(member.member_id)
-        self._timers.cancel(group.group_id, "hb:" + member.member_id)
+        self.cancel_heartbeat(group, member.member_id)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, f"member {member.member_id} left")
+            self.maybe_prepare_rebalance(group, f"member {member.member_id} left")
         elif group.is_(S.PREPARING_REBALANCE):
-            self._try_complete_join(group)
+            self.try_complete_join(group)
