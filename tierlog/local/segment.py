@@ -4,7 +4,7 @@ and a ``.txnindex`` of the transactions aborted in it (only when there is one, a
 Files are named by the segment's base offset, 20 digits (``00000000000000000042.log``), in
 Kafka's layout, so Kafka's own tools can read them. The ``.log`` holds batches exactly as
 producers sent them, with only baseOffset and partitionLeaderEpoch rewritten (see
-``tierlog.records.header``). Appends go through ``os.writev``; reads return a ``FileSlice``
+``tierlog.records.header``). Appends go through ``os.pwritev``; reads return a ``FileSlice``
 that can go to a socket with ``os.sendfile``.
 
 Lifecycle of a segment (``SegmentState``)::
@@ -84,7 +84,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
-# Linux IOV_MAX; one writev call takes at most this many buffers.
+# Linux IOV_MAX; one pwritev call takes at most this many buffers.
 _IOV_MAX = 1024
 # Deleted segments at least this large are unlinked on a background thread.
 _BACKGROUND_UNLINK_BYTES = 8 << 20

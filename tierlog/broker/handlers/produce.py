@@ -2,10 +2,13 @@
 
 acks=0 gets no answer at all (kafka-wire.md); acks=1 is answered after the local append;
 acks=all waits until each partition's high watermark passes its batch, for all partitions
-at once and at most the request's ``timeout`` (Kafka's DelayedProduce). With this broker
-the only ISR member the high watermark has passed the batch when the append returns, so
-the answer goes out at once. Internal topics (``__consumer_offsets``) refuse clients'
-batches with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
+at once and at most the request's ``timeout`` (Kafka's DelayedProduce): in a cluster,
+until the followers in the ISR have fetched it (``Partition.wait_for_replication``, after
+the ISR was checked against ``min.insync.replicas``); where the leader is the only ISR
+member (single-node mode, or every follower dropped out) the high watermark has passed
+the batch when the append returns, and the answer goes out at once. Internal topics
+(``__consumer_offsets``) refuse clients' batches with INVALID_TOPIC_EXCEPTION, as Kafka's
+ReplicaManager does.
 
 Transactional batches need the request's transactional id (else the whole request is
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka) and, for a producer's first batch on a
