@@ -341,8 +341,17 @@ def test_background_retention_and_checkpoint(managers: Managers, clock: ManualCl
 def test_shutdown_cancels_background_tasks(managers: Managers, clock: ManualClock) -> None:
     scheduler = ManualScheduler(clock)
     manager = managers.start(scheduler=scheduler)
+    # Started, the manager runs its periodic work on the scheduler...
+    assert sorted(scheduler.scheduled()) == [
+        "log-checkpoint",
+        "log-flush",
+        "log-retention",
+        "producer-expiration",
+    ]
     manager.get_or_create_log("t", 0).append(make_batch(1))
     manager.shutdown()
+    # ...and shutting down takes all of it off.
+    assert scheduler.scheduled() == []
     scheduler.advance(10 * HOUR)  # would raise LogClosedError if a task still ran
 
 

@@ -73,6 +73,10 @@ class ManualScheduler:
     def cancel_all(self) -> None:
         self._queue.clear()
 
+    def scheduled(self) -> list[str]:
+        """The names of the tasks still scheduled, soonest due first."""
+        return [item.name for item in sorted(self._queue)]
+
 
 class AsyncioScheduler:
     """Runs tasks on an asyncio event loop with ``call_later``; a failing task is logged
