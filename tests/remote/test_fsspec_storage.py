@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import inspect
 import pickle
 import sys
 import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol
 
 import pytest
 
@@ -28,6 +29,7 @@ from tierlog.remote.api import (
     RemoteStorage,
     RemoteStorageError,
     RemoteStorageUnavailableError,
+    RemoteStore,
     SegmentState,
 )
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
@@ -52,9 +54,34 @@ def store(store_url: str) -> FsspecRemoteStore:
     return FsspecRemoteStore(store_url, retries=0)
 
 
-def test_implements_both_interfaces(store: FsspecRemoteStore) -> None:
-    assert isinstance(store, RemoteStorage)
-    assert isinstance(store, RemoteMetadata)
+def _members(protocol: type) -> dict[str, object]:
+    """A Protocol's methods (name -> function) and attributes and properties (-> None)."""
+    members: dict[str, object] = {}
+    for base in reversed(protocol.__mro__):
+        if base in (object, Protocol, Generic) or not getattr(base, "_is_protocol", False):
+            continue
+        members.update({n: None for n in getattr(base, "__annotations__", {})})
+        members.update({n: None for n, v in vars(base).items() if isinstance(v, property)})
+        members.update({n: v for n, v in vars(base).items() if inspect.isfunction(v)})
+    return {n: v for n, v in members.items() if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("protocol", [RemoteStorage, RemoteMetadata, RemoteStore])
+def test_implements_both_interfaces(store: FsspecRemoteStore, protocol: type) -> None:
+    # isinstance against a runtime-checkable Protocol only compares names: compare each
+    # method's parameters (names, kinds, defaults) too, and that attributes are there.
+    members = _members(protocol)
+    assert {"fetch_range", "read_manifest"} & set(members), "no members found"
+    for name, declared in members.items():
+        assert hasattr(store, name), name
+        if declared is None:
+            continue
+        wanted = inspect.signature(declared).parameters
+        got = inspect.signature(getattr(type(store), name)).parameters
+        assert [(p.name, p.kind, p.default) for p in got.values()] == [
+            (p.name, p.kind, p.default) for p in wanted.values()
+        ], name
+    assert isinstance(store, protocol)
 
 
 # -- segment objects --------------------------------------------------------------------------
