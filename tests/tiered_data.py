@@ -26,6 +26,9 @@ FAST = {
     "remote.log.manager.task.interval.ms": "200",
     "log.retention.check.interval.ms": "200",
     "log.segment.delete.delay.ms": "0",
+    # The metrics endpoint on a free port: tests wait on its counters of remote cycles and
+    # retention passes (tests/integration/broker_metrics.py) rather than sleep.
+    "metrics.http.port": "0",
 }
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 Row = tuple[int, int, bytes | None, bytes, int]  # partition, offset, key, value, timestamp ms

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 
 from tests.integration.cluster_harness import ProcessCluster
@@ -14,6 +15,8 @@ ISR_EXPANDS = "kafka_server_replicamanager_isrexpands_total"
 OFFLINE = "kafka_controller_kafkacontroller_offlinepartitionscount"
 ACTIVE_CONTROLLER = "kafka_controller_kafkacontroller_activecontrollercount"
 UNCLEAN_ELECTIONS = "kafka_controller_controllerstats_uncleanleaderelections_total"
+REMOTE_CYCLES = "tierlog_remote_cycles_total"
+RETENTION_PASSES = "tierlog_log_retention_passes_total"
 
 
 def sample(port: int, name: str) -> float:
@@ -38,3 +41,14 @@ def live(cluster: ProcessCluster) -> list[int]:
 def cluster_sum(cluster: ProcessCluster, name: str) -> float:
     """``name`` summed over the running brokers."""
     return sum(metric(cluster, n, name) for n in live(cluster))
+
+
+def wait_for_more(port: int, name: str, more: int, timeout: float = 30.0) -> None:
+    """Until the counter ``name`` on the endpoint at ``port`` has grown by ``more`` from
+    now: the positive sign that periodic work (remote cycles, retention passes) ran that
+    many times since, for tests that then check it did no harm."""
+    start = sample(port, name)
+    deadline = time.monotonic() + timeout
+    while sample(port, name) < start + more:
+        assert time.monotonic() < deadline, f"{name} did not grow by {more} in {timeout}s"
+        time.sleep(0.05)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.broker.harness import BrokerProcess
+from tests.integration.broker_metrics import REMOTE_CYCLES, RETENTION_PASSES, wait_for_more
 from tests.integration.tiered_s3 import (
     BASE_TS,
     KAFKA_STORAGE_ERROR,
@@ -109,7 +110,8 @@ def test_store_outage_keeps_local_data_and_offload_catches_up(
             15,
             "reported unreachable",
         )
-        time.sleep(1)  # several retention passes
+        # Several local retention passes ran since the outage was reported.
+        wait_for_more(broker.metrics_port(), RETENTION_PASSES, 3)
         # Only segments committed before the outage may have left the local tier.
         assert local_start(data, topic) <= remote_end
         assert local_size(data, topic) > LOCAL_RETENTION + 3 * SEGMENT_BYTES
@@ -130,7 +132,10 @@ def test_store_outage_keeps_local_data_and_offload_catches_up(
         # consumers with auto.offset.reset past it), and local retention deletes nothing.
         broker.kill()
         broker.start()
-        time.sleep(0.5)  # a few failed remote cycles and retention passes
+        # A few remote cycles (failing: the store is still down) and retention passes ran.
+        metrics = broker.metrics_port()
+        wait_for_more(metrics, REMOTE_CYCLES, 2)
+        wait_for_more(metrics, RETENTION_PASSES, 2)
         assert raw_fetch(broker.port, topic, 0) == (KAFKA_STORAGE_ERROR, b"")
         assert raw_list_offset(broker.port, topic, -2)[0] == KAFKA_STORAGE_ERROR  # earliest
         assert raw_list_offset(broker.port, topic, BASE_TS)[0] == KAFKA_STORAGE_ERROR
@@ -266,7 +271,10 @@ def test_corrupt_manifest_is_reported_and_no_local_data_is_deleted(
     assert errors and all(where in line for line in errors)
 
     produce(broker.bootstrap, topic, 1000, 1200)  # rolls segments: retention would trim
-    time.sleep(1.5)  # several retention passes and remote cycles (whose commits fail)
+    # Several retention passes and remote cycles (whose commits fail) ran since.
+    metrics = broker.metrics_port()
+    wait_for_more(metrics, REMOTE_CYCLES, 3)
+    wait_for_more(metrics, RETENTION_PASSES, 3)
     # Every local segment is still there, also those committed before the corruption: the
     # manifest can no longer prove they are remote.
     assert kept <= set(local_logs(data, topic))

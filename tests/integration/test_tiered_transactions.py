@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.broker.test_transactions import read_values
+from tests.integration.broker_metrics import REMOTE_CYCLES, wait_for_more
 from tests.tiered_data import TieredTopic, create_tiered_topic, start_broker, wait_offloaded
 from tierlog.remote import manifest as mf
 
@@ -53,7 +54,9 @@ def test_read_committed_across_both_tiers_of_a_brokers_topic(spark: Any, tmp_pat
         for i in range(250):
             producer.produce(topic, value=b"open-%d-%s" % (i, b"y" * 40), partition=0)
         producer.flush(15)
-        time.sleep(2)  # ten offload cycles
+        # Offload had every chance: several whole remote cycles ran after the open
+        # transaction's records were in (a cycle offloads whatever closed segment is due).
+        wait_for_more(broker.metrics_port(), REMOTE_CYCLES, 3)
         local = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
         assert len(local) >= 3, "the open transaction spans closed segments"
         remote_end = mf.end_offset(store.read_manifest(topic, 0))

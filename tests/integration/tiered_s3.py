@@ -31,6 +31,9 @@ FAST = {
     "remote.log.manager.task.interval.ms": "200",
     "log.retention.check.interval.ms": "200",
     "log.segment.delete.delay.ms": "0",
+    # Tests wait on its counters of remote cycles and retention passes rather than sleep
+    # (tests/integration/broker_metrics.py).
+    "metrics.http.port": "0",
 }
 KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)  # 56, retriable
 

@@ -325,7 +325,9 @@ def test_background_retention_and_checkpoint(managers: Managers, clock: ManualCl
         lg.append(make_batch(2, value_size=100, base_timestamp=T0 - 2 * HOUR))
     scheduler.advance(9_999)
     assert lg.log_start_offset == 0
+    assert manager.retention_passes == 0
     scheduler.advance(1)  # the retention pass runs, and checkpoints what it deleted
+    assert manager.retention_passes == 1
     assert lg.log_start_offset == 8
     assert read_offsets(d0 / LOG_START_FILE) == {("t", 0): 8}
     assert (lg.directory / "00000000000000000000.log.deleted").exists()

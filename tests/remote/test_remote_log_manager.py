@@ -141,7 +141,9 @@ def test_offloads_closed_segments_below_the_high_watermark_in_order(harness: Har
     closed = log.segments[:-1]
     # The high watermark inside the fourth segment: only the first three are eligible.
     harness.high_watermark = closed[3].base_offset + 2
+    assert harness.manager.stats()["cycles"] == 0
     harness.cycle()
+    assert harness.manager.stats()["cycles"] == 1  # the metrics' tierlog_remote_cycles
     committed = harness.committed()
     assert [(s.base_offset, s.end_offset) for s in committed] == [
         (s.base_offset, s.next_offset - 1) for s in closed[:3]

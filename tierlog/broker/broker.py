@@ -309,7 +309,7 @@ class Broker:
         if config["metrics.http.port"] < 0:
             return
         assert self.replicas is not None
-        cluster = self.cluster
+        cluster, log_manager = self.cluster, self.log_manager
         collector = MetricsCollector(
             self.replicas.metrics,
             self.replicas,
@@ -328,6 +328,7 @@ class Broker:
             quotas=self.services.quotas.stats if self.services and self.services.quotas else None,
             fetch_sessions=self.services.fetch_sessions if self.services else None,
             controller_stats=cluster.controller.stats if cluster else None,
+            log_retention_passes=lambda: log_manager.retention_passes if log_manager else 0,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]

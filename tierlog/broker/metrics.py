@@ -88,6 +88,7 @@ class MetricsCollector:
         controller_stats: the controller's counters (cluster mode); kept across terms, so a
             broker reports what it did while controller, as Kafka's meters do.
         remote: the remote log manager's counters, if the remote tier is on.
+        log_retention_passes: how many local retention passes have run.
     """
 
     def __init__(
@@ -105,6 +106,7 @@ class MetricsCollector:
         quotas: QuotaStats | None = None,
         fetch_sessions: FetchSessionCache | None = None,
         controller_stats: ControllerStats | None = None,
+        log_retention_passes: Callable[[], int] | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
@@ -118,6 +120,7 @@ class MetricsCollector:
         self.quotas = quotas
         self.fetch_sessions = fetch_sessions
         self.controller_stats = controller_stats
+        self.log_retention_passes = log_retention_passes
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -212,6 +215,17 @@ class MetricsCollector:
                 "tierlog_remote_lost_ranges",
                 "Times the remote tier was found to have lost committed data",
                 value=remote.get("lost_ranges", 0),
+            )
+            yield CounterMetricFamily(
+                "tierlog_remote_cycles",
+                "Remote log manager cycles run (offload, remote retention, manifest checks)",
+                value=remote.get("cycles", 0),
+            )
+        if self.log_retention_passes is not None:
+            yield CounterMetricFamily(
+                "tierlog_log_retention_passes",
+                "Local retention passes run (log.retention.check.interval.ms)",
+                value=self.log_retention_passes(),
             )
         if self.scrubber is not None:
             yield from _scrubber_metrics(self.scrubber)

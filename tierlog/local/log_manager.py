@@ -109,6 +109,8 @@ class LogManager:
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.started = False
+        # Retention passes begun (the metrics' tierlog_log_retention_passes).
+        self.retention_passes = 0
         # Set by the broker: the offset below which a log's records are committed (its
         # partition's high watermark, owned by the replication state). Retention deletes
         # only segments wholly below it (Kafka's UnifiedLog.deletableSegments), so a
@@ -290,6 +292,7 @@ class LogManager:
         return sum(lg.producer_state.remove_expired_producers() for lg in self.logs.values())
 
     def retention_pass(self) -> int:
+        self.retention_passes += 1
         deleted = 0
         for tp, topic_log in list(self.logs.items()):
             limit = self.committed_offset(tp) if self.committed_offset is not None else None

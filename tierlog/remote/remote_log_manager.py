@@ -138,6 +138,9 @@ class RemoteLogManager:
         self.retention = RemoteRetention(store, self.cache, self.clock)
         self.reads = RemoteReads(store, self.cache, self.fetch_timeout_s)
         self.copy_errors = 0
+        # Cycles run to the end (the metrics' tierlog_remote_cycles): how tests and
+        # operators see that offload and remote retention keep being looked at.
+        self.cycles = 0
         self.lost_ranges = 0  # times the remote tier was found to have lost committed data
         self.compaction_errors = 0
         # Cleans compacted topics' remote segments after each cycle (tierlog.compaction
@@ -238,6 +241,7 @@ class RemoteLogManager:
                         # "Failures"); the last good snapshot still serves remote reads.
                         state.log.remote_end_offset = 0
                     self._report(state, exc)
+            self.cycles += 1
         finally:
             self._cycle_running = False
 
@@ -478,6 +482,7 @@ class RemoteLogManager:
             "orphans_removed": self.orphans_removed,
             "fetched_bytes": self.fetched_bytes,
             "copy_errors": self.copy_errors,
+            "cycles": self.cycles,
             "fetch_errors": self.fetch_errors,
             "lost_ranges": self.lost_ranges,
             "cache_hits": self.cache.hits,
