@@ -27,9 +27,13 @@ def test_read_committed_across_both_tiers_of_a_brokers_topic(spark: Any, tmp_pat
     topic = "txns"
     try:
         create_tiered_topic(broker.bootstrap, topic, 1)
+        # The open transaction below lives through two Spark reads: on a loaded machine
+        # they passed librdkafka's default 60 s transaction.timeout.ms, and the
+        # coordinator aborted it (fencing the producer) before the test did.
         producer = Producer(
             {"bootstrap.servers": broker.bootstrap, "transactional.id": "spark-txn",
-             "linger.ms": 5, "batch.num.messages": 50, "log_level": 4}
+             "linger.ms": 5, "batch.num.messages": 50, "log_level": 4,
+             "transaction.timeout.ms": 300_000}
         )  # fmt: skip
         producer.init_transactions(15)
         committed: list[bytes] = []
