@@ -75,8 +75,8 @@ def tier_offsets(
         ClientError: the topic does not exist.
     """
     from tierlog.client import EARLIEST, LATEST, LogClient
-    from tierlog.remote.fsspec_storage import FsspecRemoteStore
     from tierlog.remote.manifest import committed_segments
+    from tierlog.remote.registry import open_store
     from tierlog.spark.planning import remote_end
 
     with LogClient(bootstrap_servers, client_id="tierlog-explore") as client:
@@ -84,7 +84,7 @@ def tier_offsets(
         earliest = client.list_offsets(dict.fromkeys(tps, EARLIEST))
         local = client.list_offsets(dict.fromkeys(tps, EARLIEST_LOCAL))
         latest = client.list_offsets(dict.fromkeys(tps, LATEST))
-    store = FsspecRemoteStore(remote_url, dict(storage_options or {})) if remote_url else None
+    store = open_store(remote_url, dict(storage_options or {})) if remote_url else None
     out = []
     for tp in sorted(tps):
         manifest = store.read_manifest(*tp) if store else None

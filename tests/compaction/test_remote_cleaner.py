@@ -39,11 +39,11 @@ class FailingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    def copy_segment(self, *args: Any, **kwargs: Any) -> None:
+    def copy_segment(self, *args: Any, **kwargs: Any) -> RemoteSegment:
         self.copies += 1
         if self.fail == f"copy:{self.copies}":
             raise RemoteStorageUnavailableError("injected: the store went away mid-upload")
-        self.store.copy_segment(*args, **kwargs)
+        return self.store.copy_segment(*args, **kwargs)
 
     def commit(self, *args: Any, **kwargs: Any) -> mf.Manifest:
         if self.fail == "commit":

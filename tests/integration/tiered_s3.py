@@ -71,10 +71,20 @@ class Remote:
         return f"{self.root}/{topic}-0/manifest.json"
 
     def manifest(self, topic: str) -> dict[str, Any]:
+        """The current manifest version's JSON, found through the pointer
+        (``tierlog.remote.manifest``)."""
         try:
-            return dict(json.loads(self.fs.cat_file(self.manifest_path(topic))))
+            doc = dict(json.loads(self.fs.cat_file(self.manifest_path(topic))))
+            if doc.get("format") == "tierlog-remote-manifest-pointer":
+                doc = dict(json.loads(self.fs.cat_file(self.current_version_path(topic))))
+            return doc
         except FileNotFoundError:
             return {"segments": [], "log_start_offset": 0}
+
+    def current_version_path(self, topic: str) -> str:
+        """The version object the pointer names: the manifest proper."""
+        pointer = json.loads(self.fs.cat_file(self.manifest_path(topic)))
+        return f"{self.root}/{topic}-0/{pointer['object']}"
 
     def committed(self, topic: str) -> list[dict[str, Any]]:
         return [s for s in self.manifest(topic)["segments"] if s["state"] == "COPY_FINISHED"]

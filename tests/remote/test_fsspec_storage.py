@@ -24,15 +24,14 @@ from tierlog.remote.api import (
     FencedLeaderEpochError,
     IndexKind,
     ManifestConflictError,
-    RemoteMetadata,
     RemoteResourceNotFoundError,
-    RemoteStorage,
     RemoteStorageError,
     RemoteStorageUnavailableError,
     RemoteStore,
     SegmentState,
 )
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.registry import open_store
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -84,6 +83,16 @@ def test_implements_both_interfaces(store: FsspecRemoteStore, protocol: type) ->
     assert isinstance(store, protocol)
 
 
+def test_is_what_open_store_gives_and_types_as_the_interface(store_url: str) -> None:
+    """The registry opens fsspec URLs with this store; mypy checks it against the
+    interface here (an ``isinstance`` against a Protocol only compares method names)."""
+    store: RemoteStore = open_store(store_url)
+    assert type(store) is FsspecRemoteStore
+    assert store.url == store_url
+    checked: RemoteStore = FsspecRemoteStore(store_url)  # a type error if it drifted
+    assert checked.url == store_url
+
+
 # -- segment objects --------------------------------------------------------------------------
 
 
@@ -112,8 +121,11 @@ def test_object_layout(store: FsspecRemoteStore, closed_log: Log) -> None:
         [f"{stem}.index", f"{stem}.log", f"{stem}.timeindex"]
     )
     assert store.object_path(segment, "log").endswith(f"/{TOPIC}-{PARTITION}/{stem}.log")
-    assert store.url_of(store.manifest_path(TOPIC, PARTITION)).endswith(
-        f"/{TOPIC}-{PARTITION}/manifest.json"
+    assert store.manifest_url(TOPIC, PARTITION).endswith(f"/{TOPIC}-{PARTITION}/manifest.json")
+    store.commit(TOPIC, PARTITION, mf.with_segment(mf.empty(TOPIC, PARTITION), segment), 0)
+    # A version object per commit, and the pointer naming it (tierlog.remote.manifest).
+    assert {"manifest.json", "manifest-00000000000000000001.json"} <= set(
+        store.list_objects(TOPIC, PARTITION)
     )
 
 
@@ -211,13 +223,13 @@ def test_commit_whose_response_was_lost_succeeds_on_retry(
     store_url: str, closed_log: Log, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = FsspecRemoteStore(store_url, retries=1, sleep=lambda s: None)
-    real = store._write_manifest
+    real = store.manifests._point
 
     def lost_response(*args: Any) -> None:
         real(*args)
         raise ConnectionResetError(104, "connection reset after the write")
 
-    monkeypatch.setattr(store, "_write_manifest", lost_response)
+    monkeypatch.setattr(store.manifests, "_point", lost_response)
     wanted = _manifest_with(closed_log)
     stored = store.commit(TOPIC, PARTITION, wanted, 0)
     assert stored.version == 1
@@ -249,7 +261,7 @@ def test_commit_refuses_another_topic_id(store: FsspecRemoteStore, closed_log: L
 
 
 def test_corrupt_manifest_names_its_url(store: FsspecRemoteStore) -> None:
-    path = store.manifest_path(TOPIC, PARTITION)
+    path = store.manifests.pointer_path(TOPIC, PARTITION)
     store.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
     store.fs.pipe_file(path, b'{"format": "tierlog-remote-manifest", "format_version": 1')
     url = store.url_of(path)
@@ -263,10 +275,10 @@ def test_corrupt_manifest_names_its_url(store: FsspecRemoteStore) -> None:
 
 def test_manifest_of_another_partition_is_corrupt(store: FsspecRemoteStore) -> None:
     store.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION), 0)
-    data = store.fs.cat_file(store.manifest_path(TOPIC, PARTITION))
-    other = store.manifest_path(TOPIC, PARTITION + 1)
+    data = store.fs.cat_file(store.manifests.version_path(TOPIC, PARTITION, 1))
+    other = store.manifests.pointer_path(TOPIC, PARTITION + 1)
     store.fs.makedirs(other.rsplit("/", 1)[0], exist_ok=True)
-    store.fs.pipe_file(other, data)
+    store.fs.pipe_file(other, data)  # a whole manifest, as written before versions
     with pytest.raises(CorruptManifestError, match=f"describes {TOPIC}-{PARTITION},"):
         store.read_manifest(TOPIC, PARTITION + 1)
 
@@ -296,8 +308,11 @@ def test_concurrent_writers_on_file_never_lose_an_update(tmp_path: Path) -> None
         thread.join(timeout=30)
     final = FsspecRemoteStore(url).read_manifest(TOPIC, PARTITION)
     assert final.log_start_offset == final.version == writers * increments
-    leftovers = [p.name for p in (tmp_path / "remote" / f"{TOPIC}-{PARTITION}").iterdir()]
-    assert leftovers == ["manifest.json"]  # no temp files left behind
+    leftovers = sorted(p.name for p in (tmp_path / "remote" / f"{TOPIC}-{PARTITION}").iterdir())
+    # No temp files left behind; old versions pruned in batches (KEEP_VERSIONS behind).
+    assert leftovers[-1] == "manifest.json"
+    assert all(".tmp" not in name for name in leftovers)
+    assert len(leftovers) <= 2 * mf.KEEP_VERSIONS + 2
 
 
 # -- errors, retries, pickling ----------------------------------------------------------------
@@ -396,7 +411,7 @@ def test_pickled_store_rebuilds_its_filesystem(store_url: str, closed_log: Log) 
     store.copy_segment(segment, *paths(local))
     store.commit(TOPIC, PARTITION, mf.with_segment(mf.empty(TOPIC, PARTITION), segment), 0)
     copy = pickle.loads(pickle.dumps(store))
-    assert copy._fs is None and copy.throttle is None
+    assert copy.root._fs is None and copy.throttle is None
     assert copy.fetch_range(segment, 0, None) == local.path.read_bytes()
     assert copy.read_manifest(TOPIC, PARTITION).segments == (segment,)
 
@@ -404,8 +419,8 @@ def test_pickled_store_rebuilds_its_filesystem(store_url: str, closed_log: Log) 
 def test_filesystem_is_recreated_after_fork(store: FsspecRemoteStore) -> None:
     fs = store.fs
     assert store.fs is fs  # cached
-    store._pid = -2  # as a forked child sees it
-    assert store.fs is not None and store._pid > 0
+    store.root._pid = -2  # as a forked child sees it
+    assert store.fs is not None and store.root._pid > 0
 
 
 def test_upload_is_retried_from_the_start(

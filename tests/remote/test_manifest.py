@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierlog.remote import manifest as mf
-from tierlog.remote.api import CorruptManifestError, RemoteSegment, SegmentState
+from tierlog.remote import manifest_json as mj
+from tierlog.remote.api import CorruptManifestError, RemoteSegment, SegmentPart, SegmentState
 
 WHERE = "s3://bucket/tiered/orders-3/manifest.json"
 TOPIC_ID = uuid.UUID("6f1c9f5e-0d1b-4c35-9a3f-1d2e3f405162")
@@ -67,15 +68,16 @@ SAMPLE = manifest(
 
 
 def test_round_trip_keeps_every_field() -> None:
-    data = mf.encode(SAMPLE)
-    assert mf.decode(data, WHERE) == SAMPLE
-    assert mf.encode(mf.decode(data, WHERE)) == data  # stable bytes
+    data = mj.encode(SAMPLE)
+    assert mj.decode(data, WHERE) == SAMPLE
+    assert mj.encode(mj.decode(data, WHERE)) == data  # stable bytes
 
 
 def test_json_is_self_describing() -> None:
-    doc = json.loads(mf.encode(SAMPLE))
+    doc = json.loads(mj.encode(SAMPLE))
     assert doc["format"] == "tierlog-remote-manifest"
-    assert doc["format_version"] == mf.FORMAT_VERSION
+    # Segments whose parts are objects of their own: format 1, which older readers read.
+    assert doc["format_version"] == mf.LEGACY_FORMAT_VERSION == 1
     assert list(doc) == sorted(doc)  # stable key order
     first = doc["segments"][1]
     assert first["state"] == "COPY_FINISHED"
@@ -88,16 +90,16 @@ def test_json_is_self_describing() -> None:
 
 
 def test_unknown_fields_are_ignored_within_a_format_version() -> None:
-    doc = json.loads(mf.encode(SAMPLE))
+    doc = json.loads(mj.encode(SAMPLE))
     doc["written_by"] = "tierlog 9"
     doc["segments"][0]["checksum"] = "abc"
-    assert mf.decode(json.dumps(doc).encode(), WHERE) == SAMPLE
+    assert mj.decode(json.dumps(doc).encode(), WHERE) == SAMPLE
 
 
 def test_aux_state_objects_are_listed_apart_so_older_readers_still_decode() -> None:
     with_aux = dataclasses.replace(seg(100, 199, segment_id="s1"), has_aux_state=True)
     m = manifest(seg(0, 99), with_aux)
-    doc = json.loads(mf.encode(m))
+    doc = json.loads(mj.encode(m))
     assert "aux_objects" not in doc["segments"][0]
     assert doc["segments"][1]["aux_objects"] == {
         "producer_snapshot": "00000000000000000100-s1.snapshot",
@@ -105,7 +107,7 @@ def test_aux_state_objects_are_listed_apart_so_older_readers_still_decode() -> N
     }
     # ``objects`` keeps the three names a reader without aux state checks exactly.
     assert doc["segments"][1]["objects"] == mf.object_names(with_aux)
-    assert mf.decode(mf.encode(m), WHERE) == m
+    assert mj.decode(mj.encode(m), WHERE) == m
     assert mf.parse_object_name("00000000000000000100-s1.leader-epoch-checkpoint") == (
         100,
         "s1",
@@ -113,27 +115,27 @@ def test_aux_state_objects_are_listed_apart_so_older_readers_still_decode() -> N
     )
     doc["segments"][1]["aux_objects"]["producer_snapshot"] = "elsewhere.snapshot"
     with pytest.raises(CorruptManifestError, match="aux_objects"):
-        mf.decode(json.dumps(doc).encode(), WHERE)
+        mj.decode(json.dumps(doc).encode(), WHERE)
 
 
 def test_txn_index_object_is_its_own_field_and_follows_the_naming_rule() -> None:
     with_txn = dataclasses.replace(seg(100, 199, segment_id="s1"), has_txn_index=True)
     m = manifest(seg(0, 99), with_txn)
-    doc = json.loads(mf.encode(m))
+    doc = json.loads(mj.encode(m))
     assert "txn_index" not in doc["segments"][0]
     assert mf.txn_index_object_name(seg(0, 99)) is None
     assert doc["segments"][1]["txn_index"] == "00000000000000000100-s1.txnindex"
     # ``objects`` and ``aux_objects`` are unchanged, so older readers still decode it.
     assert doc["segments"][1]["objects"] == mf.object_names(with_txn)
     assert "aux_objects" not in doc["segments"][1]
-    assert mf.decode(mf.encode(m), WHERE) == m
+    assert mj.decode(mj.encode(m), WHERE) == m
     assert mf.parse_object_name("00000000000000000100-s1.txnindex") == (100, "s1", "txn_index")
     # A manifest written before txn indexes existed decodes as segments without one.
     del doc["segments"][1]["txn_index"]
-    assert not mf.decode(json.dumps(doc).encode(), WHERE).segments[1].has_txn_index
+    assert not mj.decode(json.dumps(doc).encode(), WHERE).segments[1].has_txn_index
     doc["segments"][1]["txn_index"] = "00000000000000000100-s2.txnindex"
     with pytest.raises(CorruptManifestError, match="txn_index"):
-        mf.decode(json.dumps(doc).encode(), WHERE)
+        mj.decode(json.dumps(doc).encode(), WHERE)
 
 
 def test_txn_index_of_a_known_segment_is_not_an_orphan() -> None:
@@ -145,7 +147,7 @@ def test_txn_index_of_a_known_segment_is_not_an_orphan() -> None:
 def test_empty_manifest_round_trips() -> None:
     empty = mf.empty("orders", 3)
     assert empty.version == 0 and empty.topic_id == mf.ZERO_UUID
-    assert mf.decode(mf.encode(empty), WHERE) == empty
+    assert mj.decode(mj.encode(empty), WHERE) == empty
 
 
 @st.composite
@@ -201,9 +203,9 @@ def manifests(draw: st.DrawFn) -> mf.Manifest:
 @settings(max_examples=150, deadline=None)
 @given(manifests())
 def test_property_round_trip(m: mf.Manifest) -> None:
-    data = mf.encode(m)
-    assert mf.decode(data, WHERE) == m
-    assert mf.encode(mf.decode(data, WHERE)) == data
+    data = mj.encode(m)
+    assert mj.decode(data, WHERE) == m
+    assert mj.encode(mj.decode(data, WHERE)) == data
 
 
 json_values = st.recursive(
@@ -218,14 +220,14 @@ json_values = st.recursive(
 def test_property_mutated_documents_decode_or_name_the_file(data: st.DataObject) -> None:
     """Replacing any field with any JSON value gives a valid manifest or a
     CorruptManifestError naming the file; nothing else escapes."""
-    doc = json.loads(mf.encode(SAMPLE))
+    doc = json.loads(mj.encode(SAMPLE))
     target: dict[str, Any] = doc
     if data.draw(st.booleans()):
         target = doc["segments"][data.draw(st.integers(0, len(doc["segments"]) - 1))]
     key = data.draw(st.sampled_from(sorted(target)))
     target[key] = data.draw(json_values)
     try:
-        mf.decode(json.dumps(doc).encode(), WHERE)
+        mj.decode(json.dumps(doc).encode(), WHERE)
     except CorruptManifestError as exc:
         assert str(exc).startswith(WHERE + ": ")
         assert exc.where == WHERE
@@ -235,7 +237,7 @@ def test_property_mutated_documents_decode_or_name_the_file(data: st.DataObject)
 @given(st.binary(max_size=200))
 def test_property_arbitrary_bytes_raise_only_corrupt_manifest(data: bytes) -> None:
     try:
-        mf.decode(data, WHERE)
+        mj.decode(data, WHERE)
     except CorruptManifestError as exc:
         assert exc.where == WHERE
 
@@ -283,12 +285,12 @@ def _overlap(doc: dict[str, Any]) -> None:
 
 CORRUPTIONS: dict[str, tuple[Mutation | bytes, str]] = {
     "not json": (b"{not json", "not valid UTF-8 JSON"),
-    "truncated": (mf.encode(SAMPLE)[:-40], "not valid UTF-8 JSON"),
+    "truncated": (mj.encode(SAMPLE)[:-40], "not valid UTF-8 JSON"),
     "not utf-8": (b'{"format": "\xff"}', "not valid UTF-8 JSON"),
     "empty file": (b"", "not valid UTF-8 JSON"),
     "top level list": (b"[]", "top level is not a JSON object"),
     "wrong format": (_set("format", "parquet"), "field 'format'"),
-    "newer format": (_set("format_version", 2), "newer than this reader"),
+    "newer format": (_set("format_version", 3), "newer than this reader"),
     "format version as string": (_set("format_version", "1"), "must be an integer"),
     "missing topic": (_delete("topic"), "field 'topic' must be a string"),
     "path in topic": (_set("topic", "../etc"), "illegal topic name"),
@@ -322,11 +324,11 @@ def test_corruption_is_reported_with_path_and_reason(case: str) -> None:
     if isinstance(mutation, bytes):
         data = mutation
     else:
-        doc = json.loads(mf.encode(SAMPLE))
+        doc = json.loads(mj.encode(SAMPLE))
         mutation(doc)
         data = json.dumps(doc).encode()
     with pytest.raises(CorruptManifestError) as info:
-        mf.decode(data, WHERE)
+        mj.decode(data, WHERE)
     message = str(info.value)
     assert message.startswith(f"{WHERE}: corrupt remote manifest: ")
     assert reason in message, message
@@ -337,7 +339,7 @@ def test_corruption_is_reported_with_path_and_reason(case: str) -> None:
 def test_encode_refuses_a_manifest_breaking_invariants() -> None:
     broken = manifest(seg(0, 99), seg(50, 149))
     with pytest.raises(ValueError, match="overlaps"):
-        mf.encode(broken)
+        mj.encode(broken)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -463,3 +465,114 @@ def test_segment_leader_epochs_from_cache_entries() -> None:
     assert mf.segment_leader_epochs(entries, 150, 170) == ((2, 150),)
     assert mf.segment_leader_epochs(entries, 200, 300) == ((3, 200),)
     assert mf.segment_leader_epochs([], 0, 10) == ()
+
+
+# -- parts, versions and the pointer (issues 20.7, 20.13, 24) ---------------------------------
+
+
+def with_parts(segment: RemoteSegment, *, single: bool = False) -> RemoteSegment:
+    """``segment`` with recorded parts: each its own object, or all in one ``.segment``."""
+    one = f"{segment.base_offset:020d}-{segment.segment_id}.segment"
+    parts, offset = [], 0
+    for n, kind in enumerate(mf.part_kinds(segment)):
+        size = segment.size_bytes if kind == "log" else 12 * (n + 1)
+        name = one if single else mf.object_name(segment.base_offset, segment.segment_id, kind)
+        parts.append(SegmentPart(kind, name, offset if single else 0, size, 1000 + n))
+        offset += size
+    return dataclasses.replace(segment, parts=tuple(parts))
+
+
+def test_parts_of_own_objects_round_trip_as_format_1() -> None:
+    m = manifest(with_parts(seg(0, 99)), with_parts(seg(100, 199)))
+    data = mj.encode(m)
+    doc = json.loads(data)
+    assert doc["format_version"] == 1
+    entry = doc["segments"][0]
+    assert entry["objects"]["log"] == entry["parts"]["log"]["object"]
+    assert entry["parts"]["log"] == {
+        "object": "00000000000000000000-seg-0-99-copy_finished.log",
+        "offset": 0,
+        "size": 10000,
+        "crc32c": 1000,
+    }
+    back = mj.decode(data, WHERE)
+    assert back == m
+    assert back.segments[0].part("index") == m.segments[0].parts[1]
+
+
+def test_a_single_object_layout_is_format_2_and_read_back() -> None:
+    """The layout of issue 24's next step: one object, parts at offsets, no ``objects``.
+    This reader reads it already, so writing it needs no second migration."""
+    m = manifest(with_parts(seg(0, 99), single=True), with_parts(seg(100, 199)))
+    doc = json.loads(mj.encode(m))
+    assert doc["format_version"] == 2
+    assert "objects" not in doc["segments"][0] and "objects" in doc["segments"][1]
+    assert doc["segments"][0]["parts"]["index"]["offset"] == 10000
+    back = mj.decode(mj.encode(m), WHERE)
+    assert back == m
+    assert back.format_version == 2
+    index = mf.segment_part(back.segments[0], "index")
+    assert (index.object, index.offset) == (
+        "00000000000000000000-seg-0-99-copy_finished.segment",
+        10000,
+    )
+
+
+def test_a_manifest_without_parts_still_reads_and_names_its_objects() -> None:
+    """Manifests written before parts were recorded: no checksums, names by the rule."""
+    doc = json.loads(mj.encode(SAMPLE))
+    assert all("parts" not in entry for entry in doc["segments"])
+    old = mj.decode(json.dumps(doc).encode(), WHERE)
+    part = mf.segment_part(old.segments[1], "timeindex")
+    assert part == SegmentPart(
+        "timeindex", "00000000000000000100-seg-100-199-copy_finished.timeindex", 0, -1, None
+    )
+    assert mf.segment_part(old.segments[1], "log").size == old.segments[1].size_bytes
+
+
+def _parts_doc(mutate: Callable[[dict[str, Any]], None]) -> bytes:
+    doc = json.loads(mj.encode(manifest(with_parts(seg(0, 99)))))
+    mutate(doc["segments"][0])
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda e: e["parts"].pop("index"), "are not the segment's kinds"),
+        (lambda e: e["parts"]["log"].update(object="../other.log"), "is not this segment's"),
+        (lambda e: e["parts"]["log"].update(size=5), "is not size_bytes"),
+        (lambda e: e["parts"]["index"].update(crc32c=1 << 33), "not a 32-bit value"),
+        (lambda e: e["parts"]["index"].update(offset=-1), "below 0"),
+        (lambda e: e["parts"]["index"].update(offset=7), "parts are not the objects"),
+    ],
+)
+def test_bad_parts_are_refused(mutate: Callable[[dict[str, Any]], None], reason: str) -> None:
+    with pytest.raises(CorruptManifestError, match=reason):
+        mj.decode(_parts_doc(mutate), WHERE)
+
+
+def test_pointer_round_trip_and_torn_reads_are_refused() -> None:
+    data = mj.encode(SAMPLE)
+    pointer = mj.pointer_to(7, data)
+    assert pointer.object == "manifest-00000000000000000007.json"
+    encoded = mj.encode_pointer(pointer)
+    assert mj.decode_stored(encoded, WHERE) == pointer
+    mj.check_version_bytes(data, pointer, WHERE)
+    with pytest.raises(CorruptManifestError, match="the pointer says"):
+        mj.check_version_bytes(data[:-1] + b" ", pointer, WHERE)
+    # What a reader sees of a pointer overwritten in place (HDFS): empty, or any prefix.
+    for cut in range(len(encoded) - 1):
+        with pytest.raises(CorruptManifestError):
+            mj.decode_stored(encoded[:cut], WHERE)
+    # A whole manifest in manifest.json (written before versions) still reads.
+    assert mj.decode_stored(data, WHERE) == SAMPLE
+
+
+def test_manifest_versions_are_kept_by_the_orphan_scan_until_far_behind() -> None:
+    m = manifest(seg(0, 99), version=20)
+    names = [mf.version_object_name(v) for v in (3, 11, 12, 19, 20, 21)] + [mf.MANIFEST_NAME]
+    assert mf.orphaned_objects(m, names) == [mf.version_object_name(3), mf.version_object_name(11)]
+    assert mf.newer_versions(m, names) == [21]
+    assert mf.parse_version_object_name("manifest-00000000000000000020.json") == 20
+    assert mf.parse_version_object_name("manifest-20.json") is None

@@ -171,7 +171,9 @@ def test_offloads_closed_segments_below_the_high_watermark_in_order(harness: Har
         epochs = harness.store.fetch_index(seg, IndexKind.LEADER_EPOCH)
         assert decode_checkpoint(epochs, 2, "uploaded") == [["0", "0"]]
     assert harness.stored().version == len(closed)
-    assert len(harness.objects()) == 5 * len(closed) + 1  # + manifest.json
+    segment_objects = [n for n in harness.objects() if not n.startswith("manifest")]
+    assert len(segment_objects) == 5 * len(closed)
+    assert "manifest.json" in harness.objects()  # the pointer, beside one version per commit
 
 
 def test_a_corrupt_segment_is_never_offloaded(
@@ -205,11 +207,11 @@ def test_commit_comes_after_the_upload(harness: Harness, monkeypatch: pytest.Mon
     real_copy, real_commit = store.copy_segment, store.commit
     failures = [RemoteStorageUnavailableError("store down")]
 
-    def copy_segment(segment: RemoteSegment, *files: Path) -> None:
+    def copy_segment(segment: RemoteSegment, *files: Path) -> RemoteSegment:
         if failures:
             real_copy(segment, *files)  # the data lands, then the upload fails
             raise failures.pop()
-        real_copy(segment, *files)
+        return real_copy(segment, *files)
 
     seen_at_commit: list[set[str]] = []
 
@@ -441,6 +443,12 @@ def test_a_deletion_interrupted_by_a_crash_is_finished(
 # -- a corrupt manifest -----------------------------------------------------------------
 
 
+def current_version_path(store: FsspecRemoteStore) -> str:
+    """The version object the pointer names: the manifest proper."""
+    version = store.read_manifest(TOPIC, PARTITION).version
+    return store.manifests.version_path(TOPIC, PARTITION, version)
+
+
 def test_corrupt_manifest_is_reported_with_its_path_and_no_local_data_is_deleted(
     store: FsspecRemoteStore,
     tmp_path: Path,
@@ -483,7 +491,8 @@ def test_manifest_corrupted_under_a_running_manager_stops_local_deletion(
         h.high_watermark = log.segments[3].base_offset
         h.cycle()  # three segments committed, none deleted locally yet
         assert log.remote_end_offset == log.segments[3].base_offset
-        path = store.manifest_path(TOPIC, PARTITION)
+        # The manifest proper: the version the pointer names (tierlog.remote.manifest).
+        path = current_version_path(store)
         good = store.fs.cat_file(path)
         store.fs.pipe_file(path, b"\x00garbage")
         h.high_watermark = log.log_end_offset
@@ -518,7 +527,7 @@ def test_an_idle_partition_notices_a_corrupted_manifest(
     try:
         h.cycle()  # everything closed is committed; nothing left to commit
         assert log.remote_end_offset == log.active_segment.base_offset
-        store.fs.pipe_file(store.manifest_path(TOPIC, PARTITION), b"[]")
+        store.fs.pipe_file(current_version_path(store), b"[]")
         with caplog.at_level(logging.ERROR):
             h.cycle(ORPHAN_SCAN_EVERY)  # the manifest is re-read at the next orphan scan
         assert any("corrupt remote manifest" in r.getMessage() for r in caplog.records)
@@ -571,8 +580,8 @@ def test_a_newer_leader_epoch_fences_the_manager_without_local_deletion(
         assert log.remote_end_offset == 0
         assert log.delete_old_segments() == 0
         assert files_on_disk(log) == before
-        # Deposed, it uploads nothing (no orphans).
-        assert h.objects() == ["manifest.json"]
+        # Deposed, it uploads nothing (no orphans): the other leader's manifest only.
+        assert h.objects() == ["manifest-00000000000000000001.json", "manifest.json"]
         # Promoted to a newer epoch, the same manager offloads again.
         h.epoch = 6
         h.cycle()

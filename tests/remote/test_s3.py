@@ -67,7 +67,10 @@ def test_segment_round_trip(s3_bucket: S3Bucket, closed_log: Log, tmp_path: Path
     reader = RemoteSegmentReader(store, segment, cache)
     for offset in range(segment.base_offset, segment.end_offset + 1, 7):
         expected = local.read(offset, 1000)
-        assert expected is not None and reader.read(offset, 1000) == expected.read()
+        assert expected is not None
+        # A remote read ends at the last whole batch: a partial one could not be checked.
+        got = reader.read(offset, 1000)
+        assert got and expected.read().startswith(got)
     store.delete_segment(segment)
     store.delete_segment(segment)
     assert store.list_objects(TOPIC, PARTITION) == []
@@ -87,7 +90,7 @@ def test_empty_index_objects_upload(s3_bucket: S3Bucket, closed_log: Log, tmp_pa
 
 def test_manifest_cas_and_fencing(s3_bucket: S3Bucket, closed_log: Log) -> None:
     store = make_store(s3_bucket)
-    assert store.conditional_writes
+    assert store.manifests.conditional_writes
     assert store.read_manifest(TOPIC, PARTITION) == mf.empty(TOPIC, PARTITION)
     m = mf.empty(TOPIC, PARTITION, TOPIC_ID)
     for local in closed_log.segments[:3]:
@@ -106,18 +109,19 @@ def test_manifest_cas_and_fencing(s3_bucket: S3Bucket, closed_log: Log) -> None:
 def test_conditional_write_catches_a_race_after_the_check(
     s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Writer A reads and checks; B commits before A's PUT; A's If-Match PUT fails."""
+    """Writer A reads and checks; B commits before A's PUT; A's If-None-Match PUT of the
+    next version fails (the version creation is the compare-and-set)."""
     a, b = make_store(s3_bucket), make_store(s3_bucket)
     base = a.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION, TOPIC_ID), 0)
-    real_load = a._load
+    real_read = a.manifests._read
 
     def load_then_b_commits(*args: Any) -> Any:
-        loaded = real_load(*args)
+        loaded = real_read(*args)
         b.commit(TOPIC, PARTITION, mf.with_log_start_offset(base, 7), base.version)
         return loaded
 
-    monkeypatch.setattr(a, "_load", load_then_b_commits)
-    with pytest.raises(ManifestConflictError, match="conditional write failed"):
+    monkeypatch.setattr(a.manifests, "_read", load_then_b_commits)
+    with pytest.raises(ManifestConflictError, match="created by another writer"):
         a.commit(TOPIC, PARTITION, mf.with_log_start_offset(base, 3), base.version)
     monkeypatch.undo()
     assert a.read_manifest(TOPIC, PARTITION).log_start_offset == 7
@@ -127,14 +131,14 @@ def test_conditional_first_write_catches_a_race(
     s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = make_store(s3_bucket), make_store(s3_bucket)
-    real_load = a._load
+    real_read = a.manifests._read
 
     def load_then_b_creates(*args: Any) -> Any:
-        loaded = real_load(*args)
+        loaded = real_read(*args)
         b.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION, TOPIC_ID), 0)
         return loaded
 
-    monkeypatch.setattr(a, "_load", load_then_b_creates)
+    monkeypatch.setattr(a.manifests, "_read", load_then_b_creates)
     with pytest.raises(ManifestConflictError):
         a.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION, TOPIC_ID), 0)
 

@@ -10,8 +10,15 @@ import pytest
 from tests.remote.conftest import paths, remote_segment
 from tierlog.local.log import Log
 from tierlog.local.segment import LogSegment
+from tierlog.records.header import peek_size
 from tierlog.remote import manifest as mf
-from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStorageError, SegmentState
+from tierlog.remote.api import (
+    CorruptRemoteDataError,
+    IndexKind,
+    RemoteSegment,
+    RemoteStorageError,
+    SegmentState,
+)
 from tierlog.remote.chunk_cache import ChunkCache
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.segment_reader import RemoteSegmentReader
@@ -39,6 +46,14 @@ def store() -> CountingStore:
     return CountingStore(f"memory://reader-{uuid.uuid4().hex}")
 
 
+def whole_batches_end(data: bytes) -> tuple[int, int]:
+    """(bytes of the leading whole batches, -1): what a checked remote read keeps."""
+    end = 0
+    while (found := peek_size(data, end)) is not None and end + found[1] <= len(data):
+        end += found[1]
+    return end, -1
+
+
 def upload(store: FsspecRemoteStore, log: Log) -> list[tuple[LogSegment, RemoteSegment]]:
     out = []
     for local in log.segments[:-1]:
@@ -60,12 +75,15 @@ def test_positions_and_reads_match_the_local_segment(
             for max_bytes in MAX_BYTES:
                 expected = local.read(max(offset, local.base_offset), max_bytes)
                 got = reader.read(offset, max_bytes)
-                assert got == (expected.read() if expected else b""), (offset, max_bytes)
-        assert reader.read(segment.end_offset + 1, 100) == b""
-        assert (
-            reader.read(segment.base_offset, 100, min_one_batch=False)
-            == (local.path.read_bytes()[:100])
-        )
+                # The local slice's whole batches: a remote read never ends in a partial
+                # batch, which could not be checked before it is served.
+                whole = expected.read() if expected else b""
+                whole = whole[: whole_batches_end(whole)[0]]
+                assert got == (whole or None), (offset, max_bytes)
+        assert reader.read(segment.end_offset + 1, 100) is None
+        first = local.path.read_bytes()
+        fits = first[: whole_batches_end(first[:100])[0]]
+        assert reader.read(segment.base_offset, 100, min_one_batch=False) == fits
 
 
 def test_index_is_fetched_once_and_the_cache_saves_requests(
@@ -155,5 +173,7 @@ def test_corrupt_batch_header_is_a_storage_error(closed_log: Log, tmp_path: Path
     data = bytearray(path.read_bytes())
     data[16] = 7  # magic of the first batch
     path.write_bytes(bytes(data))
-    with pytest.raises(RemoteStorageError, match="position 0"):
+    with pytest.raises(CorruptRemoteDataError, match="the batch at byte 0 of") as info:
         RemoteSegmentReader(store, segment).read(segment.base_offset, 100)
+    assert isinstance(info.value, RemoteStorageError) and info.value.retriable
+    assert info.value.object_url == store.object_url(segment)

@@ -42,9 +42,10 @@ from tierlog.local.log_manager import LogManager, LogManagerTimings
 from tierlog.local.scrubber import Scrubber
 from tierlog.protocol import EncodedFetchResponse, Request
 from tierlog.remote.api import RemoteStorageError
-from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.registry import open_store
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.util.clock import Clock, SystemClock
+from tierlog.util.throttle import Throttle
 from tierlog.util.configdef import ConfigError
 from tierlog.util.scheduler import AsyncioScheduler
 
@@ -352,11 +353,21 @@ class Broker:
                 "does not see what the old one offloaded",
                 config.remote_storage_url,
             )
+        copy_rate = config["remote.log.manager.copy.max.bytes.per.second"]
         try:
-            store = FsspecRemoteStore(
-                config.remote_storage_url, config.remote_storage_options, clock=self.clock
+            store = open_store(
+                config.remote_storage_url,
+                config.remote_storage_options,
+                clock=self.clock,
+                # Paced per uploaded chunk (8 MiB) by the store, not per segment up front;
+                # credit for one second at most, so the uploader does not burst after idling.
+                throttle=Throttle(
+                    copy_rate,
+                    self.clock,
+                    burst_bytes=copy_rate,
+                    initial_bytes=copy_rate,
+                ),
             )
-            root = store.url_of(store.partition_path("x", 0)).rsplit("/", 1)[0]
         except (RemoteStorageError, OSError, ValueError) as exc:
             # Opening the store is where a URL fsspec knows but cannot reach fails (hdfs://
             # without libhdfs): one line naming the key, not a traceback from pyarrow.
@@ -364,13 +375,12 @@ class Broker:
             raise ConfigError(
                 "remote.log.storage.url", f"cannot open the remote tier: {reason}"
             ) from exc
-        log.info("remote tier at %s", root)
+        log.info("remote tier at %s", store.url)
         return RemoteLogManager(
             store,
             config.log_dirs[0] / ".remote-cache",
             config["remote.log.reader.cache.bytes"],
             clock=self.clock,
-            copy_bytes_per_second=config["remote.log.manager.copy.max.bytes.per.second"],
             fetch_timeout_ms=config["remote.fetch.max.wait.ms"],
         )
 

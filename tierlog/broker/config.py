@@ -18,7 +18,7 @@ from typing import Any
 from tierlog.broker.listeners import parse_listener
 from tierlog.broker.replica_selector import SELECTORS
 from tierlog.local.config import LogConfig, check_kafka_ranges
-from tierlog.remote._errors import missing_package
+from tierlog.remote.registry import check_url
 from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
 from tierlog.security.config_providers import is_provider_key
 from tierlog.security.config_providers import resolve as resolve_config_providers
@@ -530,22 +530,10 @@ def _not_a_directory(path: Path) -> str | None:
 
 
 def _bad_remote_url(url: str) -> str | None:
-    """Why fsspec cannot open ``url``, or None. A URL needs a scheme (``file://``,
-    ``s3://``...): without one, ``s3:/bucket`` silently became a local directory."""
-    scheme, sep, _ = url.partition("://")
-    if not sep or not scheme:
-        return f"{url!r} is not a URL; expected scheme://path, e.g. s3://bucket/prefix"
-    try:
-        import fsspec
-    except ImportError:
-        return "the remote tier needs fsspec; install it with: pip install fsspec"
-    try:
-        fsspec.get_filesystem_class(scheme)
-    except ValueError:
-        return f"{url!r}: unknown storage scheme {scheme!r}"
-    except ImportError as exc:
-        return str(missing_package(scheme, exc))  # with the pip install hint
-    return None
+    """Why no remote store can serve ``url``, or None: the store registry's check (a URL
+    needs a scheme, ``file://``, ``s3://``...: without one, ``s3:/bucket`` silently became
+    a local directory; a missing package is named with its install command)."""
+    return check_url(url)
 
 
 class BrokerConfig:

@@ -340,10 +340,7 @@ class Partition:
         Raises:
             RemoteStorageError: no remote tier, or it cannot answer yet.
         """
-        remote = self.log.remote
-        if remote is None:
-            raise RemoteStorageError(f"{self}: this broker has no remote tier", retriable=False)
-        return await remote.aux_state_before(self.topic, self.index, self.topic_id, offset)
+        return await self.log.remote_aux_state(self.topic_id, offset)
 
     def restart_with_aux_state(self, offset: int, aux: AuxState) -> None:
         """Empty the local log and restart it at ``offset`` (the end of ``aux.segment``,

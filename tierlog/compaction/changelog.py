@@ -60,9 +60,9 @@ from tierlog.compaction.changelog_sources import (
     StoreTier,
 )
 from tierlog.protocol.errors import ErrorCode
-from tierlog.remote.api import RemoteResourceNotFoundError
-from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.api import RemoteResourceNotFoundError, RemoteStore
 from tierlog.remote.manifest import ZERO_UUID, Manifest
+from tierlog.remote.registry import open_store
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class ChangelogReader:
         fetch_bytes: int = DEFAULT_FETCH_BYTES,
         store_chunk_bytes: int = DEFAULT_STORE_CHUNK_BYTES,
         client: LogClient | None = None,
-        store: FsspecRemoteStore | None = None,
+        store: RemoteStore | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -155,7 +155,7 @@ class ChangelogReader:
         if client is None and bootstrap is not None:
             client = LogClient(bootstrap, client_id="tierlog-changelog")
         if store is None and remote_url is not None:
-            store = FsspecRemoteStore(remote_url, storage_options)
+            store = open_store(remote_url, storage_options)
         self.broker = None if client is None else BrokerTier(client, topic, fetch_bytes=fetch_bytes)
         self.store = (
             None if store is None else StoreTier(store, topic, chunk_bytes=store_chunk_bytes)

@@ -18,14 +18,13 @@ Not thread-safe (``LogClient`` is not): one reader per thread.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tierlog.client import EARLIEST, LATEST, ClientError, LogClient
 from tierlog.compaction.changelog_decode import whole_batches_next_offset
 from tierlog.protocol.errors import ErrorCode
-from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.api import RemoteResourceNotFoundError, RemoteStore
 from tierlog.remote.manifest import Manifest, check_topic, committed_segments, end_offset
 from tierlog.remote.segment_reader import RemoteSegmentReader
 
@@ -138,7 +137,7 @@ class StoreTier:
 
     def __init__(
         self,
-        store: FsspecRemoteStore,
+        store: RemoteStore,
         topic: str,
         *,
         chunk_bytes: int = DEFAULT_STORE_CHUNK_BYTES,
@@ -149,22 +148,10 @@ class StoreTier:
 
     def partitions(self) -> list[int]:
         """The ``<topic>-<n>`` directories under the remote root (no broker needed)."""
-        root = self.store.partition_path(self.topic, 0).rsplit("/", 1)[0] or "/"
-        fs = self.store.fs
         try:
-            fs.invalidate_cache(root)
-            entries = fs.ls(root, detail=True)
-        except FileNotFoundError:
+            return [partition for _, partition in self.store.list_partitions(self.topic)]
+        except RemoteResourceNotFoundError:
             return []
-        pattern = re.compile(re.escape(self.topic) + r"-(\d+)")
-        found = []
-        for entry in entries:
-            if entry.get("type") != "directory":
-                continue
-            match = pattern.fullmatch(str(entry["name"]).rstrip("/").rsplit("/", 1)[-1])
-            if match:
-                found.append(int(match.group(1)))
-        return sorted(found)
 
     def manifest(self, partition: int) -> Manifest:
         return self.store.read_manifest(self.topic, partition)
@@ -180,22 +167,12 @@ class StoreTier:
             if segment.end_offset < position:
                 continue
             reader = RemoteSegmentReader(self.store, segment)
-            at = reader.find_position(position)
-            size = reader.size
-            carry = b""
-            while at < size:
-                data = reader.fetch(at, min(at + self.chunk_bytes, size))
-                if not data:
-                    break
-                at += len(data)
-                buf = carry + data if carry else data
-                whole, next_offset = whole_batches_next_offset(buf, position)
-                if whole == 0 and at < size:
-                    carry = buf  # a batch larger than a chunk: read on until it is whole
-                    continue
-                yield Chunk(partition, memoryview(buf)[:whole], position, next_offset, STORE)
+            # Whole batches, each checked (a damaged one raises CorruptRemoteDataError
+            # naming the object and offsets, rather than ending the segment early).
+            for whole in reader.chunks(position, self.chunk_bytes):
+                _, next_offset = whole_batches_next_offset(whole, position)
+                yield Chunk(partition, whole, position, next_offset, STORE)
                 position = max(position, next_offset)
-                carry = buf[whole:]
             # Past the segment even if its last batches were removed by the cleaner.
             if segment.end_offset + 1 > position:
                 yield Chunk(partition, b"", position, segment.end_offset + 1, STORE)

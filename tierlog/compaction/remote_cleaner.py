@@ -296,7 +296,8 @@ class RemoteCompactor:
                 if group.txn_index_path is not None:
                     aux[IndexKind.TRANSACTION] = Path(group.txn_index_path).read_bytes()
                 uploaded.append(new)  # before the upload: a partial one is deleted too
-                store.copy_segment(
+                # As stored: with each part's CRC-32C, for the manifest.
+                new = store.copy_segment(
                     new,
                     Path(group.log_path),
                     Path(stem + INDEX_SUFFIX + CLEANED_SUFFIX),

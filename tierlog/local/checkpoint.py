@@ -14,9 +14,11 @@ Format (``CheckpointFile`` in Kafka), one file per log dir for offsets::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+# One implementation for every tier (tierlog.util.atomic_files); imported from here too.
+from tierlog.util.atomic_files import atomic_write as atomic_write
 
 VERSION = 0
 
@@ -33,28 +35,6 @@ def encode_checkpoint(entries: Iterable[Sequence[object]]) -> bytes:
 
 def write_checkpoint(path: Path, entries: Iterable[Sequence[object]]) -> None:
     atomic_write(path, encode_checkpoint(entries))
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one,
-    never a torn one: write a temp file, fsync, rename, fsync the directory (the rename
-    itself must reach the disk before the write counts). A leftover ``*.tmp`` is removed
-    by ``Log``'s start-up clean-up."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]]:

@@ -2,11 +2,17 @@
 
 Only interfaces live here (style rule 4); ``tierlog.remote.fsspec_storage`` implements both
 on any fsspec URL, ``tierlog.remote.manifest`` owns the manifest's data type and JSON form.
+Callers open a store with ``tierlog.remote.registry.open_store(url, options)`` and type it
+as ``RemoteStore``: the URL's scheme picks the implementation, so a second store is one
+module registered under its scheme, and no caller changes.
 
 * ``RemoteStorage`` is Kafka's ``RemoteStorageManager``: copy a closed segment (data, then
   indexes), fetch a byte range of its ``.log``, fetch an index, delete it. Every call is
   safe to retry: a retried copy overwrites the same object names, a delete of missing
-  objects succeeds.
+  objects succeeds. Where each part of a segment is stored (which object, at which
+  offset) is the store's choice, returned by ``copy_segment`` as ``SegmentPart``s with
+  their CRC-32C and recorded in the manifest; reads check what they download against
+  them and raise ``CorruptRemoteDataError``, never return damaged bytes.
 * ``RemoteMetadata`` is Kafka's ``RemoteLogMetadataManager``: the per-partition manifest,
   the one source of truth for what is remote. Writes are compare-and-set on a version
   counter and fenced by leader epoch, so a deposed leader can never commit.
@@ -34,10 +40,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from tierlog.remote.manifest import Manifest
+    from tierlog.util.clock import Clock
 
 
 class SegmentState(Enum):
@@ -79,6 +86,27 @@ class IndexKind(Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentPart:
+    """Where one part of a remote segment is stored, and its checksum.
+
+    Attributes:
+        kind: ``log`` or an ``IndexKind`` value (``index``, ``timeindex``, ...).
+        object: the object's name, relative to the partition's directory.
+        offset: where the part starts inside the object (0 when it is the whole object;
+            several parts share one object in a single-object layout).
+        size: the part's length in bytes.
+        crc32c: CRC-32C of the part's bytes (Castagnoli, as Kafka's batches), None when
+            unknown (segments uploaded before tierlog recorded it).
+    """
+
+    kind: str
+    object: str
+    offset: int
+    size: int
+    crc32c: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class RemoteSegment:
     """One remote copy of one closed local segment (Kafka's ``RemoteLogSegmentMetadata``).
 
@@ -103,6 +131,9 @@ class RemoteSegment:
         has_txn_index: the segment's aborted-transaction index was uploaded beside it
             (``IndexKind.TRANSACTION``); False when the local segment had none (no aborted
             transaction's marker in it) and for segments uploaded before tierlog did so.
+        parts: where each part is stored and its CRC-32C, as the store reported it from
+            ``copy_segment``; empty for segments described before tierlog recorded them
+            (their objects follow the naming rule of ``tierlog.remote.manifest``).
     """
 
     topic: str
@@ -119,11 +150,19 @@ class RemoteSegment:
     created_ms: int
     has_aux_state: bool = False
     has_txn_index: bool = False
+    parts: tuple[SegmentPart, ...] = ()
 
     @property
     def next_offset(self) -> int:
         """The offset after the segment's last one."""
         return self.end_offset + 1
+
+    def part(self, kind: str) -> SegmentPart | None:
+        """The recorded part of ``kind``, None when the segment records none."""
+        for part in self.parts:
+            if part.kind == kind:
+                return part
+        return None
 
 
 # -- errors -------------------------------------------------------------------------------
@@ -163,6 +202,24 @@ class RemoteDataLostError(RemoteStorageError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retriable=True)
+
+
+class CorruptRemoteDataError(RemoteStorageError):
+    """Bytes read from the store fail their check: a batch's length, header or CRC-32C in
+    a range of a segment's ``.log``, or a part's CRC-32C recorded in the manifest. The
+    bytes are never served. The message names the object (its URL), the offsets and the
+    byte range; ``object_url``, ``first_offset`` and ``last_offset`` (-1: to the segment's
+    end) carry them for callers. Retriable as every remote read failure is (Kafka's
+    KAFKA_STORAGE_ERROR): the object may be repaired or the read tried again elsewhere,
+    and a consumer must wait at the damage rather than skip past it."""
+
+    def __init__(
+        self, message: str, *, object_url: str, first_offset: int, last_offset: int
+    ) -> None:
+        super().__init__(message, retriable=True)
+        self.object_url = object_url
+        self.first_offset = first_offset
+        self.last_offset = last_offset
 
 
 class CorruptManifestError(RemoteStorageError):
@@ -211,29 +268,41 @@ class RemoteStorage(Protocol):
         offset_index_path: Path,
         time_index_path: Path,
         aux_state: Mapping[IndexKind, bytes] | None = None,
-    ) -> None:
+    ) -> RemoteSegment:
         """Upload the ``.log`` (streamed), then the ``.index`` and ``.timeindex``, then
         ``aux_state``: the producer snapshot and leader-epoch checkpoint when the segment
         ``has_aux_state``, its aborted-transaction index (``IndexKind.TRANSACTION``) when
-        it ``has_txn_index``; each under its kind's object name.
+        it ``has_txn_index``.
 
-        Idempotent: a retry with the same ``segment`` overwrites the same object names. The
-        caller commits ``segment`` to the manifest only after this returns.
+        Returns:
+            ``segment`` with ``parts``: where each part went and its CRC-32C. The caller
+            commits this to the manifest, only after the call returns.
+
+        Idempotent: a retry with the same ``segment`` overwrites the same object names.
         """
         ...
 
     def fetch_range(self, segment: RemoteSegment, start: int, end: int | None) -> bytes:
         """Bytes ``[start, end)`` of the segment's ``.log`` (``end`` None: to the end).
+        A range covering the whole ``.log`` is checked against its recorded CRC-32C;
+        smaller ranges are checked batch by batch by their readers
+        (``tierlog.remote.segment_reader``).
 
         Raises:
             RemoteResourceNotFoundError: the object is missing.
             RemoteStorageUnavailableError: the store cannot be reached.
+            CorruptRemoteDataError: the bytes do not match the recorded size or CRC-32C.
         """
         ...
 
     def fetch_index(self, segment: RemoteSegment, kind: IndexKind) -> bytes:
         """The whole offset or time index, producer snapshot, leader-epoch checkpoint or
-        aborted-transaction index of the segment (Kafka's byte formats)."""
+        aborted-transaction index of the segment (Kafka's byte formats), checked against
+        its recorded size and CRC-32C when the manifest has them.
+
+        Raises:
+            CorruptRemoteDataError: the bytes do not match what was recorded.
+        """
         ...
 
     def delete_segment(self, segment: RemoteSegment) -> None:
@@ -251,9 +320,9 @@ class RemoteStorage(Protocol):
         cleanup, a deleted topic's data); missing is fine."""
         ...
 
-    # Called with each uploaded chunk's size before it is written, so uploads can be
-    # rate-limited (remote.log.manager.copy.max.bytes.per.second); None = unthrottled.
-    throttle: Callable[[int], None] | None
+    def object_url(self, segment: RemoteSegment, kind: str = "log") -> str:
+        """The URL of the object holding the segment's part ``kind``, for messages."""
+        ...
 
     @property
     def is_local(self) -> bool:
@@ -293,7 +362,42 @@ class RemoteMetadata(Protocol):
         """Where the partition's manifest is, as a URL, for messages."""
         ...
 
+    def list_partitions(self, topic: str | None = None) -> list[tuple[str, int]]:
+        """``(topic, partition)`` of every partition the store has anything of (all
+        topics, or ``topic``'s), sorted: what readers without a broker (Spark, tools)
+        find under the root.
+
+        Raises:
+            RemoteResourceNotFoundError: the root itself does not exist.
+            RemoteStorageError: the root cannot be listed.
+        """
+        ...
+
 
 class RemoteStore(RemoteStorage, RemoteMetadata, Protocol):
-    """Both interfaces in one object, as the broker's remote log manager uses them
-    (``FsspecRemoteStore`` implements both on one URL)."""
+    """Both interfaces in one object, as every caller uses them, opened by
+    ``tierlog.remote.registry.open_store``."""
+
+    # The root URL, for messages (``s3://bucket/prefix``).
+    url: str
+
+
+class StoreFactory(Protocol):
+    """What the registry builds a store with: an implementation's class, called with the
+    root URL, its storage options and the broker's clock and upload throttle, with a
+    static ``check_url`` for configuration checks (nothing opened)."""
+
+    @staticmethod
+    def check_url(url: str) -> str | None:
+        """Why this store cannot serve ``url`` (a missing package, with its install hint),
+        or None."""
+        ...
+
+    def __call__(
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        clock: Clock | None = None,
+        throttle: Callable[[int], None] | None = None,
+    ) -> RemoteStore: ...

@@ -1,13 +1,14 @@
 """The per-partition remote manifest: its data type, JSON format and pure helpers (sans-I/O).
 
 The manifest is the one source of truth for what a partition holds in the remote tier. It
-lives next to the segment objects, ``<root>/<topic>-<partition>/manifest.json``, and Spark,
-tools and humans read it without a broker, so the file describes itself. Nothing here does
-I/O; ``tierlog.remote.fsspec_storage`` reads and writes it.
+lives next to the segment objects and Spark, tools and humans read it without a broker, so
+the files describe themselves. Nothing here does I/O; ``tierlog.remote.fsspec_manifests``
+reads and writes it.
 
 Object layout under a remote root (any fsspec URL)::
 
-    <root>/<topic>-<partition>/manifest.json
+    <root>/<topic>-<partition>/manifest.json             the pointer: which version is current
+    <root>/<topic>-<partition>/manifest-<version:020d>.json   one immutable manifest per commit
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.log        the local .log
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.index      as-is (Kafka's
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.timeindex  byte formats)
@@ -16,69 +17,91 @@ Object layout under a remote root (any fsspec URL)::
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.txnindex   aborted txns
                                                        (KIP-98; only when it has any)
 
-JSON format, version 1: one UTF-8 JSON object with sorted keys, written compactly on one
-line (pretty-printed and annotated here; ``jq . manifest.json`` shows it so)::
+Why versions and a pointer (issue 20, item 13). Stores differ in what a reader can see of
+an object being written: S3, GCS and Azure make a PUT visible whole or not at all but have
+no rename; ``file://`` has an atomic rename; HDFS through WebHDFS creates the file empty and
+appends to it, so a file overwritten in place is readable half-written (1.4% of manifest
+reads during offload were torn), and a writer killed mid-overwrite would leave the only copy
+of the manifest destroyed. Rewriting one ``manifest.json`` in place is therefore wrong on
+HDFS whatever the reader does. Retry-and-check alone detects torn reads but cannot undo a
+torn write. So each commit writes a new object, ``manifest-<version>.json``, that nobody
+reads until it is whole, created only if that version does not exist yet (the store's
+create-exclusive: S3 ``If-None-Match: *``, a hard link on ``file://``, a rename that refuses
+to overwrite on WebHDFS): that creation is the commit's compare-and-set. Then the small
+pointer ``manifest.json`` names it, and readers read the pointer first, then the version it
+names. The pointer is overwritten in place (atomic on object stores and ``file://``; on
+HDFS it may be read half-written, which the reader detects, since a prefix of a JSON
+object is never a JSON object, and retries; after a few tries it lists the directory and
+takes the newest version, so even a pointer torn for good by a crash loses nothing).
+The pointer records the version's size and CRC-32C, so a version read is checked too.
 
-    {
-      "format": "tierlog-remote-manifest",
-      "format_version": 1,
-      "leader_epoch": 3,               leader epoch of the last writer (fencing)
-      "log_start_offset": 0,           remote log start: retention, DeleteRecords
-      "partition": 0,
-      "segments": [                    sorted by base_offset
-        {
-          "aux_objects": {             KIP-405 auxiliary state: the producer snapshot and
-            "leader_epoch_checkpoint": "00000000000000000000-0c7a...-4f1e.leader-epoch-checkpoint",
-            "producer_snapshot": "00000000000000000000-0c7a...-4f1e.snapshot"
-          },                           leader epochs at the segment's end; absent before
-          "base_offset": 0,
-          "created_ms": 1700000001000, when the upload attempt started
-          "end_offset": 99,            last offset, inclusive
-          "first_batch_timestamp": 1700000000000,
-          "leader_epochs": [[0, 0], [3, 50]],   [epoch, start offset] pairs
-          "max_timestamp": 1700000000999,       -1: no timestamps
-          "objects": {                 object names, relative to the manifest's directory
-            "index": "00000000000000000000-0c7a...-4f1e.index",
-            "log": "00000000000000000000-0c7a...-4f1e.log",
-            "timeindex": "00000000000000000000-0c7a...-4f1e.timeindex"
-          },
-          "segment_id": "0c7a...-4f1e",  a UUID per upload attempt
-          "size_bytes": 10240,         size of the .log object
-          "state": "COPY_FINISHED",    COPY_STARTED | COPY_FINISHED | DELETE_STARTED
-          "txn_index": "00000000000000000000-0c7a...-4f1e.txnindex"
-                                       the aborted-transaction index (Kafka's .txnindex);
-                                       absent when the segment has none (no aborted
-                                       transaction's marker in it, or uploaded before)
-        }
-      ],
-      "topic": "orders",
-      "topic_id": "6f1c9f5e-...",      UUID; all zeros when unknown
-      "version": 12                    compare-and-set counter, +1 per commit
-    }
+Per-object cost matters on both stores (HDFS: a NameNode round trip per object; S3: paid
+per request), so the scheme adds one small request each way: two GETs per read (the
+pointer, ~150 bytes, then the version; a read is checked against the size and CRC-32C the
+pointer records, so a damaged version is noticed at the next read) and two PUTs per
+commit; old versions are deleted in batches (``KEEP_VERSIONS`` behind the newest are kept
+for readers that read the pointer just before a commit). Listing, which S3 bills at ten
+times a GET and HDFS answers with every entry of the directory, is only the fallback.
 
-A reader uses only COPY_FINISHED segments at or above ``log_start_offset``; COPY_FINISHED
-segments never overlap, gaps between them are allowed (compaction, transactions).
-Versioning: fields may be added within a format version (readers ignore unknown keys);
-any change in meaning raises ``format_version``, and a reader refuses a version newer than
-it knows, so an old Spark job fails loudly instead of misreading.
+A writer that died between the version and the pointer leaves the pointer one version
+behind: readers see the state before that commit, which is a committed state; the next
+commit finds the version taken, repairs the pointer and re-reads; the orphan scan, which
+lists the directory anyway, refuses to run while a version newer than the one it read
+exists, so it never deletes a newer commit's objects.
+
+Compatibility: a ``manifest.json`` holding a whole manifest (written before versions) is
+read as before, and the first commit replaces it with a pointer; readers older than
+versions then refuse the pointer loudly (its ``format`` is not theirs) instead of taking
+the partition for empty.
+
+Segment parts and the next layout (issue 24). Each segment entry lists its ``parts``:
+for each kind (log, index, timeindex, producer_snapshot, leader_epoch_checkpoint,
+txn_index) the object it is in, the offset and size inside that object, and its CRC-32C.
+Today every part is an object of its own at offset 0 (the names above), and the entry
+keeps ``objects`` / ``aux_objects`` / ``txn_index`` too, so format-1 readers still read it
+(``format_version`` stays 1). The planned single-object layout (one
+``<base_offset:020d>-<segment_id>.segment`` per segment, the log then its indexes, fetched
+with parallel ranged GETs and uploaded in multipart) is the same ``parts`` with one object
+name and growing offsets and no ``objects``; such a manifest is written as format 2.
+Readers from this version on already read both (they only follow ``parts``), so that
+layout needs no second migration; older readers refuse format 2 with "upgrade tierlog".
+Checksums: a part downloaded whole (an index, a snapshot, a whole ``.log``) is checked
+against its CRC-32C; ranges of the ``.log`` are checked batch by batch (Kafka's own
+CRC-32C per batch), before any byte is served (issue 20, item 7).
+
+The JSON formats of a version object and of the pointer are in
+``tierlog.remote.manifest_json``.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
 import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from tierlog.remote.api import TRANSITIONS, CorruptManifestError, RemoteSegment, SegmentState
+from crc32c import crc32c
+
+from tierlog.remote.api import (
+    TRANSITIONS,
+    RemoteSegment,
+    SegmentPart,
+    SegmentState,
+)
 
 FORMAT = "tierlog-remote-manifest"
-FORMAT_VERSION = 1
-MANIFEST_NAME = "manifest.json"
+# The newest format this reader reads; writers write the oldest that describes the content.
+FORMAT_VERSION = 2
+LEGACY_FORMAT_VERSION = 1  # every segment's parts are objects of their own
+POINTER_FORMAT = "tierlog-remote-manifest-pointer"
+POINTER_FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"  # the pointer (a whole manifest before versions)
+# Versions kept behind the newest, for readers that read the pointer just before a commit
+# (they re-read it when the version they want is gone); deleted in batches of this many.
+KEEP_VERSIONS = 8
+_VERSION_OBJECT = re.compile(r"manifest-(\d{20})\.json")
 ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no topic id known
 NO_OFFSET = -1  # end_offset() of a manifest with no committed segment
 SUFFIXES = {"log": ".log", "index": ".index", "timeindex": ".timeindex"}
@@ -92,16 +115,19 @@ TXN_INDEX_KIND = "txn_index"
 TXN_INDEX_SUFFIXES = {TXN_INDEX_KIND: ".txnindex"}
 _KIND_OF_SUFFIX = {
     suffix[1:]: kind for kind, suffix in (SUFFIXES | AUX_SUFFIXES | TXN_INDEX_SUFFIXES).items()
-}
+} | {"segment": "segment"}
 
 # Kafka's legal topic names (Topic.validate); they become directory names, so this also
 # keeps a manifest from pointing outside its root. Segment ids become object names.
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_SEGMENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+SEGMENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _OBJECT = re.compile(
     r"(\d{20})-([A-Za-z0-9_-]{1,64})\."
-    r"(log|index|timeindex|snapshot|leader-epoch-checkpoint|txnindex)"
+    r"(log|index|timeindex|snapshot|leader-epoch-checkpoint|txnindex|segment)"
 )
+# Every kind a segment may have, in the order a single object lays them out.
+PART_KINDS = ("log", "index", "timeindex", *AUX_SUFFIXES, TXN_INDEX_KIND)
+SINGLE_OBJECT_SUFFIX = ".segment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +150,8 @@ class Manifest:
     version: int = 0
     log_start_offset: int = 0
     segments: tuple[RemoteSegment, ...] = ()
-    format_version: int = FORMAT_VERSION
+    # Informative only (not compared): the format it was read from.
+    format_version: int = dataclasses.field(default=LEGACY_FORMAT_VERSION, compare=False)
 
 
 # -- names --------------------------------------------------------------------------------
@@ -148,7 +175,7 @@ def object_name(base_offset: int, segment_id: str, kind: str) -> str:
     """``<base_offset:020d>-<segment_id><suffix>`` for kind log, index, timeindex,
     producer_snapshot (``.snapshot``), leader_epoch_checkpoint or txn_index
     (``.txnindex``)."""
-    if not _SEGMENT_ID.fullmatch(segment_id):
+    if not SEGMENT_ID.fullmatch(segment_id):
         raise ValueError(f"illegal segment id {segment_id!r}")
     suffix = SUFFIXES.get(kind) or AUX_SUFFIXES.get(kind) or TXN_INDEX_SUFFIXES[kind]
     return f"{base_offset:020d}-{segment_id}{suffix}"
@@ -187,19 +214,95 @@ def parse_object_name(name: str) -> tuple[int, str, str] | None:
     return int(match[1]), match[2], _KIND_OF_SUFFIX[match[3]]
 
 
+def version_object_name(version: int) -> str:
+    """``manifest-<version:020d>.json``: the immutable object of one manifest version."""
+    if version < 1:
+        raise ValueError(f"manifest versions start at 1, not {version}")
+    return f"manifest-{version:020d}.json"
+
+
+def parse_version_object_name(name: str) -> int | None:
+    """The version a ``manifest-<version>.json`` name holds, else None."""
+    match = _VERSION_OBJECT.fullmatch(name)
+    return int(match[1]) if match else None
+
+
+def newer_versions(manifest: Manifest, names: Iterable[str]) -> list[int]:
+    """Versions above ``manifest``'s among listed object names: a commit the manifest read
+    does not know (a pointer left behind by a writer that died after its version)."""
+    found = (parse_version_object_name(name) for name in names)
+    return sorted(v for v in found if v is not None and v > manifest.version)
+
+
 def orphaned_objects(manifest: Manifest, names: Iterable[str]) -> list[str]:
     """Names from ``list_objects`` that no manifest entry accounts for: segment objects of
-    unknown segment ids (interrupted uploads) and anything else but the manifest itself
-    (left-over temp files). Uploads in flight are the caller's to exclude."""
+    unknown segment ids (interrupted uploads), manifest versions more than
+    ``KEEP_VERSIONS`` behind ``manifest``'s, and anything else but the pointer (left-over
+    temp files). Uploads in flight are the caller's to exclude, and so is a listing that
+    shows versions newer than ``manifest`` (``newer_versions``): then ``manifest`` is not
+    the newest, and objects it does not know may be committed."""
     known = {seg.segment_id for seg in manifest.segments}
     out = []
     for name in names:
         if name == MANIFEST_NAME:
             continue
+        version = parse_version_object_name(name)
+        if version is not None:
+            if version < manifest.version - KEEP_VERSIONS:
+                out.append(name)
+            continue
         parsed = parse_object_name(name)
         if parsed is None or parsed[1] not in known:
             out.append(name)
     return sorted(out)
+
+
+# -- parts --------------------------------------------------------------------------------
+
+
+def part_kinds(segment: RemoteSegment) -> list[str]:
+    """The kinds of part ``segment`` has: log, index, timeindex, then its auxiliary state
+    and aborted-transaction index when it has them."""
+    kinds = ["log", "index", "timeindex"]
+    if segment.has_aux_state:
+        kinds += list(AUX_SUFFIXES)
+    if segment.has_txn_index:
+        kinds.append(TXN_INDEX_KIND)
+    return kinds
+
+
+def segment_part(segment: RemoteSegment, kind: str) -> SegmentPart:
+    """Where ``segment``'s part ``kind`` is: as recorded, or, for segments described
+    before parts were, its own object named by the naming rule (size unknown: -1 for all
+    but the log, no CRC).
+
+    Raises:
+        KeyError: the segment has no such part.
+    """
+    recorded = segment.part(kind)
+    if recorded is not None:
+        return recorded
+    if kind not in part_kinds(segment):
+        raise KeyError(f"segment {segment.segment_id} has no {kind} part")
+    size = segment.size_bytes if kind == "log" else -1
+    return SegmentPart(
+        kind, object_name(segment.base_offset, segment.segment_id, kind), 0, size, None
+    )
+
+
+def own_objects(segment: RemoteSegment) -> bool:
+    """True when every part is an object of its own, named by the naming rule (the layout
+    format-1 readers know)."""
+    return all(
+        part.offset == 0
+        and part.object == object_name(segment.base_offset, segment.segment_id, part.kind)
+        for part in segment.parts
+    )
+
+
+def part_crc(data: bytes | memoryview) -> int:
+    """CRC-32C of a part's bytes, as recorded in ``SegmentPart.crc32c``."""
+    return int(crc32c(data))
 
 
 # -- pure helpers -------------------------------------------------------------------------
@@ -233,7 +336,7 @@ def with_segment(manifest: Manifest, segment: RemoteSegment) -> Manifest:
     keys = [s.base_offset for s in rest]
     rest.insert(bisect.bisect_right(keys, segment.base_offset), segment)
     out = dataclasses.replace(manifest, segments=tuple(rest))
-    problem = _invariant_problem(out)
+    problem = invariant_problem(out)
     if problem is not None:
         raise ValueError(problem)
     return out
@@ -344,7 +447,7 @@ def _find(manifest: Manifest, segment_id: str) -> RemoteSegment:
     raise KeyError(f"no remote segment {segment_id} in {manifest.topic}-{manifest.partition}")
 
 
-def _invariant_problem(manifest: Manifest) -> str | None:
+def invariant_problem(manifest: Manifest) -> str | None:
     """What breaks the manifest's invariants across segments, or None."""
     seen: set[str] = set()
     previous_base = -1
@@ -371,185 +474,3 @@ def _invariant_problem(manifest: Manifest) -> str | None:
                 )
             finished_end = seg.end_offset
     return None
-
-
-# -- JSON ---------------------------------------------------------------------------------
-
-
-def encode(manifest: Manifest) -> bytes:
-    """The manifest as JSON (format above): sorted keys, compact, UTF-8, newline-terminated.
-
-    Raises:
-        ValueError: the manifest breaks an invariant (a bug in the caller: never written).
-    """
-    problem = _invariant_problem(manifest)
-    if problem is not None:
-        raise ValueError(problem)
-    doc = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "topic": manifest.topic,
-        "partition": manifest.partition,
-        "topic_id": str(manifest.topic_id),
-        "leader_epoch": manifest.leader_epoch,
-        "version": manifest.version,
-        "log_start_offset": manifest.log_start_offset,
-        "segments": [
-            {
-                "segment_id": s.segment_id,
-                "state": s.state.value,
-                "base_offset": s.base_offset,
-                "end_offset": s.end_offset,
-                "size_bytes": s.size_bytes,
-                "first_batch_timestamp": s.first_batch_timestamp,
-                "max_timestamp": s.max_timestamp,
-                "leader_epochs": [list(pair) for pair in s.leader_epochs],
-                "created_ms": s.created_ms,
-                "objects": object_names(s),
-                # Only for segments that have it: readers ignore unknown keys.
-                **({"aux_objects": aux_object_names(s)} if s.has_aux_state else {}),
-                **({"txn_index": txn_index_object_name(s)} if s.has_txn_index else {}),
-            }
-            for s in manifest.segments
-        ],
-    }
-    # Compact (about 330 bytes a segment): the whole file is rewritten on every commit.
-    return (json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n").encode()
-
-
-class _Bad(Exception):
-    """A decoding problem; ``decode`` turns it into CorruptManifestError with ``where``."""
-
-
-def _int(doc: dict[str, Any], key: str, minimum: int, ctx: str) -> int:
-    if key not in doc:
-        raise _Bad(f"{ctx}missing field {key!r}")
-    value = doc[key]
-    # bool is an int subclass in Python; JSON true/false is never an offset.
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _Bad(f"{ctx}field {key!r} must be an integer, not {value!r}")
-    if value < minimum:
-        raise _Bad(f"{ctx}field {key!r} is {value}, below {minimum}")
-    return value
-
-
-def _str(doc: dict[str, Any], key: str, ctx: str) -> str:
-    value = doc.get(key)
-    if not isinstance(value, str):
-        raise _Bad(f"{ctx}field {key!r} must be a string, not {value!r}")
-    return value
-
-
-def _epochs(value: object, base: int, end: int, ctx: str) -> tuple[tuple[int, int], ...]:
-    if not isinstance(value, list):
-        raise _Bad(f"{ctx}leader_epochs must be a list of [epoch, start_offset] pairs")
-    out: list[tuple[int, int]] = []
-    for pair in value:
-        if (
-            not isinstance(pair, list)
-            or len(pair) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) for x in pair)
-        ):
-            raise _Bad(f"{ctx}leader_epochs entry {pair!r} is not an [epoch, offset] pair")
-        epoch, start = pair
-        if epoch < 0 or not base <= start <= end:
-            raise _Bad(f"{ctx}leader_epochs entry {pair!r} is outside [{base}, {end}]")
-        if out and (epoch <= out[-1][0] or start <= out[-1][1]):
-            raise _Bad(f"{ctx}leader_epochs must increase in epoch and start offset")
-        out.append((epoch, start))
-    return tuple(out)
-
-
-def _segment(doc: object, n: int, top: Manifest) -> RemoteSegment:
-    if not isinstance(doc, dict):
-        raise _Bad(f"segments[{n}] is not an object")
-    ctx = f"segments[{n}]: "
-    segment_id = _str(doc, "segment_id", ctx)
-    if not _SEGMENT_ID.fullmatch(segment_id):
-        raise _Bad(f"{ctx}illegal segment_id {segment_id!r}")
-    ctx = f"segments[{n}] ({segment_id}): "
-    try:
-        state = SegmentState(_str(doc, "state", ctx))
-    except ValueError:
-        raise _Bad(f"{ctx}unknown state {doc['state']!r}") from None
-    base = _int(doc, "base_offset", 0, ctx)
-    end = _int(doc, "end_offset", base, ctx)
-    segment = RemoteSegment(
-        topic=top.topic,
-        partition=top.partition,
-        topic_id=top.topic_id,
-        base_offset=base,
-        end_offset=end,
-        segment_id=segment_id,
-        size_bytes=_int(doc, "size_bytes", 0, ctx),
-        max_timestamp=_int(doc, "max_timestamp", -1, ctx),
-        first_batch_timestamp=_int(doc, "first_batch_timestamp", -1, ctx),
-        leader_epochs=_epochs(doc.get("leader_epochs"), base, end, ctx),
-        state=state,
-        created_ms=_int(doc, "created_ms", 0, ctx),
-        has_aux_state="aux_objects" in doc,
-        has_txn_index="txn_index" in doc,
-    )
-    if doc.get("objects") != object_names(segment):
-        raise _Bad(f"{ctx}objects {doc.get('objects')!r} do not follow the naming rule")
-    if segment.has_aux_state and doc["aux_objects"] != aux_object_names(segment):
-        raise _Bad(f"{ctx}aux_objects {doc['aux_objects']!r} do not follow the naming rule")
-    if segment.has_txn_index and doc["txn_index"] != txn_index_object_name(segment):
-        raise _Bad(f"{ctx}txn_index {doc['txn_index']!r} does not follow the naming rule")
-    return segment
-
-
-def _decode(data: bytes) -> Manifest:
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _Bad(f"not valid UTF-8 JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise _Bad("top level is not a JSON object")
-    if doc.get("format") != FORMAT:
-        raise _Bad(f"field 'format' is {doc.get('format')!r}, expected {FORMAT!r}")
-    format_version = _int(doc, "format_version", 1, "")
-    if format_version > FORMAT_VERSION:
-        raise _Bad(
-            f"format_version {format_version} is newer than this reader's {FORMAT_VERSION}; "
-            "upgrade tierlog"
-        )
-    topic = _str(doc, "topic", "")
-    partition = _int(doc, "partition", 0, "")
-    try:
-        partition_dir(topic, partition)
-        topic_id = uuid.UUID(_str(doc, "topic_id", ""))
-    except ValueError as exc:
-        raise _Bad(str(exc)) from None
-    top = Manifest(
-        topic=topic,
-        partition=partition,
-        topic_id=topic_id,
-        leader_epoch=_int(doc, "leader_epoch", -1, ""),
-        version=_int(doc, "version", 0, ""),
-        log_start_offset=_int(doc, "log_start_offset", 0, ""),
-        format_version=format_version,
-    )
-    segments = doc.get("segments")
-    if not isinstance(segments, list):
-        raise _Bad("field 'segments' must be a list")
-    out = dataclasses.replace(
-        top, segments=tuple(_segment(s, n, top) for n, s in enumerate(segments))
-    )
-    problem = _invariant_problem(out)
-    if problem is not None:
-        raise _Bad(problem)
-    return out
-
-
-def decode(data: bytes, where: str) -> Manifest:
-    """Parse and validate a manifest read from ``where`` (its full path or URL).
-
-    Raises:
-        CorruptManifestError: anything wrong (JSON, format, versions, types, ranges,
-            order, overlap, names); the message starts with ``where`` and says what.
-    """
-    try:
-        return _decode(data)
-    except _Bad as exc:
-        raise CorruptManifestError(where, str(exc)) from None

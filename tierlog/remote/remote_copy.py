@@ -178,7 +178,8 @@ class RemoteCopier:
             has_aux_state=aux_state is not None,
             has_txn_index=txn_index is not None,
         )
-        self.store.copy_segment(
+        # The store says where each part went, with its CRC-32C: that goes in the manifest.
+        segment = self.store.copy_segment(
             segment, files.log_path, files.index_path, files.time_index_path, objects or None
         )
         # Committed only after data and indexes are all uploaded.

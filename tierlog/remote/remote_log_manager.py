@@ -72,7 +72,6 @@ from tierlog.remote.remote_reads import AuxState, RemoteReads
 from tierlog.remote.remote_retention import RemoteRetention
 from tierlog.remote.tiered_partition import TieredPartition
 from tierlog.util.clock import Clock, SystemClock
-from tierlog.util.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +95,9 @@ class RemoteCompaction(Protocol):
 
 class RemoteLogManager:
     """Args:
-    store: the remote storage and metadata (one fsspec URL).
+    store: the remote storage and metadata (``registry.open_store``; its upload throttle,
+        remote.log.manager.copy.max.bytes.per.second, is given to it when opened).
     cache_dir, cache_bytes: the on-disk chunk cache of remote reads.
-    copy_bytes_per_second: upload throttle; <= 0 means unthrottled.
     fetch_timeout_ms: remote.fetch.max.wait.ms, the bound on one remote read.
     """
 
@@ -109,24 +108,12 @@ class RemoteLogManager:
         cache_bytes: int,
         *,
         clock: Clock | None = None,
-        copy_bytes_per_second: int = 0,
         fetch_timeout_ms: int = 500,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
         self.cache = ChunkCache(cache_dir, max(cache_bytes, 4 << 20))
         self.fetch_timeout_s = fetch_timeout_ms / 1000
-        # remote.log.manager.copy.max.bytes.per.second: credit for one second at most, so
-        # the uploader does not burst after idling.
-        self.throttle = Throttle(
-            copy_bytes_per_second,
-            self.clock,
-            burst_bytes=copy_bytes_per_second,
-            initial_bytes=copy_bytes_per_second,
-        )
-        if store.throttle is None:
-            # Paced per uploaded chunk (8 MiB) by the store, not per segment up front.
-            store.throttle = self.throttle
         self.partitions: dict[tuple[str, int], TieredPartition] = {}
         # Partitions of deleted topics whose remote data is still to be deleted (retried
         # every cycle until the store lets it go): (topic, topic id, partition).
@@ -172,6 +159,10 @@ class RemoteLogManager:
     @property
     def fetch_errors(self) -> int:
         return self.reads.fetch_errors
+
+    @property
+    def corrupt_ranges(self) -> int:
+        return self.reads.corrupt_ranges
 
     # -- tracking ------------------------------------------------------------------------
 
@@ -484,6 +475,7 @@ class RemoteLogManager:
             "copy_errors": self.copy_errors,
             "cycles": self.cycles,
             "fetch_errors": self.fetch_errors,
+            "corrupt_ranges": self.corrupt_ranges,
             "lost_ranges": self.lost_ranges,
             "cache_hits": self.cache.hits,
             "cache_misses": self.cache.misses,

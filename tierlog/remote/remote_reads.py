@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import logging
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,11 +29,19 @@ from tierlog.local.checkpoint import CorruptCheckpointError, decode_checkpoint
 from tierlog.local.leader_epoch import EpochEntry
 from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote import manifest as mf
-from tierlog.remote.api import IndexKind, RemoteSegment, RemoteStorageError, RemoteStore
+from tierlog.remote.api import (
+    CorruptRemoteDataError,
+    IndexKind,
+    RemoteSegment,
+    RemoteStorageError,
+    RemoteStore,
+)
 from tierlog.remote.chunk_cache import ChunkCache
 from tierlog.remote.remote_txn_index import RemoteTxnIndexes
 from tierlog.remote.segment_reader import RemoteSegmentReader
 from tierlog.remote.tiered_partition import TieredPartition
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 # Readers keep a segment's remote indexes in memory; this many stay open (an LRU).
@@ -63,6 +72,9 @@ class RemoteReads:
         self._fetchers = ThreadPoolExecutor(2, thread_name_prefix="remote-fetch")
         self.fetched_bytes = 0
         self.fetch_errors = 0
+        # Damaged remote ranges found by reads (each reported once: consumers retry).
+        self.corrupt_ranges = 0
+        self._reported: set[tuple[str, int]] = set()
         # The remote .txnindex objects, decoded, for read_committed fetches.
         self.txn_indexes = RemoteTxnIndexes(store, self._off_loop)
 
@@ -92,13 +104,20 @@ class RemoteReads:
     ) -> bytes | None:
         """Batches from the remote segment holding ``offset``, or from the next one that
         has any when it has none at or after ``offset`` (a compacted segment can lose its
-        last records without its range shrinking). None when no remote segment from
-        ``offset`` on has a batch. Raises RemoteStorageError or TimeoutError when the store
-        cannot answer."""
+        last records without its range shrinking); every batch checked
+        (``RemoteSegmentReader.read``). Empty when the first batch is larger than
+        ``max_bytes`` and not ``min_one_batch``; None when no remote segment from
+        ``offset`` on has a batch.
+
+        Raises:
+            CorruptRemoteDataError: the range is damaged (logged once, with the object,
+                offsets and store; never served).
+            RemoteStorageError, TimeoutError: the store cannot answer.
+        """
         manifest = state.manifest
         segment = mf.segment_for_offset(manifest, offset) if manifest else None
         data: bytes | None = None
-        while segment is not None and not data:
+        while segment is not None and data is None:
             assert manifest is not None
             reader = self._reader(state, segment)
             start = max(offset, segment.base_offset)
@@ -106,12 +125,25 @@ class RemoteReads:
                 data = await self._off_loop(
                     functools.partial(reader.read, start, max_bytes, min_one_batch=min_one_batch)
                 )
+            except CorruptRemoteDataError as exc:
+                self.fetch_errors += 1
+                self._report(segment, exc)
+                raise
             except (RemoteStorageError, OSError, TimeoutError):
                 self.fetch_errors += 1
                 raise
             segment = mf.segment_for_offset(manifest, segment.end_offset + 1)
         self.fetched_bytes += len(data) if data else 0
-        return data or None
+        return data
+
+    def _report(self, segment: RemoteSegment, exc: CorruptRemoteDataError) -> None:
+        """One ERROR line per damaged range, however often consumers retry it."""
+        key = (segment.segment_id, exc.first_offset)
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        self.corrupt_ranges += 1
+        log.error("%s", exc)
 
     async def offset_for_timestamp(
         self, state: TieredPartition, timestamp: int

@@ -174,6 +174,18 @@ class RemoteRetention:
                 )
                 state.manifest = manifest
         names = self.store.list_objects(state.topic, state.partition)
+        newer = mf.newer_versions(manifest, names)
+        if newer:
+            # A commit this manifest does not know (its writer died before moving the
+            # pointer): objects it names look orphaned from here. Nothing is deleted until
+            # a read sees it (the next commit moves the pointer).
+            log.warning(
+                "%s: manifest version %d exists beside the %d read; orphan cleanup waits",
+                state.name,
+                newer[-1],
+                manifest.version,
+            )
+            return
         for name in mf.orphaned_objects(manifest, names):
             self.store.delete_object(state.topic, state.partition, name)
             self.orphans_removed += 1

@@ -19,6 +19,7 @@ Not thread-safe: used from the broker's event loop, like ``Log``.
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass
 
 from tierlog.local.errors import OffsetOutOfRangeError
@@ -29,8 +30,13 @@ from tierlog.records.errors import RecordsError
 from tierlog.records.header import HEADER_SIZE, parse_header
 from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote import manifest as mf
-from tierlog.remote.api import RemoteDataLostError, RemoteStorageUnavailableError
+from tierlog.remote.api import (
+    RemoteDataLostError,
+    RemoteStorageError,
+    RemoteStorageUnavailableError,
+)
 from tierlog.remote.remote_log_manager import RemoteLogManager
+from tierlog.remote.remote_reads import AuxState
 from tierlog.remote.tiered_partition import TieredPartition
 
 # KIP-405/KIP-1005 special timestamps: earliest local offset, latest tiered offset, first
@@ -186,11 +192,7 @@ class UnifiedLog:
         local = self.local
         found: set[AbortedTxn] = set()
         remote = self.remote
-        if (
-            fetch_offset < local.log_start_offset
-            and remote is not None
-            and hasattr(remote, "aborted_transactions")
-        ):
+        if fetch_offset < local.log_start_offset and remote is not None:
             found.update(
                 await remote.aborted_transactions(
                     self.topic, self.partition, fetch_offset, upper_bound_offset
@@ -207,6 +209,19 @@ class UnifiedLog:
             return False
         tiered = self.tiered()
         return tiered is not None and offset < tiered.remote_end()
+
+    async def remote_aux_state(self, topic_id: uuid.UUID, offset: int) -> AuxState:
+        """The producer state and leader-epoch history the remote tier holds just below
+        ``offset``, for a replica restarting at its leader's local log start (KIP-405).
+
+        Raises:
+            RemoteStorageError: no remote tier, or it cannot answer yet.
+        """
+        if self.remote is None:
+            raise RemoteStorageError(
+                f"{self.topic}-{self.partition}: this broker has no remote tier", retriable=False
+            )
+        return await self.remote.aux_state_before(self.topic, self.partition, topic_id, offset)
 
     # -- offset lookups ------------------------------------------------------------------
 

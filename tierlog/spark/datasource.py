@@ -38,7 +38,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.registry import open_store
 from tierlog.spark.discovery import Discovery, SourceError
 from tierlog.spark.options import SourceOptions, parse
 from tierlog.spark.planning import OffsetRange, RemoteSplit, Split, limit_ranges, plan
@@ -120,7 +120,7 @@ class TierlogDataSource(DataSource):
 def _read_split(options: SourceOptions, split: Split) -> Iterator[pa.RecordBatch]:
     if isinstance(split, RemoteSplit):
         assert options.remote_url is not None
-        store = FsspecRemoteStore(options.remote_url, options.storage_options)
+        store = open_store(options.remote_url, options.storage_options)
         batches = read_remote(
             split,
             store,

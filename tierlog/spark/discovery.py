@@ -9,14 +9,14 @@ own last stable offset, ``remote_lso``), timestamps from remote time indexes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from tierlog.client import EARLIEST, LATEST, ClientError, LogClient
 from tierlog.client.log_client import READ_COMMITTED, READ_UNCOMMITTED
 from tierlog.records.producer_snapshot import CorruptSnapshotError
-from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.api import RemoteResourceNotFoundError, RemoteStore
 from tierlog.remote.manifest import ZERO_UUID, Manifest, check_topic, segments_for_timestamp
+from tierlog.remote.registry import open_store
 from tierlog.remote.segment_reader import RemoteSegmentReader
 from tierlog.spark.options import OffsetBound, SourceOptions
 from tierlog.spark.planning import OffsetRange, remote_end
@@ -43,7 +43,7 @@ class Discovery:
         options: SourceOptions,
         *,
         client: LogClient | None = None,
-        store: FsspecRemoteStore | None = None,
+        store: RemoteStore | None = None,
     ) -> None:
         self.options = options
         self.client = client
@@ -51,7 +51,7 @@ class Discovery:
             self.client = LogClient(options.bootstrap_servers, client_id="tierlog-spark")
         self.store = store
         if self.store is None and options.remote_url:
-            self.store = FsspecRemoteStore(options.remote_url, options.storage_options)
+            self.store = open_store(options.remote_url, options.storage_options)
 
     def close(self) -> None:
         if self.client is not None:
@@ -90,14 +90,7 @@ class Discovery:
     def _all_topics(self) -> list[str]:
         if self.client is not None:
             return self.client.topics()
-        assert self.store is not None
-        names = self._root_entries()
-        found = set()
-        for name in names:
-            match = re.fullmatch(r"(.+)-(\d+)", name)
-            if match:
-                found.add(match.group(1))
-        return sorted(found)
+        return sorted({topic for topic, _ in self._listed()})
 
     def _partitions_of(self, topic: str) -> list[int]:
         if self.client is not None:
@@ -106,23 +99,15 @@ class Discovery:
             except ClientError as exc:
                 raise SourceError(str(exc)) from exc
         check_topic(topic)
-        pattern = re.compile(re.escape(topic) + r"-(\d+)")
-        return sorted(int(m.group(1)) for m in map(pattern.fullmatch, self._root_entries()) if m)
+        return [partition for _, partition in self._listed(topic)]
 
-    def _root_entries(self) -> list[str]:
+    def _listed(self, topic: str | None = None) -> list[tuple[str, int]]:
+        """The store's partitions (of ``topic``); none when its root does not exist."""
         assert self.store is not None
-        root = self.store.partition_path("x", 0).rsplit("/", 1)[0] or "/"
-        fs = self.store.fs
         try:
-            fs.invalidate_cache(root)
-            entries = fs.ls(root, detail=True)
-        except FileNotFoundError:
+            return self.store.list_partitions(topic)
+        except RemoteResourceNotFoundError:
             return []
-        return [
-            str(e["name"]).rstrip("/").rsplit("/", 1)[-1]
-            for e in entries
-            if e.get("type") == "directory"
-        ]
 
     # -- manifests and offsets -----------------------------------------------------------
 

@@ -23,8 +23,7 @@ from tierlog.records.aborted_filter import AbortedFilter, AbortedStart, search_i
 from tierlog.records.arrow import to_record_batches
 from tierlog.records.header import HEADER_SIZE, parse_header
 from tierlog.records.txn_index_codec import CorruptTxnIndexError, decode_entries
-from tierlog.remote.api import IndexKind
-from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.api import IndexKind, RemoteStore
 from tierlog.remote.manifest import txn_index_object_name
 from tierlog.remote.segment_reader import RemoteSegmentReader
 from tierlog.spark.discovery import SourceError
@@ -54,7 +53,7 @@ def whole_batches_end(buf: bytes | memoryview, start: int = 0) -> tuple[int, int
 
 
 def remote_aborted(
-    split: RemoteSplit, store: FsspecRemoteStore, bootstrap: str | None
+    split: RemoteSplit, store: RemoteStore, bootstrap: str | None
 ) -> list[AbortedStart]:
     """The aborted transactions a read_committed read of a remote split must drop:
     the ``.txnindex`` entries overlapping it, from its segment on, until Kafka's stop rule
@@ -92,33 +91,27 @@ def remote_aborted(
 
 def read_remote(
     split: RemoteSplit,
-    store: FsspecRemoteStore,
+    store: RemoteStore,
     *,
     read_committed: bool = False,
     bootstrap: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The split's records, read straight from its segment's ``.log`` object, starting at
-    the batch the offset index points to, in ``REMOTE_CHUNK_BYTES`` ranges. With
-    ``read_committed``, without the records of aborted transactions (``remote_aborted``
-    says which; ``bootstrap`` is the leader's cluster to ask, None for none)."""
+    the batch the offset index points to, in ``REMOTE_CHUNK_BYTES`` ranges, every batch
+    checked before it is decoded (``RemoteSegmentReader.chunks``). With ``read_committed``,
+    without the records of aborted transactions (``remote_aborted`` says which;
+    ``bootstrap`` is the leader's cluster to ask, None for none).
+
+    Raises:
+        CorruptRemoteDataError: a batch of the split is damaged in the store (the task
+            fails naming the object, the offsets and the store; nothing after the damage
+            is returned as if it were all there is).
+    """
     filt = AbortedFilter(remote_aborted(split, store, bootstrap)) if read_committed else None
     reader = RemoteSegmentReader(store, split.segment)
-    position = reader.find_position(split.start)
-    size = reader.size
-    carry = b""
-    while position < size:
-        chunk = reader.fetch(position, min(position + REMOTE_CHUNK_BYTES, size))
-        if not chunk:
-            break
-        position += len(chunk)
-        buf = carry + chunk if carry else chunk
-        end, last = whole_batches_end(buf)
-        if end == 0 and position < size:
-            carry = buf  # one batch bigger than a chunk: read on until it is whole
-            continue
-        yield from _decode(memoryview(buf)[:end], split, split.start, filt)
-        carry = bytes(buf[end:])
-        if last >= split.end - 1:
+    for whole in reader.chunks(split.start, REMOTE_CHUNK_BYTES):
+        yield from _decode(whole, split, split.start, filt)
+        if whole_batches_end(whole)[1] >= split.end - 1:
             return
 
 

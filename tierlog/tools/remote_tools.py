@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from tierlog.tools.client_config import ToolError, parse_key_values
 from tierlog.tools.ids import kafka_id
 
 if TYPE_CHECKING:
-    from tierlog.remote.fsspec_storage import FsspecRemoteStore
+    from tierlog.remote.api import RemoteStore
     from tierlog.remote.manifest import Manifest
 
 # Where a downloaded object is streamed in pieces of this size (an S3 ranged GET each).
@@ -53,11 +52,11 @@ class RemoteLocation:
     url: str
     storage_options: dict[str, Any] = field(default_factory=dict)
 
-    def store(self) -> FsspecRemoteStore:
+    def store(self) -> RemoteStore:
         """The read-side store on this location (the install hint if a package is missing)."""
-        from tierlog.remote.fsspec_storage import FsspecRemoteStore
+        from tierlog.remote.registry import open_store
 
-        return FsspecRemoteStore(self.url, self.storage_options)
+        return open_store(self.url, self.storage_options)
 
 
 def parse_remote_options(items: list[str]) -> dict[str, Any]:
@@ -172,37 +171,25 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def list_partitions(store: FsspecRemoteStore, topic: str) -> list[int]:
-    """Partitions of ``topic`` that have a ``<topic>-<n>`` directory under the store's root.
+def list_partitions(store: RemoteStore, topic: str) -> list[int]:
+    """Partitions of ``topic`` the store has anything of.
 
     Raises:
         ToolError: the root does not exist or cannot be listed.
     """
+    from tierlog.remote.api import RemoteResourceNotFoundError, RemoteStorageError
     from tierlog.remote.manifest import check_topic
 
     check_topic(topic)
-    # The root as the store sees it (its own partition paths are "<root>/<topic>-<n>").
-    root = store.partition_path(topic, 0).rsplit("/", 1)[0] or "/"
-    fs = store.fs
     try:
-        fs.invalidate_cache(root)
-        entries = fs.ls(root, detail=True)
-    except FileNotFoundError:
+        return [partition for _, partition in store.list_partitions(topic)]
+    except RemoteResourceNotFoundError:
         raise ToolError(f"{store.url}: no such remote directory; {WHERE_HINT}") from None
-    except Exception as exc:  # backends raise their own types (s3fs, botocore, aiohttp)
+    except RemoteStorageError as exc:
         raise ToolError(f"list {store.url}: {_describe(exc)}") from exc
-    pattern = re.compile(re.escape(topic) + r"-(\d+)")
-    found = set()
-    for entry in entries:
-        if entry.get("type") != "directory":
-            continue
-        match = pattern.fullmatch(str(entry["name"]).rstrip("/").rsplit("/", 1)[-1])
-        if match:
-            found.add(int(match[1]))
-    return sorted(found)
 
 
-def _read(store: FsspecRemoteStore, topic: str, partition: int, explicit: bool) -> Manifest:
+def _read(store: RemoteStore, topic: str, partition: int, explicit: bool) -> Manifest:
     """The partition's manifest; a partition with no manifest and no object is an error
     when asked for by number (listed directories always exist)."""
     manifest = store.read_manifest(topic, partition)
@@ -232,12 +219,13 @@ def _offset_range(manifest: Manifest) -> tuple[int, int] | None:
     return first, end_offset(manifest) - 1
 
 
-def print_manifest(store: FsspecRemoteStore, manifest: Manifest, out: TextIO) -> None:
+def print_manifest(store: RemoteStore, manifest: Manifest, out: TextIO) -> None:
     """One partition: header, one line per segment, summary."""
     from tierlog.remote.manifest import committed_size, object_names
 
     topic, partition = manifest.topic, manifest.partition
-    print(f"{topic}-{partition}  {store.url_of(store.partition_path(topic, partition))}", file=out)
+    directory = store.manifest_url(topic, partition).rsplit("/", 1)[0]
+    print(f"{topic}-{partition}  {directory}", file=out)
     if manifest.version == 0:
         print("  no manifest yet: nothing committed", file=out)
         return
@@ -304,7 +292,8 @@ def remote_ls(
         ToolError: the topic has no partition under the root, or the root cannot be listed.
     """
     from tierlog.remote.api import RemoteStorageError
-    from tierlog.remote.manifest import committed_size, encode
+    from tierlog.remote.manifest import committed_size
+    from tierlog.remote.manifest_json import encode
 
     store = location.store()
     if partition is None:
@@ -348,12 +337,11 @@ def remote_ls(
 
 
 def _open_object_store(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
-    """(filesystem, path) of an object URL, through ``FsspecRemoteStore`` so a missing
-    backend fails with its install hint."""
-    directory = url.rsplit("/", 1)[0]
-    store = RemoteLocation(directory, storage_options).store()
-    fs = store.fs
-    return fs, str(fs._strip_protocol(url))
+    """(filesystem, path) of one object's fsspec URL (``dump-log`` reads a file by its URL,
+    not a store), with the same install hints as the remote tier."""
+    from tierlog.remote.fsspec_root import open_filesystem
+
+    return open_filesystem(url, storage_options)
 
 
 @contextlib.contextmanager
