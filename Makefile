@@ -11,7 +11,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction bench-transactions bench-summary clean setup
+.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools hdfs bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction bench-transactions bench-summary clean setup
 
 setup: $(STAMP)
 
@@ -79,7 +79,16 @@ kafka-tools: $(STAMP)
 	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)
 	$(BIN)/python -m tests.integration.kafka_tools fetch
 
-unit: $(STAMP) $(JARS) zookeeper chromium kafka-tools
+# Hadoop's MiniDFSCluster (org.apache.hadoop:hadoop-minicluster) from Maven Central with mvn,
+# once, into bench/.work, with its small Java main compiled by javac (a JDK: Debian's
+# default-jdk-headless); tests/integration/test_tiered_hdfs.py runs the remote tier on it
+# through webhdfs://. Prints what the fetch cost.
+hdfs: $(STAMP)
+	command -v javac > /dev/null || (apt-get update -q && apt-get install -y -q default-jdk-headless)
+	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)
+	$(BIN)/python -m tests.integration.minihdfs fetch
+
+unit: $(STAMP) $(JARS) zookeeper chromium kafka-tools hdfs
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit

@@ -18,7 +18,6 @@ or started, the run says why and compares the other two.
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 import time
@@ -28,6 +27,9 @@ from typing import Any
 import kafka_ref
 from procs import BrokerNotReady, ManagedProcess, wait_ready
 from tierlog_ref import start_tierlog
+
+from tierlog.remote.manifest import end_offset
+from tierlog.remote.registry import open_store
 
 TOPIC = "cold"
 PARTITIONS = 4
@@ -69,10 +71,8 @@ def _fill(bootstrap: str, records: int, segment_bytes: int, local_bytes: int | N
 def _remote_share(data: Path, latest: dict[int, int]) -> float:
     ends = 0
     for p in range(PARTITIONS):
-        path = data / "remote" / f"{TOPIC}-{p}" / "manifest.json"
-        doc = json.loads(path.read_text()) if path.exists() else {"segments": []}
-        done = [s["end_offset"] + 1 for s in doc["segments"] if s["state"] == "COPY_FINISHED"]
-        ends += max(done, default=0)
+        manifest = open_store((data / "remote").as_uri()).read_manifest(TOPIC, p)
+        ends += max(end_offset(manifest), 0)
     return ends / max(1, sum(latest.values()))
 
 

@@ -81,3 +81,12 @@ def test_broker_start_refuses_a_bad_remote_url(tmp_path: Path, url: str) -> None
     result = start_broker(tmp_path, **{"remote.log.storage.url": url})
     assert_one_line(result, "remote.log.storage.url")
     assert url in result.stderr
+
+
+def test_hdfs_without_libhdfs_is_one_clear_line(tmp_path: Path) -> None:
+    """``hdfs://`` needs libhdfs (through pyarrow), which no package here provides: the
+    broker says so in one line naming the key (``webhdfs://`` needs no native library;
+    tests/integration/test_tiered_hdfs.py)."""
+    result = start_broker(tmp_path, **{"remote.log.storage.url": "hdfs://127.0.0.1:1/tierlog"})
+    assert_one_line(result, "remote.log.storage.url")
+    assert "libhdfs" in result.stderr and "hdfs://127.0.0.1:1/tierlog" in result.stderr

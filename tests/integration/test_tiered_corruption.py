@@ -47,16 +47,17 @@ class Tier:
         self.url = url
         self.options = options
         self.broker_options = broker_options
+        self.fs, _ = open_filesystem(url, options)
 
     def store(self) -> RemoteStore:
         return open_store(self.url, self.options)
 
     def rewrite(self, object_url: str, change: Any) -> None:
         """Replace the object's bytes with ``change(bytes)``, behind the broker's back."""
-        fs, path = open_filesystem(object_url, self.options)
-        data = bytearray(fs.cat_file(path))
+        path = self.fs._strip_protocol(object_url)
+        data = bytearray(self.fs.cat_file(path))
         change(data)
-        fs.pipe_file(path, bytes(data))
+        self.fs.pipe_file(path, bytes(data))
 
 
 @pytest.fixture(params=["s3", "file"])
@@ -116,6 +117,7 @@ def garble_first_length(data: bytearray) -> None:
     struct.pack_into(">i", data, 8, 0x7FFFFF00)  # batchLength: far past the object's end
 
 
+@pytest.mark.timeout(400)  # a broker offloading, then a Spark session's first queries
 def test_damaged_remote_bytes_are_never_served(
     tmp_path: Path, tier: Tier, brokers: list[BrokerProcess], spark: Any
 ) -> None:
@@ -181,6 +183,7 @@ def test_damaged_remote_bytes_are_never_served(
     assert broker.stop() == 0
 
 
+@pytest.mark.timeout(200)
 def test_a_damaged_index_is_caught_by_the_manifest_checksum(
     tmp_path: Path, tier: Tier, brokers: list[BrokerProcess]
 ) -> None:

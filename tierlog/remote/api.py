@@ -284,9 +284,10 @@ class RemoteStorage(Protocol):
 
     def fetch_range(self, segment: RemoteSegment, start: int, end: int | None) -> bytes:
         """Bytes ``[start, end)`` of the segment's ``.log`` (``end`` None: to the end).
-        A range covering the whole ``.log`` is checked against its recorded CRC-32C;
-        smaller ranges are checked batch by batch by their readers
-        (``tierlog.remote.segment_reader``).
+        The whole ``.log`` (``0, None``: a download) is checked against its recorded
+        CRC-32C; ranges are checked batch by batch by their readers
+        (``tierlog.remote.segment_reader``), so the intact batches before damage are
+        still served.
 
         Raises:
             RemoteResourceNotFoundError: the object is missing.

@@ -30,11 +30,13 @@ from typing import Any, BinaryIO
 from crc32c import crc32c
 
 from tierlog.remote import fsspec_root
+from tierlog.remote._errors import translate
 from tierlog.remote.api import (
     CorruptRemoteDataError,
     IndexKind,
     RemoteResourceNotFoundError,
     RemoteSegment,
+    RemoteStorageError,
     SegmentPart,
 )
 from tierlog.remote.fsspec_manifests import FsspecManifests
@@ -119,7 +121,10 @@ class FsspecRemoteStore:
         # here, in one line, not at the first upload.
         self.root.fs  # noqa: B018
 
-    check_url = staticmethod(fsspec_root.check_url)
+    @staticmethod
+    def check_url(url: str) -> str | None:
+        """Why fsspec cannot serve ``url`` (``api.StoreFactory``), or None."""
+        return fsspec_root.check_url(url)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -253,15 +258,15 @@ class FsspecRemoteStore:
         return size, crc
 
     def fetch_range(self, segment: RemoteSegment, start: int, end: int | None) -> bytes:
-        """Bytes ``[start, end)`` of the ``.log``, clipped to its size; a range covering
-        all of it is checked against its recorded CRC-32C."""
+        """Bytes ``[start, end)`` of the ``.log``, clipped to its size; the whole object
+        (``0, None``) is checked against its recorded CRC-32C."""
         if start < 0 or (end is not None and end < start):
             raise ValueError(f"bad byte range [{start}, {end})")
         stop = segment.size_bytes if end is None else min(end, segment.size_bytes)
         if start >= stop:
             return b""
         data = self._read_part(segment, "log", start, stop)
-        if start == 0 and stop == segment.size_bytes:
+        if start == 0 and end is None:
             self._check_part(segment, "log", data)
         return data
 
@@ -297,7 +302,7 @@ class FsspecRemoteStore:
             f"{url}: remote {kind} of {segment.topic}-{segment.partition} offsets "
             f"{segment.base_offset}-{segment.end_offset} in {self.url} is damaged: "
             f"{len(data)} bytes with CRC-32C {actual:#010x}, the manifest recorded "
-            f"{part.size} bytes with {part.crc32c:#010x}",
+            f"{part.size} bytes with {part.crc32c:#010x}; not served",
             object_url=url,
             first_offset=segment.base_offset,
             last_offset=segment.end_offset,
@@ -350,11 +355,15 @@ class FsspecRemoteStore:
         if topic is not None:
             check_topic(topic)
         root = self.root.root_path
-        if not self.root.retrying(f"list {self.url}", functools.partial(self.fs.exists, root)):
-            raise RemoteResourceNotFoundError(f"{self.url}: no such remote directory")
-        names = self.root.retrying(
-            f"list {self.url}", functools.partial(self.root.list_names, root, "directory")
-        )
+        # Not retried: the readers that list (Spark planning, tools) report at once.
+        try:
+            if not self.fs.exists(root):
+                raise RemoteResourceNotFoundError(f"{self.url}: no such remote directory")
+            names = self.root.list_names(root, "directory")
+        except RemoteStorageError:
+            raise
+        except Exception as exc:
+            raise translate(exc, f"list {self.url}") from exc
         found = []
         for name in names:
             stem, sep, number = name.rpartition("-")

@@ -186,7 +186,7 @@ def list_partitions(store: RemoteStore, topic: str) -> list[int]:
     except RemoteResourceNotFoundError:
         raise ToolError(f"{store.url}: no such remote directory; {WHERE_HINT}") from None
     except RemoteStorageError as exc:
-        raise ToolError(f"list {store.url}: {_describe(exc)}") from exc
+        raise ToolError(_describe(exc)) from exc
 
 
 def _read(store: RemoteStore, topic: str, partition: int, explicit: bool) -> Manifest:
