@@ -55,8 +55,8 @@ from reporting import Report
 from tierlog_ref import tierlog_command
 
 from tierlog.compaction.changelog import ChangelogReader, DictSink, SqliteSink
-from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.manifest import end_offset
+from tierlog.remote.registry import open_store
 
 TOPIC = "changelog"
 PARTITIONS = 4
@@ -154,7 +154,7 @@ def produce(bootstrap: str, keys: int, seed: int) -> dict[bytes, bytes]:
 
 def wait_offloaded(bootstrap: str, data: Path, timeout: float = 180) -> dict[str, int]:
     """Until every closed segment is remote and local retention trimmed the hot tier."""
-    store = FsspecRemoteStore(f"file://{data / 'remote'}")
+    store = open_store(f"file://{data / 'remote'}")
     deadline = time.monotonic() + timeout
     while True:
         remote = {p: end_offset(store.read_manifest(TOPIC, p)) for p in range(PARTITIONS)}

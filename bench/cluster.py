@@ -903,9 +903,9 @@ def _wait_offload(cluster: Cluster, topic: str, remote_url: str, timeout: float)
     """Until the remote tier ends where the active segment begins and local retention has
     brought the local log down to ``local.retention.bytes`` plus at most the active segment."""
     from tierlog.remote import manifest as mf
-    from tierlog.remote.fsspec_storage import FsspecRemoteStore
+    from tierlog.remote.registry import open_store
 
-    store = FsspecRemoteStore(remote_url)
+    store = open_store(remote_url)
     directory = cluster.run_dir / "data" / "broker-0" / f"{topic}-0"
     state: dict[str, Any] = {}
 

@@ -78,8 +78,10 @@ from reporting import Report
 from tierlog_ref import tierlog_command
 
 from tierlog.broker.config import BrokerConfig
-from tierlog.remote.fsspec_storage import DEFAULT_COPY_CHUNK_BYTES, FsspecRemoteStore
+from tierlog.remote.api import RemoteStore
+from tierlog.remote.fsspec_storage import DEFAULT_COPY_CHUNK_BYTES
 from tierlog.remote.manifest import Manifest, committed_segments, committed_size, end_offset
+from tierlog.remote.registry import open_store
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -134,7 +136,7 @@ class Broker:
     proc: ManagedProcess
     bootstrap: str
     data: Path
-    store: FsspecRemoteStore
+    store: RemoteStore
     _admin: AdminClient | None = None
 
     def admin(self) -> AdminClient:
@@ -184,9 +186,7 @@ def start_broker(
     bootstrap = f"127.0.0.1:{port}"
     wait_ready(proc, bootstrap, timeout=60)
     broker_config = BrokerConfig.load(config)
-    store = FsspecRemoteStore(
-        broker_config.remote_storage_url, broker_config.remote_storage_options
-    )
+    store = open_store(broker_config.remote_storage_url, broker_config.remote_storage_options)
     return Broker(proc, bootstrap, data, store)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import inspect
+import logging
 import pickle
 import sys
 import threading
@@ -17,6 +18,7 @@ import pytest
 
 from tests.remote.conftest import PARTITION, TOPIC, TOPIC_ID, paths, remote_segment
 from tierlog.local.log import Log
+from tierlog.remote import fsspec_manifests
 from tierlog.remote import manifest as mf
 from tierlog.remote._errors import is_unavailable, translate
 from tierlog.remote.api import (
@@ -489,3 +491,83 @@ def test_retrying_stops_at_the_deadline(
     with pytest.raises(RemoteStorageUnavailableError):
         store.fetch_range(segment, 0, 10)
     assert flaky.calls == 5  # at 0, 1, 2, 3 s, and 4 s is past the 3.5 s deadline
+
+
+# -- manifest versions and the pointer (issue 20, item 13) -------------------------------------
+
+
+def test_a_half_written_pointer_is_read_again_then_the_newest_version_listed(
+    store_url: str, closed_log: Log, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What HDFS shows of a pointer overwritten in place (a prefix), or one a crash left so:
+    the reader reads it again, then takes the newest version in the directory."""
+    store = FsspecRemoteStore(store_url, retries=0, sleep=lambda s: None)
+    first = store.commit(TOPIC, PARTITION, _manifest_with(closed_log), 0)
+    second = store.commit(TOPIC, PARTITION, mf.with_log_start_offset(first, 5), 1)
+    path = store.manifest_path(TOPIC, PARTITION)
+    whole = bytes(store.fs.cat_file(path))
+    store.fs.pipe_file(path, whole[: len(whole) // 2])
+    with caplog.at_level(logging.WARNING):
+        assert store.read_manifest(TOPIC, PARTITION) == second
+    assert store.manifests.torn_reads == fsspec_manifests.TORN_READ_RETRIES - 1
+    assert "read the newest version listed instead (2)" in caplog.text
+    # The next commit writes a whole pointer again.
+    third = store.commit(TOPIC, PARTITION, mf.with_log_start_offset(second, 9), 2)
+    assert store.fs.cat_file(path) != whole[: len(whole) // 2]
+    assert FsspecRemoteStore(store_url).read_manifest(TOPIC, PARTITION) == third
+
+
+def test_a_damaged_version_is_an_error_never_an_older_version(
+    store_url: str, closed_log: Log
+) -> None:
+    store = FsspecRemoteStore(store_url, retries=0, sleep=lambda s: None)
+    first = store.commit(TOPIC, PARTITION, _manifest_with(closed_log), 0)
+    store.commit(TOPIC, PARTITION, mf.with_log_start_offset(first, 5), 1)
+    version = store.manifests.version_path(TOPIC, PARTITION, 2)
+    data = bytearray(store.fs.cat_file(version))
+    data[10] ^= 1  # still JSON, but not what the pointer's CRC-32C says
+    store.fs.pipe_file(version, bytes(data))
+    # Named by its URL; never answered with version 1, which would hide a commit.
+    with pytest.raises(CorruptManifestError, match=r"manifest-00000000000000000002\.json: corrupt"):
+        store.read_manifest(TOPIC, PARTITION)
+
+
+def test_a_pointer_left_behind_by_a_dead_writer_is_repaired_by_the_next_commit(
+    store_url: str, closed_log: Log, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer died after creating version 2, before moving the pointer: readers see
+    version 1 (a committed state), the orphan scan sees a newer version and waits, and the
+    next commit finds version 2 taken, moves the pointer there and reports a conflict, so
+    the writer re-reads and goes on from version 2."""
+    store = FsspecRemoteStore(store_url, retries=0, sleep=lambda s: None)
+    first = store.commit(TOPIC, PARTITION, _manifest_with(closed_log), 0)
+
+    def dies(*args: Any) -> None:
+        raise RuntimeError("killed between the version and the pointer")
+
+    monkeypatch.setattr(store.manifests, "_point", dies)
+    with pytest.raises(RemoteStorageError):
+        store.commit(TOPIC, PARTITION, mf.with_log_start_offset(first, 5), 1)
+    monkeypatch.undo()
+    assert store.read_manifest(TOPIC, PARTITION) == first
+    names = store.list_objects(TOPIC, PARTITION)
+    assert mf.newer_versions(first, names) == [2]
+    with pytest.raises(ManifestConflictError) as conflict:
+        store.commit(TOPIC, PARTITION, mf.with_log_start_offset(first, 7), 1)
+    assert conflict.value.actual_version == 2
+    current = store.read_manifest(TOPIC, PARTITION)
+    assert (current.version, current.log_start_offset) == (2, 5)
+    assert store.commit(TOPIC, PARTITION, mf.with_log_start_offset(current, 7), 2).version == 3
+
+
+def test_old_versions_are_pruned_in_batches(store_url: str) -> None:
+    store = FsspecRemoteStore(store_url, retries=0)
+    m = mf.empty(TOPIC, PARTITION, TOPIC_ID)
+    for n in range(3 * mf.KEEP_VERSIONS):
+        m = store.commit(TOPIC, PARTITION, mf.with_log_start_offset(m, n + 1), m.version)
+    versions = sorted(
+        v for v in map(mf.parse_version_object_name, store.list_objects(TOPIC, PARTITION)) if v
+    )
+    assert versions[-1] == m.version == 3 * mf.KEEP_VERSIONS
+    assert versions[0] >= m.version - 2 * mf.KEEP_VERSIONS
+    assert versions == list(range(versions[0], m.version + 1))  # no hole among those kept
