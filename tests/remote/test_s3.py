@@ -113,14 +113,13 @@ def test_conditional_write_catches_a_race_after_the_check(
     next version fails (the version creation is the compare-and-set)."""
     a, b = make_store(s3_bucket), make_store(s3_bucket)
     base = a.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION, TOPIC_ID), 0)
-    real_read = a.manifests._read
+    real_create = a.manifests._create
 
-    def load_then_b_commits(*args: Any) -> Any:
-        loaded = real_read(*args)
+    def b_commits_then_create(*args: Any) -> Any:
         b.commit(TOPIC, PARTITION, mf.with_log_start_offset(base, 7), base.version)
-        return loaded
+        return real_create(*args)
 
-    monkeypatch.setattr(a.manifests, "_read", load_then_b_commits)
+    monkeypatch.setattr(a.manifests, "_create", b_commits_then_create)
     with pytest.raises(ManifestConflictError, match="created by another writer"):
         a.commit(TOPIC, PARTITION, mf.with_log_start_offset(base, 3), base.version)
     monkeypatch.undo()

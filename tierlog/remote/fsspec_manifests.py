@@ -24,7 +24,13 @@ Within one process a lock per partition serialises commits. Readers retry a poin
 does not decode (``TORN_READ_RETRIES``; a half-written one on HDFS), and, when it stays
 unreadable, list the directory and take the newest version that decodes.
 
-Thread-safe: commits take a lock per partition; reads keep no state.
+A writer remembers its own last commit per partition and, when the next commit builds on
+it, skips reading the manifest back (two GETs): the exclusive creation of the next version
+still refuses it if anyone committed meanwhile, and the refusal re-reads (on HDFS this
+halves a commit's round trips).
+
+Thread-safe: commits take a lock per partition (which also guards the writer's memory of
+its last commit); reads keep no state.
 """
 
 from __future__ import annotations
@@ -90,6 +96,8 @@ class FsspecManifests:
     def _init_runtime(self) -> None:
         self._guard = threading.Lock()
         self._partition_locks: dict[tuple[str, int], threading.Lock] = {}
+        # The last manifest this writer committed, per partition (under its lock).
+        self._committed: dict[tuple[str, int], Manifest] = {}
 
     def __getstate__(self) -> dict[str, object]:
         return {"root": self.root, "conditional_writes": self.conditional_writes, "torn_reads": 0}
@@ -215,8 +223,13 @@ class FsspecManifests:
         making the same edit must not both count)."""
         topic, partition = new.topic, new.partition
         where = self.manifest_url(topic, partition)
+        key = (topic, partition)
         with self._file_lock(topic, partition) if self.root.is_local else nullcontext():
-            current = self._read(topic, partition)
+            mine = self._committed.get(key)
+            if not retry and mine is not None and mine.version == expected:
+                current = mine  # built on our own last commit; the creation below checks
+            else:
+                current = self._read(topic, partition)
             if retry and current.version == new.version and encode(current) == data:
                 return new  # an earlier attempt landed whole; its answer was lost
             if current.leader_epoch > new.leader_epoch:
@@ -244,6 +257,7 @@ class FsspecManifests:
                 self._create(version_path, data)
             except FileExistsError:
                 if not retry or bytes(self.root.fs.cat_file(version_path)) != data:
+                    self._committed.pop(key, None)
                     newest = self._repair_pointer(topic, partition, new.version)
                     raise ManifestConflictError(
                         f"{where}: version {new.version} was created by another writer "
@@ -253,6 +267,7 @@ class FsspecManifests:
                     ) from None
                 # Ours, from an attempt whose pointer write failed: finish it.
             self._point(topic, partition, pointer_to(new.version, data))
+            self._committed[key] = new
         self._prune(topic, partition, new.version)
         return new
 
