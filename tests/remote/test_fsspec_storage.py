@@ -30,10 +30,12 @@ from tierlog.remote.api import (
     RemoteStorageError,
     RemoteStorageUnavailableError,
     RemoteStore,
+    SegmentPart,
     SegmentState,
 )
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.registry import open_store
+from tierlog.remote.segment_reader import RemoteSegmentReader
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -571,3 +573,35 @@ def test_old_versions_are_pruned_in_batches(store_url: str) -> None:
     assert versions[-1] == m.version == 3 * mf.KEEP_VERSIONS
     assert versions[0] >= m.version - 2 * mf.KEEP_VERSIONS
     assert versions == list(range(versions[0], m.version + 1))  # no hole among those kept
+
+
+def test_a_segment_laid_out_as_one_object_reads_through_its_parts(
+    store: FsspecRemoteStore, closed_log: Log
+) -> None:
+    """Issue 24's next layout (one object per segment: the log, then its indexes, offsets
+    in the manifest) is read by today's readers: they follow the recorded parts."""
+    local = closed_log.segments[2]
+    segment = remote_segment(local, closed_log, state=SegmentState.COPY_FINISHED)
+    name = f"{segment.base_offset:020d}-{segment.segment_id}.segment"
+    blobs = [local.path.read_bytes(), *(Path(p).read_bytes() for p in paths(local)[1:])]
+    parts, offset = [], 0
+    for kind, blob in zip(("log", "index", "timeindex"), blobs, strict=True):
+        parts.append(SegmentPart(kind, name, offset, len(blob), mf.part_crc(blob)))
+        offset += len(blob)
+    one = dataclasses.replace(segment, parts=tuple(parts))
+    path = f"{store.partition_path(TOPIC, PARTITION)}/{name}"
+    store.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    store.fs.pipe_file(path, b"".join(blobs))
+    store.commit(TOPIC, PARTITION, mf.with_segment(mf.empty(TOPIC, PARTITION), one), 0)
+    read = store.read_manifest(TOPIC, PARTITION)
+    back = read.segments[0]
+    assert back == one and read.format_version == 2
+    assert store.fetch_range(back, 0, None) == blobs[0]
+    assert store.fetch_range(back, 100, 300) == blobs[0][100:300]
+    assert store.fetch_index(back, IndexKind.OFFSET) == blobs[1]
+    assert store.fetch_index(back, IndexKind.TIME) == blobs[2]
+    reader = RemoteSegmentReader(store, back)
+    assert reader.read(back.base_offset, 1 << 20) == blobs[0]
+    assert store.object_url(back, "index").endswith(f"/{name}")
+    store.delete_segment(back)
+    assert name not in store.list_objects(TOPIC, PARTITION)

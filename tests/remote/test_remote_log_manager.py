@@ -21,6 +21,7 @@ from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.local.producer_state import snapshot_path
 from tierlog.remote import manifest as mf
+from tierlog.remote import manifest_json as mj
 from tierlog.remote.api import (
     FencedLeaderEpochError,
     IndexKind,
@@ -371,6 +372,44 @@ def test_remote_retention_by_size_counts_the_whole_log(
 
 
 # -- orphans and half-finished deletions ------------------------------------------------
+
+
+def test_no_orphan_is_removed_while_a_newer_manifest_version_exists(
+    store: FsspecRemoteStore,
+    tmp_path: Path,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A writer that died between creating a manifest version and moving the pointer left
+    a commit the pointer does not name: the segments it commits look orphaned from the
+    manifest read. The orphan scan sees the newer version in its listing and waits."""
+    log = make_log(tmp_path, clock)
+    first = Harness(store, log, tmp_path, clock)
+    first.high_watermark = log.segments[2].base_offset
+    first.cycle()
+    first.close()
+    stored = first.stored()
+    # Its upload and version landed, its pointer did not.
+    local = log.segments[2]
+    segment = store.copy_segment(
+        remote_segment(local, log, state=SegmentState.COPY_FINISHED), *paths(local)
+    )
+    newer = dataclasses.replace(mf.with_segment(stored, segment), version=stored.version + 1)
+    store.fs.pipe_file(
+        store.manifests.version_path(TOPIC, PARTITION, newer.version), mj.encode(newer)
+    )
+    uploaded = set(mf.object_names(segment).values())
+    restarted = Harness(store, log, tmp_path, clock)
+    try:
+        restarted.high_watermark = log.segments[2].base_offset  # nothing new to offload
+        with caplog.at_level(logging.WARNING):
+            restarted.cycle()  # the first cycle scans for orphans
+        assert "orphan cleanup waits" in caplog.text
+        assert restarted.manager.orphans_removed == 0
+        assert uploaded <= set(restarted.objects())
+    finally:
+        restarted.close()
+        log.close()
 
 
 def test_orphans_of_an_interrupted_upload_are_removed(
