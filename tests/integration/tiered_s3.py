@@ -73,6 +73,8 @@ class Remote:
     def manifest(self, topic: str) -> dict[str, Any]:
         """The current manifest version's JSON, found through the pointer
         (``tierlog.remote.manifest``)."""
+        # Listings are cached (objects() lists): a version created since would be "missing".
+        self.fs.invalidate_cache(f"{self.root}/{topic}-0")
         try:
             doc = dict(json.loads(self.fs.cat_file(self.manifest_path(topic))))
             if doc.get("format") == "tierlog-remote-manifest-pointer":

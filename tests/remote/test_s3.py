@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -208,3 +209,18 @@ def test_store_going_away_and_coming_back(closed_log: Log) -> None:
         assert store.fetch_range(segment, 0, 100) == local.path.read_bytes()[:100]
     finally:
         stop_moto(server)
+
+
+def test_a_reader_that_listed_the_partition_sees_versions_created_since(
+    s3_bucket: S3Bucket, caplog: pytest.LogCaptureFixture
+) -> None:
+    """s3fs answers "not found" for a key missing from a directory listing it cached (an
+    orphan scan, a tool's listing): the manifest read must not trust that listing for a
+    version created after it."""
+    writer, reader = make_store(s3_bucket), make_store(s3_bucket)
+    first = writer.commit(TOPIC, PARTITION, mf.empty(TOPIC, PARTITION, TOPIC_ID), 0)
+    assert "manifest.json" in reader.list_objects(TOPIC, PARTITION)  # cached by s3fs
+    second = writer.commit(TOPIC, PARTITION, mf.with_log_start_offset(first, 4), 1)
+    with caplog.at_level(logging.WARNING):
+        assert reader.read_manifest(TOPIC, PARTITION) == second
+    assert reader.manifests.torn_reads == 0 and "listed instead" not in caplog.text

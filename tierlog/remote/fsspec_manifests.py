@@ -133,6 +133,9 @@ class FsspecManifests:
         fs = self.root.fs
         path = self.pointer_path(topic, partition)
         where = self.root.url_of(path)
+        # A listing cached by the filesystem (s3fs & co, after an orphan scan or a tool's
+        # listing) would answer "not found" for a version created since.
+        fs.invalidate_cache(path.rsplit("/", 1)[0])
         problem: CorruptManifestError | None = None
         for attempt in range(TORN_READ_RETRIES):
             if attempt:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from tierlog.client import EARLIEST, LATEST, ClientError, LogClient
 from tierlog.client.log_client import READ_COMMITTED, READ_UNCOMMITTED
 from tierlog.records.producer_snapshot import CorruptSnapshotError
-from tierlog.remote.api import RemoteResourceNotFoundError, RemoteStore
+from tierlog.remote.api import CorruptRemoteDataError, RemoteResourceNotFoundError, RemoteStore
 from tierlog.remote.manifest import ZERO_UUID, Manifest, check_topic, segments_for_timestamp
 from tierlog.remote.registry import open_store
 from tierlog.remote.segment_reader import RemoteSegmentReader
@@ -146,7 +146,8 @@ class Discovery:
         micro-batch passes a transaction whose marker is not remote yet.
 
         Raises:
-            SourceError: a remote producer snapshot is corrupt (read_committed, remote-only).
+            SourceError: a remote producer snapshot is corrupt, or fails the CRC-32C the
+                manifest recorded for it (read_committed, remote-only).
         """
         if self.client is None:
             earliest = {}
@@ -171,7 +172,7 @@ class Discovery:
         assert self.store is not None
         try:
             return remote_last_stable_offset(self.store, manifest, floor)
-        except CorruptSnapshotError as exc:
+        except (CorruptSnapshotError, CorruptRemoteDataError) as exc:
             raise SourceError(
                 f"{manifest.topic}-{manifest.partition}: {exc}; a read_committed read of the "
                 "remote tier alone needs it to know where the open transactions begin"
