@@ -45,9 +45,9 @@ from tierlog.remote.api import RemoteStorageError
 from tierlog.remote.registry import open_store
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.util.clock import Clock, SystemClock
-from tierlog.util.throttle import Throttle
 from tierlog.util.configdef import ConfigError
 from tierlog.util.scheduler import AsyncioScheduler
+from tierlog.util.throttle import Throttle
 
 log = logging.getLogger(__name__)
 

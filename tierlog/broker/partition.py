@@ -47,7 +47,6 @@ from tierlog.local.log import AppendInfo, Log
 from tierlog.local.segment import FileSlice
 from tierlog.protocol.errors import ErrorCode
 from tierlog.records.txn_index_codec import AbortedTxn
-from tierlog.remote.api import RemoteStorageError
 from tierlog.remote.remote_reads import AuxState
 from tierlog.remote.unified_log import LATEST_TIMESTAMP, UnifiedLog, records_end_offset
 from tierlog.util.clock import Clock
