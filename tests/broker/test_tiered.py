@@ -14,6 +14,8 @@ from kafka import TopicPartition as KTopicPartition
 
 from tests.broker.harness import BrokerProcess
 from tests.files import present_bytes
+from tierlog.remote import manifest_json
+from tierlog.remote.registry import open_store
 
 MESSAGES = 3000
 BASE_TS = 1_700_000_000_000
@@ -54,8 +56,10 @@ def fill(bootstrap: str, topic: str, count: int = MESSAGES) -> None:
 
 
 def manifest(data: Path, topic: str) -> dict:
-    path = data / "remote" / f"{topic}-0" / "manifest.json"
-    return json.loads(path.read_text()) if path.exists() else {"segments": []}
+    """The partition's manifest as its JSON document, read through the store (the
+    ``manifest.json`` object is a pointer to the current version)."""
+    store = open_store((data / "remote").as_uri())
+    return json.loads(manifest_json.encode(store.read_manifest(topic, 0)))
 
 
 def wait_for_offload(data: Path, topic: str, timeout: float = 60) -> None:

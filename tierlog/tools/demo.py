@@ -299,20 +299,22 @@ def wait_for_offload(
     remote_dir: Path, topic: str, partitions: int, timeout_s: float
 ) -> dict[str, Any]:
     """Until every partition has remote segments, or offload has settled (bounded)."""
-    import json
+    from tierlog.remote.api import SegmentState
+    from tierlog.remote.registry import open_store
 
+    # Through the store: a manifest is a pointer to its current version (remote/manifest.py).
+    store = open_store(remote_dir.resolve().as_uri())
     deadline = time.monotonic() + timeout_s
     summary: dict[str, Any] = {"segments": 0, "bytes": 0, "ends": []}
     last_change = time.monotonic()
     while time.monotonic() < deadline:
         segments, size, ends = 0, 0, []
         for p in range(partitions):
-            path = remote_dir / f"{topic}-{p}" / "manifest.json"
-            doc = json.loads(path.read_text()) if path.exists() else {"segments": []}
-            done = [s for s in doc["segments"] if s["state"] == "COPY_FINISHED"]
+            manifest = store.read_manifest(topic, p)
+            done = [s for s in manifest.segments if s.state is SegmentState.COPY_FINISHED]
             segments += len(done)
-            size += sum(s["size_bytes"] for s in done)
-            ends.append(max((s["end_offset"] + 1 for s in done), default=0))
+            size += sum(s.size_bytes for s in done)
+            ends.append(max((s.next_offset for s in done), default=0))
         now = {"segments": segments, "bytes": size, "ends": ends}
         if now != summary:
             summary, last_change = now, time.monotonic()
