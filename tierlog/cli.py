@@ -129,7 +129,8 @@ def _notebook_run(args: argparse.Namespace) -> int:
     )
     output = runner.display_path(run.output)
     if phases and run.ok:
-        phases.done(f"notebook {run.name} finished in {run.duration_s:.1f} s")
+        html = f"; HTML copy {runner.display_path(run.html)}" if run.html else ""
+        phases.done(f"notebook {run.name} finished in {run.duration_s:.1f} s{html}")
     print(output)
     if not run.ok:
         html = f"HTML copy {runner.display_path(run.html)}, " if run.html else ""
@@ -256,7 +257,7 @@ def _topics_create(settings: ClientSettings, args: argparse.Namespace) -> int:
 def _topics_list(settings: ClientSettings, args: argparse.Namespace) -> int:
     from tierlog.tools import topics
 
-    return topics.list_topics(settings, sys.stdout)
+    return topics.list_topics(settings, sys.stdout, sys.stderr)
 
 
 def _topics_describe(settings: ClientSettings, args: argparse.Namespace) -> int:
@@ -711,6 +712,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_groups(sub)
     _add_notebooks(sub)
     _add_verbose(parser)
+    _name_subcommands(parser)
     return parser
 
 
@@ -735,6 +737,18 @@ def _add_demo_serve(demo: argparse.ArgumentParser) -> None:
         "--port", type=_positive, default=9092, help="listen on 127.0.0.1:PORT (default: 9092)"
     )
     serve.set_defaults(func=_demo_serve)
+
+
+def _name_subcommands(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand group a metavar listing its choices, so ``tierlog broker``
+    alone says ``the following arguments are required: {start}`` (argparse names the
+    group by its ``dest``, ``broker_command``, an internal name, otherwise)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            if action.metavar is None:
+                action.metavar = "{" + ",".join(action.choices) + "}"
+            for child in action.choices.values():
+                _name_subcommands(child)
 
 
 def _add_verbose(parser: argparse.ArgumentParser) -> None:

@@ -42,6 +42,14 @@ def run_broker(config_path: Path | None, overrides: dict[str, str]) -> int:
     # `kill -USR1 <pid>` writes every thread's stack to stderr (the broker's log): what a
     # broker that does not stop is waiting for (Kafka users get the same from jstack).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if config_path is not None and not config_path.is_file():
+        what = "is a directory" if config_path.is_dir() else "does not exist"
+        print(
+            f"tierlog: config file {config_path} {what} (--config); "
+            "configs/server.properties is a commented example",
+            file=sys.stderr,
+        )
+        return 2
     try:
         config = BrokerConfig.load(config_path, overrides)
         config.check_environment()

@@ -83,10 +83,15 @@ def create(
     return 0
 
 
-def list_topics(settings: ClientSettings, out: TextIO) -> int:
+def list_topics(settings: ClientSettings, out: TextIO, err: TextIO | None = None) -> int:
+    """Topic names, one a line on ``out`` (for scripts); on an empty cluster, a line on
+    ``err`` saying so (``out`` stays empty, as ``kafka-topics --list`` leaves it)."""
     admin = settings.admin()
-    for name in sorted(settings.metadata(admin, "list topics").topics):
+    names = sorted(settings.metadata(admin, "list topics").topics)
+    for name in names:
         print(name, file=out)
+    if not names and err is not None:
+        print("no topics yet; create one with `tierlog topics create NAME`", file=err)
     return 0
 
 

@@ -127,6 +127,13 @@ class ConfigDef:
             if key is None:
                 if allow_unknown:
                     continue
-                raise ConfigError(name, "unknown configuration key")
+                raise ConfigError(name, f"unknown configuration key{self.suggestion(name)}")
             values[name] = key.parse(value)
         return values
+
+    def suggestion(self, name: str) -> str:
+        """`` (did you mean 'x'?)`` naming the known key closest to ``name``, or ``""``."""
+        import difflib
+
+        close = difflib.get_close_matches(name, self.keys, n=1, cutoff=0.75)
+        return f" (did you mean {close[0]!r}?)" if close else ""
