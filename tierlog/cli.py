@@ -165,7 +165,14 @@ def _schedule_run_due(args: argparse.Namespace) -> int:
     from tierlog.jobs import schedule
 
     config, now = _schedule_config(args)
-    return schedule.run_due(config, now, sys.stdout, sys.stderr)
+    return schedule.run_due(config, now, sys.stdout, sys.stderr, trial=args.now is not None)
+
+
+def _schedule_reset(args: argparse.Namespace) -> int:
+    from tierlog.jobs import schedule
+
+    config = schedule.load_config(Path(args.config))
+    return schedule.reset(config, args.job, sys.stdout)
 
 
 def _schedule_list(args: argparse.Namespace) -> int:
@@ -552,18 +559,28 @@ def _add_notebooks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "failed, 2 a bad config.",
     )
     listing = schedule.add_parser("list", help="jobs, cron, next fire time and last result")
-    for command in (due, listing):
+    reset = schedule.add_parser(
+        "reset",
+        help="forget the jobs' last check (the next run-due sees them for the first time)",
+    )
+    for command in (due, listing, reset):
         command.add_argument(
             "--config", default="configs/pipelines.toml", help="default: %(default)s"
         )
+    for command in (due, listing):
         command.add_argument(
             "--now",
             metavar="ISO",
-            help="pretend it is this time (tests, backfills); without an offset it is in "
-            "the scheduler's timezone",
+            help="pretend it is this time (trying a schedule, backfills): run-due runs "
+            "what is due in the minute before it and leaves the stored last check alone; "
+            "without an offset it is in the scheduler's timezone",
         )
+    reset.add_argument(
+        "--job", action="append", default=[], metavar="NAME", help="(repeatable; default: all)"
+    )
     due.set_defaults(func=_schedule_run_due)
     listing.set_defaults(func=_schedule_list)
+    reset.set_defaults(func=_schedule_reset)
 
     lab = sub.add_parser(
         "lab",

@@ -32,7 +32,7 @@ def run_due(config: Path, now: str) -> list[str]:
 def test_run_due_says_what_it_skipped_and_why(tmp_path: Path) -> None:
     config = write_config(tmp_path, JOBS)
     assert run_due(config, "2024-05-01T12:00:30") == [
-        "job nightly: not due, next at 2024-05-02T03:00:00+00:00",
+        "job nightly: not due, first run at 2024-05-02T03:00:00+00:00",
         "job paused: skipped, disabled (enabled = false)",
         "run-due at 2024-05-01T12:00:30+00:00: 0 ran ok, 0 failed, 1 not due, 1 skipped",
     ]

@@ -458,9 +458,9 @@ message = "scheduled failure"
     args = ("schedule", "run-due", "--config", str(config))
     quiet = tierlog(*args, "--now", "2024-05-06T08:30", cwd=tmp_path)
     assert (quiet.returncode, quiet.stderr) == (0, "")
-    assert quiet.stdout.splitlines() == [  # nothing ran, and it says why
-        "job greet: not due, next at 2024-05-06T09:00:00+02:00",
-        "job broken: not due, next at 2024-05-07T00:00:00+02:00",
+    assert quiet.stdout.splitlines() == [  # nothing ran, and it says when each will
+        "job greet: not due, first run at 2024-05-06T09:00:00+02:00",
+        "job broken: not due, first run at 2024-05-07T00:00:00+02:00",
         "run-due at 2024-05-06T08:30:00+02:00: 0 ran ok, 0 failed, 2 not due, 0 skipped",
     ]
     result = tierlog(*args, "--now", "2024-05-06T09:00:30", cwd=tmp_path)
@@ -484,7 +484,7 @@ message = "scheduled failure"
     assert "job broken: due at 2024-05-07T00:00:00+02:00; running notebook fails" in (
         failing.stdout
     )
-    assert "job greet: not due, next at 2024-05-07T09:00:00+02:00" in failing.stdout
+    assert "job greet: not due, next at 2024-05-07T09:00:00+02:00" in failing.stdout  # ran once
     assert "0 ran ok, 1 failed, 1 not due, 0 skipped" in failing.stdout
     assert (
         "job broken: FAILED: In [4] raised RuntimeError: scheduled failure; output kept at "
@@ -505,3 +505,75 @@ message = "scheduled failure"
     rejected = tierlog("schedule", "run-due", "--config", str(bad), cwd=tmp_path)
     assert rejected.returncode == 2
     assert rejected.stderr.startswith(f"tierlog: {bad}: job 'x': cron '@often': unknown macro")
+
+
+def test_a_trial_in_the_future_does_not_freeze_the_schedule(tmp_path: Path) -> None:
+    """Issue 25 item 7: `run-due --now` a month ahead made every later real check say
+    "skipped, already checked up to" that time."""
+    s = Scheduler(write_config(tmp_path, JOBS))
+    assert s.ran("2024-05-01T12:00:30") == ["every-15", "hourly"]  # the real clock
+    out, err = io.StringIO(), io.StringIO()
+    real = at("2024-05-01T12:05")
+    code = schedule.run_due(
+        s.config,
+        at("2024-06-01T00:00:05"),
+        out,
+        err,
+        run=s.runner,
+        clock=lambda: real,
+        trial=True,
+    )
+    assert code == 0, err.getvalue()
+    assert s.runner.calls[2:] == ["every-15", "monthly", "hourly"]  # due by then
+    assert (
+        "(--now is in the future: each job's last check was stored as the real time, "
+        "2024-05-01T12:05:00+00:00, so the real schedule goes on as before)"
+    ) in out.getvalue()
+    assert s.state("every-15").last_checked == real
+    assert s.state("monthly").last_checked == real
+    # The real scheduler, ten minutes on: the schedule goes on.
+    assert s.ran("2024-05-01T12:15:30") == ["every-15"]
+    assert "already checked" not in s.out
+
+
+def test_a_last_check_stored_in_the_future_is_named_and_reset(tmp_path: Path) -> None:
+    s = Scheduler(write_config(tmp_path, JOBS))
+    # What an older tierlog left after `run-due --now 2030-01-01T00:00`.
+    for job in ("every-15", "monthly", "hourly"):
+        schedule.write_state(
+            schedule.state_path(s.config, job),
+            schedule.JobState(job, last_checked=at("2030-01-01T00:00")),
+        )
+    out, err = io.StringIO(), io.StringIO()
+    now = at("2024-05-01T12:00:30")
+    schedule.run_due(s.config, now, out, err, run=s.runner, clock=lambda: now)
+    assert s.runner.calls == []
+    assert (
+        "job hourly: skipped, already checked up to 2030-01-01T00:00:00+00:00 (in the future: "
+        "stored by a --now of an older tierlog? `tierlog schedule reset --job hourly` forgets it)"
+    ) in out.getvalue()
+
+    out = io.StringIO()
+    assert schedule.reset(s.config, ["hourly"], out) == 0
+    assert "job hourly: last check 2030-01-01T00:00:00+00:00 forgotten" in out.getvalue()
+    assert s.state("hourly").last_checked is None
+    assert s.state("every-15").last_checked == at("2030-01-01T00:00")  # only the one named
+    assert s.ran("2024-05-01T12:00:30") == ["hourly"]
+    with pytest.raises(schedule.ConfigError, match="no job 'nope'"):
+        schedule.reset(s.config, ["nope"], io.StringIO())
+    assert schedule.reset(s.config, [], out) == 0  # all
+    assert s.state("every-15").last_checked is None
+
+
+def test_cli_schedule_reset(tmp_path: Path) -> None:
+    config = write_config(tmp_path, JOBS)
+    schedule.write_state(
+        tmp_path / "state" / "hourly.json",
+        schedule.JobState("hourly", last_checked=at("2030-01-01T00:00")),
+    )
+    result = tierlog("schedule", "reset", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "job hourly: last check 2030-01-01T00:00:00+00:00 forgotten" in result.stdout
+    assert "job every-15: never checked, nothing to reset" in result.stdout
+    bad = tierlog("schedule", "reset", "--config", str(config), "--job", "nope", cwd=tmp_path)
+    assert bad.returncode == 2 and "no job 'nope'" in bad.stderr

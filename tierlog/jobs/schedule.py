@@ -14,6 +14,14 @@ enabling one does not replay what it skipped. Runs are at most once per fire tim
 state records the start before the notebook runs, so a scheduler killed mid-run does not
 rerun the job on the next invocation.
 
+**Trials.** ``run-due --now TIME`` (trying a schedule) runs what is due in
+``(last_checked, TIME]`` as any check does, but never stores a ``last_checked`` later than
+the real clock: a trial in the future used to freeze the real schedule until that time came
+("skipped, already checked up to ..."). It says so when it stores the clock's time instead
+of TIME. ``tierlog schedule reset`` forgets a ``last_checked`` that is wrong, e.g. one an
+older tierlog stored for a ``--now`` in the future; the next check then counts as a first
+sight.
+
 **Lock.** ``<state dir>/<job>.lock`` is held with ``flock(LOCK_EX | LOCK_NB)`` from the due
 check to the end of the run. A scheduler that finds it held skips the job (and leaves its
 state alone); the kernel does not inherit the descriptor, and the kernel releases it when
@@ -413,11 +421,14 @@ def run_due(
     *,
     run: RunJob = run_job,
     clock: Callable[[], dt.datetime] = _utc_now,
+    trial: bool = False,
 ) -> int:
     """Run every due job once, in file order; keep going after a failure.
 
     Args:
         now: the time the due check uses (aware); ``clock`` stamps run start and end.
+        trial: ``now`` was given (``--now``), not read from the clock: a ``last_checked``
+            stored for it is never later than ``clock()`` (module docstring).
 
     Returns:
         1 if a due job failed, else 0 (jobs skipped for a held lock are not failures).
@@ -436,12 +447,20 @@ def run_due(
             outcome = SKIPPED
         else:
             try:
-                outcome = _check_and_run(config, job, now, out, err, run, clock)
+                outcome = _check_and_run(config, job, now, out, err, run, clock, trial)
             finally:
                 lock.release()
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     counts = ", ".join(f"{outcomes.get(o, 0)} {o}" for o in (RAN_OK, FAILED, NOT_DUE, SKIPPED))
     print(f"run-due at {now.astimezone(config.timezone).isoformat()}: {counts}", file=out)
+    real = clock()
+    if trial and now > real:
+        print(
+            f"(--now is in the future: each job's last check was stored as the real time, "
+            f"{real.astimezone(config.timezone).isoformat(timespec='seconds')}, so the real "
+            "schedule goes on as before)",
+            file=out,
+        )
     return 1 if outcomes.get(FAILED) else 0
 
 
@@ -457,9 +476,11 @@ def _check_and_run(
     err: TextIO,
     run: RunJob,
     clock: Callable[[], dt.datetime],
+    trial: bool = False,
 ) -> str:
     """With the job's lock held: run it if due, say what became of it and return that
-    (RAN_OK, FAILED, NOT_DUE or SKIPPED)."""
+    (RAN_OK, FAILED, NOT_DUE or SKIPPED). A ``trial`` stores no ``last_checked`` past the
+    real clock."""
     path = state_path(config, job.name)
     try:
         state = read_state(path, job.name)
@@ -467,26 +488,39 @@ def _check_and_run(
         print(f"job {job.name}: FAILED: {exc}", file=err)
         return FAILED
     zone = config.timezone
+    checked = min(now, clock()) if trial else now
+    if state.last_checked is not None:
+        checked = max(checked, state.last_checked)  # never move back
     if state.last_checked is not None and now <= state.last_checked:
         # A later scheduler (or --now) has looked already; never move back.
+        ahead = state.last_checked > clock() + FIRST_SIGHT_LOOKBACK
         print(
             f"job {job.name}: skipped, already checked up to "
-            f"{state.last_checked.astimezone(zone).isoformat()}",
+            f"{state.last_checked.astimezone(zone).isoformat()}"
+            + (
+                " (in the future: stored by a --now of an older tierlog? "
+                f"`tierlog schedule reset --job {job.name}` forgets it)"
+                if ahead
+                else ""
+            ),
             file=out,
         )
         return SKIPPED
     if not job.enabled:
-        write_state(path, replace(state, last_checked=now))
+        write_state(path, replace(state, last_checked=checked))
         print(f"job {job.name}: skipped, disabled (enabled = false)", file=out)
         return SKIPPED
     found = due(job.schedule, state.last_checked, now, zone)
     if found is None:
-        write_state(path, replace(state, last_checked=now))
+        write_state(path, replace(state, last_checked=checked))
         upcoming = job.schedule.next_after(now.astimezone(zone))
-        print(f"job {job.name}: not due, next at {upcoming.isoformat()}", file=out)
+        # A job never checked before has never run: "first run", so that a first
+        # run-due that runs nothing still says when each job will start.
+        when = "first run" if state.last_checked is None and state.last_run is None else "next"
+        print(f"job {job.name}: not due, {when} at {upcoming.isoformat()}", file=out)
         return NOT_DUE
     record = RunRecord(fire_time=found.fire_time, started=clock())
-    write_state(path, replace(state, last_checked=now, last_run=record))
+    write_state(path, replace(state, last_checked=checked, last_run=record))
     missed = " (missed fire times coalesced into this run)" if found.coalesced else ""
     print(
         f"job {job.name}: due at {found.fire_time.isoformat()}{missed}; "
@@ -506,7 +540,7 @@ def _check_and_run(
             output=str(result.output),
             error=result.error,
         )
-    write_state(path, replace(state, last_checked=now, last_run=record))
+    write_state(path, replace(state, last_checked=checked, last_run=record))
     output = display_path(Path(record.output)) if record.output else None
     # The run's HTML copy (tierlog.jobs.report), for whoever reads this in cron's mail.
     html = f" (HTML {output.with_suffix('.html')})" if output and _has_html(output) else ""
@@ -523,6 +557,40 @@ def _has_html(output: Path) -> bool:
     from tierlog.jobs.report import html_path
 
     return html_path(output).is_file()
+
+
+def reset(config: SchedulerConfig, jobs: list[str], out: TextIO) -> int:
+    """Forget the stored ``last_checked`` of ``jobs`` (every job when empty), each under its
+    lock; the last run's record stays. The next ``run-due`` sees them for the first time.
+
+    Raises:
+        ConfigError: a job name that ``pipelines.toml`` does not have.
+    """
+    names = [job.name for job in config.jobs]
+    unknown = [name for name in jobs if name not in names]
+    if unknown:
+        raise ConfigError(
+            f"{config.path}: no job {', '.join(map(repr, unknown))} (jobs: {', '.join(names)})"
+        )
+    held = 0
+    for name in jobs or names:
+        lock = JobLock(config.state_dir / f"{name}.lock")
+        if not lock.acquire():
+            print(f"job {name}: left alone, a scheduler is running it", file=out)
+            held += 1
+            continue
+        try:
+            path = state_path(config, name)
+            state = read_state(path, name)
+            if state.last_checked is None:
+                print(f"job {name}: never checked, nothing to reset", file=out)
+                continue
+            write_state(path, replace(state, last_checked=None))
+            was = state.last_checked.astimezone(config.timezone).isoformat()
+            print(f"job {name}: last check {was} forgotten", file=out)
+        finally:
+            lock.release()
+    return 1 if held else 0
 
 
 def list_jobs(config: SchedulerConfig, now: dt.datetime, out: TextIO) -> int:
