@@ -1,5 +1,13 @@
-"""Fixtures shared across test packages: one Spark session per test run (start-up costs
-seconds, so every Spark test shares it; tests/spark, tests/pipelines, notebooks)."""
+"""Fixtures shared across test packages, and how ``make test`` spreads the tests over
+processes (pytest-xdist, ``--dist loadgroup``).
+
+One Spark session per test process: start-up costs seconds, so every test using the
+``spark`` fixture shares it (tests/spark, tests/pipelines), and they all run in one process
+(xdist group ``spark``), so the session starts once. A module's tests run in one process
+(its group is the module), so a module-scoped fixture (a broker with a tiered topic, a
+Kafka cluster) is built once. Tests marked ``fixed_ports`` bind 127.0.0.1:9092 (the
+README's broker, ``tierlog demo serve``) or share the demo's data: one process runs them
+one after another. Every other port is ephemeral (bound to port 0)."""
 
 from __future__ import annotations
 
@@ -7,6 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+SPARK_GROUP = "spark"
+FIXED_PORTS_GROUP = "fixed-ports"
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +31,17 @@ def spark() -> Iterator[Any]:
     )
     yield spark
     spark.stop()
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The process group of a test: ``fixed-ports``, ``spark``, or its module."""
+    if item.get_closest_marker("fixed_ports") is not None:
+        return FIXED_PORTS_GROUP
+    if SPARK_GROUP in getattr(item, "fixturenames", ()):
+        return SPARK_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))

@@ -18,6 +18,9 @@ from tests import readme
 from tests.background import Background
 from tests.demo_data import REPO, clone_after_demo, demo_data, tierlog_env
 
+# The README's brokers listen on 127.0.0.1:9092 (tests/conftest.py: one process runs these).
+pytestmark = pytest.mark.fixed_ports
+
 # Blocks the README marks `readme-test: skip` (make demo/make test, S3, the benchmarks).
 # A new one is a decision to make here, not something to slip in.
 EXPECTED_SKIPS = 3
