@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tierlog.tools import cluster_control
 from tierlog.tools.client_config import ClientSettings, add_client_options, run_tool
 from tierlog.tools.errors import run_cli
 from tierlog.tools.remote_tools import add_location_options
@@ -723,6 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_client_options(cluster_status)
     cluster_status.set_defaults(func=_client(_cluster_status))
+    cluster_control.add_commands(cluster)
 
     _add_topics(sub)
     _add_console(sub)

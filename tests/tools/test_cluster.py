@@ -296,3 +296,127 @@ def test_zookeeper_that_is_missing_or_does_not_start_is_one_line(
     with pytest.raises(ToolError, match="did not start on port") as raised:
         cluster.start_cluster(1, io.StringIO(), data_dir=tmp_path / "b")
     assert "\n" not in str(raised.value)
+
+
+class ClusterOutput:
+    """The lines ``tierlog cluster start`` prints, read on a thread, waited for by text."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        import queue
+        import threading
+
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._proc = proc
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                self._queue.put(line.rstrip("\n"))
+            self._queue.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def wait_for(self, text: str, timeout_s: float = 120.0) -> str:
+        import queue
+
+        for line in self.lines:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            assert line is not None, f"cluster start exited: {self.lines}"
+            self.lines.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"{text!r} not printed in {timeout_s} s: {self.lines}")
+
+    def to_the_end(self, timeout_s: float = 10.0) -> list[str]:
+        """Every line, once the process closed its output."""
+        while (line := self._queue.get(timeout=timeout_s)) is not None:
+            self.lines.append(line)
+        return self.lines
+
+
+def brokers_listed(cli: Cli, wanted: set[int], timeout_s: float = 60.0) -> str:
+    """`cluster status` once it lists exactly the brokers ``wanted``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = cli.ok("cluster", "status")
+        rows = [line for line in status.splitlines() if line.startswith("Broker:")]
+        listed = {int(row.split()[1]) for row in rows}
+        if listed == wanted or time.monotonic() > deadline:
+            assert listed == wanted, status
+            return status
+        time.sleep(0.5)
+
+
+@pytest.mark.timeout(300)
+def test_cluster_start_restarts_a_dead_broker_and_stops_one_on_request(tmp_path: Path) -> None:
+    """Issue 25 item 6: kill -9 of one broker used to stop the whole cluster."""
+    import json
+
+    port = free_ports(3)
+    data_dir = tmp_path / "cluster"
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "tierlog.cli", "cluster", "start", "--brokers", "3"),
+            *("--data-dir", str(data_dir), "--port", str(port)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    out = ClusterOutput(proc)
+    cli = Cli(",".join(f"127.0.0.1:{port + n}" for n in range(3)))
+    try:
+        out.wait_for("cluster up")
+        cli.ok("topics", "create", "orders", "--partitions", "3", "--replication-factor", "3")
+        state = json.loads((data_dir / "cluster.json").read_text())
+        os.kill(state["brokers"]["1"]["pid"], signal.SIGKILL)
+        line = out.wait_for("broker 1 exited")
+        assert "killed by SIGKILL" in line and "brokers 0, 2 keep running" in line, line
+        assert "restarting it in 1 s" in line
+        # The others serve acks=all meanwhile (min.insync.replicas 2 of 3).
+        producer = Producer({"bootstrap.servers": cli.bootstrap, "message.timeout.ms": 60_000})
+        for i in range(20):
+            producer.produce("orders", b"%d" % i)
+        assert producer.flush(90) == 0
+        out.wait_for("broker 1: running again")
+        brokers_listed(cli, {0, 1, 2})
+        assert "stopping the cluster" not in "\n".join(out.lines)
+
+        stopped = run_cli("cluster", "stop-broker", "2", "--data-dir", str(data_dir))
+        assert stopped.returncode == 0, stopped.stderr
+        assert "broker 2 stopped (its leaderships moved first)" in stopped.stdout
+        out.wait_for("broker 2: stopped as asked")
+        brokers_listed(cli, {0, 1})
+        held = json.loads((data_dir / "cluster.json").read_text())["brokers"]["2"]
+        assert (held["state"], held["pid"]) == ("stopped", None)  # held, not restarted
+        started = run_cli("cluster", "start-broker", "2", "--data-dir", str(data_dir))
+        assert started.returncode == 0, started.stderr
+        assert f"broker 2 running on 127.0.0.1:{port + 2}" in started.stdout
+        brokers_listed(cli, {0, 1, 2})
+        unknown = run_cli("cluster", "stop-broker", "7", "--data-dir", str(data_dir))
+        assert unknown.returncode == 1 and "has no broker 7 (brokers: 0, 1, 2)" in unknown.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    assert out.to_the_end()[-2:] == ["stopping the cluster...", "stopped"], out.lines
+    assert proc.returncode == 0, out.lines
+    assert not (data_dir / "cluster.json").exists()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tierlog.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )

@@ -4,24 +4,24 @@
 ``start`` runs N broker processes on 127.0.0.1 (ports ``--port``, ``--port``+1, ...), each
 with ``broker.rack`` naming this host's slot so that a host with many cores can run several
 brokers (one Python event loop each, about a core) while replicas still spread; without
-``--zookeeper`` it also runs a ZooKeeper from Debian's package. Ctrl-C (or SIGTERM) stops
-the brokers cleanly (each moves its leaderships away first), then ZooKeeper. Started again
-on the data dir of a cluster that was killed, the brokers first wait for ZooKeeper to
-expire the killed ones' registrations (it says so).
+``--zookeeper`` it also runs a ZooKeeper from Debian's package. A broker that dies is
+restarted with backoff while the others keep running (``cluster_supervisor``), and
+``tierlog cluster stop-broker|start-broker`` take one down on purpose (``cluster_control``).
+Ctrl-C (or SIGTERM) stops the brokers cleanly (each moves its leaderships away first), then
+ZooKeeper. Started again on the data dir of a cluster that was killed, the brokers first
+wait for ZooKeeper to expire the killed ones' registrations (it says so).
 """
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import Any, TextIO
 
 from tierlog.tools.client_config import ClientSettings, ToolError
+from tierlog.tools.cluster_supervisor import ClusterSupervisor
 
 # Well above a broker's wait for a killed run's registration of its id (24 s: the default
 # zookeeper.session.timeout.ms plus a margin, zk_brokers.stale_registration_bound_s).
@@ -97,40 +97,6 @@ def stale_registrations_notice(zookeeper: str, ids: range, out: TextIO) -> None:
         )
 
 
-class _Broker:
-    def __init__(self, broker_id: int, overrides: dict[str, str], log_path: Path) -> None:
-        self.broker_id = broker_id
-        self.log_path = log_path
-        args = [sys.executable, "-m", "tierlog.cli", "broker", "start"]
-        for key, value in overrides.items():
-            args += ["--override", f"{key}={value}"]
-        self._log: IO[str] = open(log_path, "a")  # noqa: SIM115 - closed in wait()
-        self.proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True
-        )
-        self.started = threading.Event()
-        threading.Thread(target=self._watch_stdout, daemon=True).start()
-
-    def _watch_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if "started on port" in line:
-                self.started.set()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-
-    def wait(self, timeout: float) -> int:
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        self._log.close()
-        return code
-
-
 def start_cluster(
     brokers: int,
     out: TextIO,
@@ -168,41 +134,44 @@ def start_cluster(
             ) from None
         zookeeper = server.connect
         print(f"zookeeper on {zookeeper} (data in {server.dir})", file=out, flush=True)
-    running: list[_Broker] = []
+    settings = {
+        n: (
+            port + n,
+            broker_overrides(
+                n, port + n, data_dir, zookeeper, f"rack-{n % racks}" if racks else None, brokers
+            ),
+        )
+        for n in range(brokers)
+    }
+    supervisor = ClusterSupervisor(settings, data_dir, out)
     try:
         stale_registrations_notice(zookeeper, range(brokers), out)
+        failed = supervisor.start_all(START_TIMEOUT_S)
+        if failed:
+            raise ToolError(
+                f"broker {failed[0]} did not start; see {data_dir / f'broker-{failed[0]}.log'}"
+            )
         for n in range(brokers):
-            rack = f"rack-{n % racks}" if racks else None
-            overrides = broker_overrides(n, port + n, data_dir, zookeeper, rack, brokers)
-            running.append(_Broker(n, overrides, data_dir / f"broker-{n}.log"))
-        for broker in running:
-            if not broker.started.wait(START_TIMEOUT_S) or broker.proc.poll() is not None:
-                raise ToolError(f"broker {broker.broker_id} did not start; see {broker.log_path}")
             print(
-                f"broker {broker.broker_id} on 127.0.0.1:{port + broker.broker_id} "
-                f"(log {broker.log_path})",
+                f"broker {n} on 127.0.0.1:{port + n} (log {data_dir / f'broker-{n}.log'})",
                 file=out,
                 flush=True,
             )
         bootstrap = ",".join(f"127.0.0.1:{port + n}" for n in range(brokers))
         print(
             f"cluster up in {time.monotonic() - started_at:.1f}s: --bootstrap-server {bootstrap}"
-            " (Ctrl-C stops it)",
+            " (Ctrl-C stops it; a broker that dies is restarted; `tierlog cluster stop-broker "
+            "ID` takes one down)",
             file=out,
             flush=True,
         )
         stop = until or threading.Event()
         while not stop.wait(0.5):
-            dead = [b for b in running if b.proc.poll() is not None]
-            if dead:
-                raise ToolError(f"broker {dead[0].broker_id} exited; see {dead[0].log_path}")
+            supervisor.poll()
         return 0
     finally:
         print("stopping the cluster...", file=out, flush=True)
-        for broker in running:
-            broker.stop()
-        for broker in running:
-            broker.wait(STOP_TIMEOUT_S)
+        supervisor.stop_all()
         if server is not None:
             server.stop()
         print("stopped", file=out, flush=True)
