@@ -102,6 +102,22 @@ def tier_offsets(
     return out
 
 
+# What a table shows where a partition has no such offset (the remote tier holds nothing).
+NO_OFFSET = "\u2014"  # an em dash
+
+
+def tier_table(tiers: list[PartitionTiers]) -> Any:
+    """``tiers`` as a DataFrame indexed by partition: offsets as integers, and ``NO_OFFSET``
+    where there is none (pandas would show ``13428.0`` and ``NaN`` for a column with a gap).
+    """
+    import dataclasses
+
+    pd = _pandas()
+    columns = [f.name for f in dataclasses.fields(PartitionTiers)]
+    rows = [[NO_OFFSET if v is None else int(v) for v in dataclasses.astuple(t)] for t in tiers]
+    return pd.DataFrame(rows, columns=columns, dtype=object).set_index("partition")
+
+
 def sample_messages(spark: Any, source: TopicSource, count: int = 5, *, newest: bool) -> Any:
     """Up to ``count`` messages per partition, the oldest (likely from the remote tier) or
     the newest (the local tier), with JSON values spread into columns.

@@ -145,10 +145,12 @@ def _notebook_run(args: argparse.Namespace) -> int:
 
 
 def _lab(args: argparse.Namespace) -> int:
-    from tierlog.jobs.runner import notebooks_dir
+    from tierlog.jobs.runner import notebooks_dir, runs_dir
     from tierlog.tools.lab import run_lab
 
-    return run_lab(notebooks_dir(args.notebooks_dir), args.port, sys.stdout)
+    return run_lab(
+        notebooks_dir(args.notebooks_dir), args.port, sys.stdout, runs_dir(args.runs_dir)
+    )
 
 
 def _schedule_config(args: argparse.Namespace) -> tuple[SchedulerConfig, datetime]:
@@ -593,6 +595,11 @@ def _add_notebooks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "token. Runs in the foreground; Ctrl-C stops it.",
     )
     lab.add_argument("--notebooks-dir", help="default: $TIERLOG_NOTEBOOKS_DIR, else ./notebooks")
+    lab.add_argument(
+        "--runs-dir",
+        help="the runs the lab shows beside the notebooks (default: $TIERLOG_RUNS_DIR, else "
+        "./runs)",
+    )
     lab.add_argument("--port", type=int, default=8888, help="default: %(default)s")
     lab.set_defaults(func=_lab)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,21 +53,50 @@ def outputs(path: Path) -> list[dict[str, Any]]:
     return [o for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])]
 
 
-def test_the_notebooks_are_generated_from_build_notebooks() -> None:
-    sys.path.insert(0, str(NOTEBOOKS))
-    try:
-        import build_notebooks
-    finally:
-        sys.path.remove(str(NOTEBOOKS))
-    for name in build_notebooks.NOTEBOOKS:
-        text = (NOTEBOOKS / f"{name}.ipynb").read_text()
-        assert text == build_notebooks.render(name), f"run notebooks/build_notebooks.py ({name})"
-        notebook = json.loads(text)
+def test_the_notebooks_are_generated_from_their_sources() -> None:
+    import subprocess
+
+    from pipelines import notebooks
+
+    assert notebooks.stale(NOTEBOOKS) == [], "run python -m pipelines.notebooks"
+    assert not (NOTEBOOKS / "build_notebooks.py").exists()  # the lab's folder holds notebooks
+    for name in notebooks.NOTEBOOKS:
+        # As committed (the working copy may hold a user's outputs from the lab): the
+        # generator's bytes, as the lab writes them, without outputs.
+        committed = subprocess.run(
+            ["git", "show", f"HEAD:notebooks/{name}.ipynb"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert committed == notebooks.render(name), f"notebooks/{name}.ipynb as committed"
+        notebook = json.loads(committed)
         assert notebook["metadata"]["kernelspec"]["name"] == "tierlog"  # `tierlog lab`'s
         assert notebook["metadata"]["language_info"] == {"name": "python"}
         tagged = [c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", [])]
         assert len(tagged) == 1
         assert not any(c.get("outputs") for c in notebook["cells"]), f"{name} has outputs"
+
+
+def test_the_notebook_check_compares_content_not_bytes(tmp_path: Path) -> None:
+    from pipelines import notebooks
+
+    for name in notebooks.NOTEBOOKS:
+        (tmp_path / f"{name}.ipynb").write_text(notebooks.render(name))
+    assert notebooks.stale(tmp_path) == []
+    # Run in the lab: outputs, an execution count and the kernel's language_info.
+    path = tmp_path / "explore_events.ipynb"
+    notebook = json.loads(path.read_text())
+    notebook["metadata"]["language_info"] = {"name": "python", "version": "3.11.2"}
+    notebook["cells"][2]["execution_count"] = 1
+    notebook["cells"][2]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x"}]
+    path.write_text(json.dumps(notebook))
+    assert notebooks.stale(tmp_path) == []
+    notebook["cells"][2]["source"] = "print('edited')"
+    path.write_text(json.dumps(notebook))
+    assert notebooks.stale(tmp_path) == ["explore_events.ipynb"]
+    assert notebooks.main(["--check", "--notebooks-dir", str(tmp_path)]) == 1
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,16 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.explore import EventRate, _decoded, plot_event_rate, tier_offsets, topics
+from pipelines.explore import (
+    NO_OFFSET,
+    EventRate,
+    PartitionTiers,
+    _decoded,
+    plot_event_rate,
+    tier_offsets,
+    tier_table,
+    topics,
+)
 from tests.tiered_data import TieredTopic
 
 
@@ -49,3 +58,20 @@ def test_the_plot_stacks_tiers_and_marks_each_boundary() -> None:
         "remote tier (object storage)",
         "tier boundary (first local record per partition)",
     ]
+
+
+def test_the_tier_table_shows_integers_and_a_dash_for_no_offset() -> None:
+    """Issue 25 item 3: pandas showed a remote range a partition lacks as NaN, and the
+    other partitions' offsets as floats (13428.0)."""
+    table = tier_table(
+        [
+            PartitionTiers(0, 0, 0, 13428, 13000, 20000),
+            PartitionTiers(1, 0, None, None, 0, 7),
+        ]
+    )
+    assert list(table.index) == [0, 1]
+    assert table.loc[0, "remote_end"] == 13428 and isinstance(table.loc[0, "remote_end"], int)
+    assert table.loc[1, "remote_start"] == NO_OFFSET == "\u2014"
+    shown = table.to_string()
+    assert "13428" in shown and "13428.0" not in shown and "NaN" not in shown
+    assert "\u2014" in table.to_html()

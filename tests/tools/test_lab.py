@@ -120,7 +120,7 @@ def fake_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     from tierlog.tools import lab
 
     command: list[str] = []
-    monkeypatch.setattr(lab, "server_command", lambda notebooks, port: command)
+    monkeypatch.setattr(lab, "server_command", lambda root, port, start_in="": command)
     monkeypatch.setattr(lab, "register_kernel", lambda: (tmp_path, True))
     monkeypatch.setattr(lab, "write_settings_overrides", lambda: tmp_path)
     return command
@@ -158,29 +158,37 @@ class RunningLab:
     token: str
     printed: list[str]
 
-    def api(self, path: str) -> Any:
+    def api(self, path: str, *, put: Any = None) -> Any:
         request = urllib.request.Request(
             f"http://127.0.0.1:{self.port}{path}",
-            headers={"Authorization": f"token {self.token}"},
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+            data=None if put is None else json.dumps(put).encode(),
+            method="GET" if put is None else "PUT",
         )
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
 
 @contextmanager
-def running_lab(notebooks: Path, cwd: Path, log: Path) -> Iterator[RunningLab]:
-    """``tierlog lab`` as a user starts it; yields once it printed its URL, and checks on
-    the way out that SIGTERM stops it (and its server) cleanly."""
+def running_lab(
+    notebooks: Path, cwd: Path, log: Path, runs: Path | None = None, home: Path | None = None
+) -> Iterator[RunningLab]:
+    """``tierlog lab`` as a user starts it (with ``HOME`` at ``home`` when given); yields
+    once it printed its URL, and checks on the way out that SIGTERM stops it (and its
+    server) cleanly."""
     port = closed_port()
+    args = [TIERLOG, "lab", "--port", str(port), "--notebooks-dir", str(notebooks)]
+    if runs is not None:
+        args += ["--runs-dir", str(runs)]
     with log.open("w") as stderr:
         process = subprocess.Popen(
-            [TIERLOG, "lab", "--port", str(port), "--notebooks-dir", str(notebooks)],
+            args,
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=stderr,
             stdin=subprocess.DEVNULL,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **({"HOME": str(home)} if home else {})},
         )
         lines: queue.Queue[str | None] = queue.Queue()
 
@@ -224,41 +232,88 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
+def users_jupyter_home(home: Path) -> dict[str, str]:
+    """A home whose ``~/.jupyter`` would break or steer a lab that read it: a server config
+    that raises, and a saved workspace that opens a notebook. Returns what is in it."""
+    jupyter = home / ".jupyter"
+    (jupyter / "lab" / "workspaces").mkdir(parents=True)
+    (jupyter / "jupyter_server_config.py").write_text(
+        "raise RuntimeError('the lab read the user\\'s ~/.jupyter')\n"
+    )
+    (jupyter / "lab" / "workspaces" / "default-37a8.jupyterlab-workspace").write_text(
+        json.dumps({"data": {"layout-restorer:data": {}}, "metadata": {"id": "default"}})
+    )
+    return {str(p.relative_to(home)): p.read_text() for p in home.rglob("*") if p.is_file()}
+
+
 @pytest.mark.timeout(300)
 def test_the_lab_in_headless_chromium(tmp_path: Path) -> None:
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     for name in NOTEBOOKS:
         shutil.copy(REPO / "notebooks" / name, notebooks / name)
-    # An executed notebook: the lab must show its summary as a table.
-    executed = run_notebook(
-        "summary", notebooks_dir=DATA, runs_dir=notebooks, cwd=tmp_path, label="run"
-    )
+    shipped = {name: (notebooks / name).read_bytes() for name in NOTEBOOKS}
+    # An executed notebook in the runs: the lab must reach it, and show its summary as a table.
+    runs = tmp_path / "runs"
+    executed = run_notebook("summary", notebooks_dir=DATA, runs_dir=runs, cwd=tmp_path, label="run")
     assert executed.ok, executed.error
+    home = tmp_path / "home"
+    before = users_jupyter_home(home)
 
-    with running_lab(notebooks, tmp_path, tmp_path / "lab.log") as lab:
-        assert lab.url.startswith(f"http://127.0.0.1:{lab.port}/lab?token=")
+    with running_lab(notebooks, tmp_path, tmp_path / "lab.log", runs=runs, home=home) as lab:
+        assert lab.url.startswith(f"http://127.0.0.1:{lab.port}/lab/tree/notebooks?token=")
         assert listening_addresses(lab.port) == {"0100007F"}  # 127.0.0.1 only
         assert any(f"kernel '{KERNEL_NAME}'" in line for line in lab.printed)
 
         specs = lab.api("/api/kernelspecs")["kernelspecs"]
+        assert set(specs) == {KERNEL_NAME}  # only the kernel that works is offered
         assert specs[KERNEL_NAME]["spec"]["display_name"] == "tierlog"
         assert specs[KERNEL_NAME]["spec"]["argv"][0] == sys.executable
-        listed = {item["name"] for item in lab.api("/api/contents")["content"]}
-        assert set(NOTEBOOKS) | {executed.output.name} <= listed
+        top = {item["name"] for item in lab.api("/api/contents")["content"]}
+        assert {"notebooks", "runs"} <= top
+        listed = {item["name"] for item in lab.api("/api/contents/notebooks")["content"]}
+        assert set(NOTEBOOKS) <= listed
+        reports = {item["name"] for item in lab.api("/api/contents/runs")["content"]}
+        assert {executed.output.name, executed.output.with_suffix(".html").name} <= reports
 
         dom = browser.dump_dom(lab.url)
         assert 'id="main"' in dom and "jp-LabShell" in dom, dom[:2000]
         for name in NOTEBOOKS:
             assert f"<span>{name}</span>" in dom, f"{name} not in the file browser"
         assert 'class="jp-LauncherCard" title="tierlog"' in dom  # the kernel, in the launcher
+        assert "Python 3 (ipykernel)" not in dom
         assert "official Jupyter news" not in dom  # no prompt to fetch news (overrides.json)
         shot = browser.screenshot(lab.url, tmp_path / "lab.png")
         assert shot.shape[:2] == (900, 1280) and not browser.is_blank(shot)
 
-        opened = f"http://127.0.0.1:{lab.port}/lab/tree/{executed.output.name}?token={lab.token}"
+        opened = (
+            f"http://127.0.0.1:{lab.port}/lab/tree/runs/{executed.output.name}?token={lab.token}"
+        )
         page = browser.dump_dom(opened)
         assert '<table class="tierlog-summary">' in page, "the summary is not a table"
         assert "IPython.core.display" not in page
         sessions = lab.api("/api/sessions")  # opening it started the notebook's kernel
         assert [s["kernel"]["name"] for s in sessions] == [KERNEL_NAME]
+
+        # What the lab saves after a kernel filled in language_info (its autosave of a
+        # notebook a user only opened): the shipped bytes, unchanged.
+        for name in NOTEBOOKS:
+            model = lab.api(f"/api/contents/notebooks/{name}")
+            model["content"]["metadata"]["language_info"] = {
+                "name": "python",
+                "version": sys.version.split()[0],
+                "mimetype": "text/x-python",
+                "codemirror_mode": {"name": "ipython", "version": 3},
+                "pygments_lexer": "ipython3",
+                "nbconvert_exporter": "python",
+                "file_extension": ".py",
+            }
+            lab.api(
+                f"/api/contents/notebooks/{name}",
+                put={"type": "notebook", "format": "json", "content": model["content"]},
+            )
+            assert (notebooks / name).read_bytes() == shipped[name], f"saving changed {name}"
+
+    # Nothing of the user's home was read (its config raises) or written.
+    after = {str(p.relative_to(home)): p.read_text() for p in home.rglob("*") if p.is_file()}
+    assert after == before

@@ -1,10 +1,20 @@
 """``session()``: a SparkSession ready for tierlog — Delta configured, its jars resolved,
-the executors' Python set, the ``tierlog`` data source registered."""
+the executors' Python set, the ``tierlog`` data source registered, and the JVM's stderr
+without the one line nobody can act on.
+
+Spark 4's launcher starts the driver JVM with ``--add-modules=jdk.incubator.vector``, and the
+JVM then prints ``WARNING: Using incubator modules: jdk.incubator.vector`` on stderr at
+start; no JVM flag turns it off, and in a notebook it is a red stderr box on every report.
+So ``session()`` starts the JVM itself (pyspark's public ``launch_gateway`` with its stderr
+piped) and copies everything else it prints to this process's stderr (file descriptor 2,
+where it went before), line by line."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +23,8 @@ from typing import Any
 # nobody can act on (the file says which and why).
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+# What the JVM prints that is dropped from its stderr (module docstring).
+SILENCED_JVM_LINES = (b"WARNING: Using incubator modules: jdk.incubator.vector",)
 
 
 def session(
@@ -83,6 +95,7 @@ def session(
         )
     settings.update(conf or {})
     quiet_logging(settings)
+    _start_jvm(app_name, master, settings)
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -110,3 +123,36 @@ def quiet_logging(settings: dict[str, Any]) -> None:
     if "-Dlog4j2.configurationFile=" in given:
         return
     settings[DRIVER_JAVA_OPTIONS] = f"{option} {given}".strip()
+
+
+def _start_jvm(app_name: str, master: str, settings: dict[str, Any]) -> None:
+    """Start the driver JVM and a SparkContext on it with the JVM's stderr filtered
+    (module docstring), unless this process has a SparkContext already (then the builder
+    reuses it, as ``getOrCreate`` always did)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    # pyspark has no public "is a context running" check; getOrCreate reads the same field.
+    if SparkContext._active_spark_context is not None:
+        return
+    conf = SparkConf().setAppName(app_name).setMaster(master)
+    for key, value in settings.items():
+        conf.set(key, str(value))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.stderr is not None:
+        threading.Thread(
+            target=_copy_stderr, args=(proc.stderr,), name="spark-jvm-stderr", daemon=True
+        ).start()
+    SparkContext(conf=conf, gateway=gateway)
+
+
+def _copy_stderr(stream: Any) -> None:
+    """The JVM's stderr to file descriptor 2, less ``SILENCED_JVM_LINES``."""
+    for line in iter(stream.readline, b""):
+        if line.rstrip() in SILENCED_JVM_LINES:
+            continue
+        try:
+            os.write(2, line)
+        except OSError:
+            return

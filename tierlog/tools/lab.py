@@ -1,5 +1,17 @@
-"""``tierlog lab``: JupyterLab on 127.0.0.1 over the notebooks directory, with this venv's
-Python registered as the Jupyter kernel "tierlog"; prints the URL with its token.
+"""``tierlog lab``: JupyterLab on 127.0.0.1, opened on the notebooks directory, with this
+venv's Python registered as the Jupyter kernel "tierlog"; prints the URL with its token.
+
+The lab's root is the directory holding both the notebooks and the runs (``runs/``: the
+executed notebooks and their HTML reports), the project's top directory as ``make lab``
+starts it, so a report is a click away; the lab opens on the notebooks. Only the "tierlog"
+kernel is offered (``allowed_kernelspecs``): ipykernel's own "Python 3" would start in the
+notebook's directory, where the notebooks' relative paths mean nothing.
+
+Nothing of the user's home is read or written: Jupyter's config, settings and workspaces
+(``JUPYTER_CONFIG_DIR``), data (``JUPYTER_DATA_DIR``), runtime files and IPython's profile
+live under the venv (``<prefix>/share/tierlog-lab``). A workspace saved by another lab in
+``~/.jupyter`` used to reopen notebooks here, whose autosave then changed them. Saving keeps
+the shipped notebooks byte for byte unless a user changes them (``lab_save``).
 
 The kernel spec goes into the venv's prefix (``.venv/share/jupyter/kernels/tierlog``),
 never the user's home: another project's Jupyter does not see it, and ``make clean``
@@ -141,8 +153,26 @@ class Lab:
     kernel_written: bool
 
 
-def server_command(notebooks: Path, port: int) -> list[str]:
-    """The child's command line: JupyterLab on ``HOST:port`` rooted at ``notebooks``."""
+def lab_root(notebooks: Path, runs: Path, cwd: Path) -> Path:
+    """The lab's root: the deepest directory holding the notebooks, the runs and ``cwd``."""
+    return Path(os.path.commonpath([notebooks.resolve(), runs.resolve(), cwd.resolve()]))
+
+
+def lab_environment(prefix: Path) -> dict[str, str]:
+    """Where Jupyter and IPython keep their state for this lab: under ``prefix`` (the venv),
+    never the user's home (module docstring)."""
+    state = prefix / "share" / "tierlog-lab"
+    return {
+        "JUPYTER_CONFIG_DIR": str(state / "config"),
+        "JUPYTER_DATA_DIR": str(state / "data"),
+        "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
+        "IPYTHONDIR": str(state / "ipython"),
+    }
+
+
+def server_command(root: Path, port: int, start_in: str = "") -> list[str]:
+    """The child's command line: JupyterLab on ``HOST:port`` rooted at ``root``, opening
+    on ``start_in`` (a path under the root), offering only the "tierlog" kernel."""
     command = [
         sys.executable,
         "-m",
@@ -150,7 +180,13 @@ def server_command(notebooks: Path, port: int) -> list[str]:
         f"--ServerApp.ip={HOST}",
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",  # the port asked for, or fail; never a surprise one
-        f"--ServerApp.root_dir={notebooks}",
+        f"--ServerApp.root_dir={root}",
+        f"--ServerApp.default_url=/lab/tree/{start_in}"
+        if start_in
+        else "--ServerApp.default_url=/lab",
+        f"--KernelSpecManager.allowed_kernelspecs={KERNEL_NAME}",
+        "--KernelSpecManager.ensure_native_kernel=False",
+        "--ContentsManager.pre_save_hook=tierlog.tools.lab_save.keep_language_name",
         "--ServerApp.open_browser=False",  # the URL is printed; a headless box has no browser
         "--ServerApp.log_level=WARN",
         # No calls home: no news feed, no update check (and no pop-up asking about them).
@@ -166,7 +202,13 @@ def server_command(notebooks: Path, port: int) -> list[str]:
     return command
 
 
-def start_lab(notebooks: Path, port: int, *, timeout_s: float = READY_TIMEOUT_S) -> Lab:
+def start_lab(
+    notebooks: Path,
+    port: int,
+    *,
+    runs: Path | None = None,
+    timeout_s: float = READY_TIMEOUT_S,
+) -> Lab:
     """Register the kernel, start JupyterLab and wait until it answers.
 
     Raises:
@@ -187,9 +229,21 @@ def start_lab(notebooks: Path, port: int, *, timeout_s: float = READY_TIMEOUT_S)
     spec_dir, written = register_kernel()
     write_settings_overrides()
     token = secrets.token_hex(24)
+    cwd = Path.cwd()
+    root = lab_root(notebooks, runs or notebooks, cwd)
+    start_in = notebooks.resolve().relative_to(root).as_posix()
+    start_in = "" if start_in == "." else start_in
+    environment = lab_environment(Path(sys.prefix))
+    for directory in environment.values():
+        Path(directory).mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(
-        server_command(notebooks.resolve(), port),
-        env={**os.environ, "JUPYTER_TOKEN": token, KERNEL_CWD_ENV: str(Path.cwd())},
+        server_command(root, port, start_in),
+        env={
+            **os.environ,
+            **environment,
+            "JUPYTER_TOKEN": token,
+            KERNEL_CWD_ENV: str(cwd),
+        },
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
@@ -199,7 +253,8 @@ def start_lab(notebooks: Path, port: int, *, timeout_s: float = READY_TIMEOUT_S)
     except BaseException:
         stop_lab(process)
         raise
-    return Lab(process, f"{base}/lab?token={token}", token, spec_dir, written)
+    where = f"/lab/tree/{start_in}" if start_in else "/lab"
+    return Lab(process, f"{base}{where}?token={token}", token, spec_dir, written)
 
 
 def _wait_ready(
@@ -234,15 +289,20 @@ def stop_lab(process: subprocess.Popen[bytes]) -> int:
     return process.wait()
 
 
-def run_lab(notebooks: Path, port: int, out: TextIO) -> int:
+def run_lab(notebooks: Path, port: int, out: TextIO, runs: Path | None = None) -> int:
     """``tierlog lab``: register the kernel, start the lab, print its URL, serve until
     Ctrl-C (or SIGTERM); returns the exit status."""
     if not 0 < port < 65536:
         raise CliError(f"--port must be 1-65535, got {port}", EXIT_USAGE)
-    lab = start_lab(notebooks, port)
+    lab = start_lab(notebooks, port, runs=runs)
     state = "registered" if lab.kernel_written else "already registered"
     print(f"kernel {KERNEL_NAME!r} {state} in {_relative(lab.kernel_dir)}", file=out)
-    print(f"JupyterLab on {_relative(notebooks.resolve())}/ (Ctrl-C stops it):", file=out)
+    root = lab_root(notebooks, runs or notebooks, Path.cwd())
+    print(
+        f"JupyterLab on {_relative(notebooks.resolve())}/ (and the runs: the lab's root is "
+        f"{_relative(root)}/; Ctrl-C stops it):",
+        file=out,
+    )
     print(f"    {lab.url}", file=out, flush=True)
     # SIGTERM (kill, systemd, a test's cleanup) stops the server as Ctrl-C does.
     signal.signal(signal.SIGTERM, _interrupt)
