@@ -1,6 +1,8 @@
 """The shipped ``configs/pipelines.toml`` works after ``make demo``: with the demo's data
 served by ``tierlog demo serve``, every job of it, made due at once, runs its notebook to
-the end, and ``schedule run-due`` says what it ran and, run again, why it ran nothing.
+the end, and ``schedule run-due`` says what it ran and, run again, why it ran nothing. The
+jobs pass no parameters, so this runs the notebooks on their own defaults (issue 25 item 1:
+they used to name a topic and a remote tier the demo does not make).
 
 Real parts throughout: the demo, a broker process, papermill, Spark in local mode.
 """
