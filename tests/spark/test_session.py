@@ -64,3 +64,21 @@ def test_the_configuration_silences_what_a_normal_run_prints_and_nothing_else() 
     assert entries["logger.javautils.name"] == "org.apache.spark.network.util.JavaUtils"
     assert "logger.javautils.level" not in entries
     assert entries["logger.javautils.filter.rmrf.onMatch"] == "DENY"
+
+
+def test_the_jvms_incubator_warning_is_dropped_and_the_rest_kept(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 25 item 3: every report carried a red stderr box with this line."""
+    import io
+
+    from tierlog.spark.session import _copy_stderr
+
+    stream = io.BytesIO(
+        b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+        b"26/11/27 23:19:10 WARN Executor: something a user can act on\n"
+    )
+    _copy_stderr(stream)
+    err = capfd.readouterr().err
+    assert "incubator" not in err
+    assert err == "26/11/27 23:19:10 WARN Executor: something a user can act on\n"

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tierlog.broker.config_notes import BROKER_NOTES
 from tierlog.broker.listeners import parse_listener
 from tierlog.broker.replica_selector import SELECTORS
 from tierlog.local.config import LogConfig, check_kafka_ranges
@@ -22,7 +23,7 @@ from tierlog.remote.registry import check_url
 from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
 from tierlog.security.config_providers import is_provider_key
 from tierlog.security.config_providers import resolve as resolve_config_providers
-from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, one_of
+from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, between, one_of
 from tierlog.util.properties import load_properties
 
 HOUR_MS = 60 * 60 * 1000
@@ -168,7 +169,7 @@ BROKER_CONFIG = ConfigDef(
             "double",
             0.9,
             "how full an offset map may get",
-            lambda v: None if 0 < v <= 0.95 else f"must be in (0, 0.95], got {v}",
+            between(0, 0.95, low_open=True),
         ),
         ConfigKey(
             "log.cleaner.io.max.bytes.per.second",
@@ -189,7 +190,7 @@ BROKER_CONFIG = ConfigDef(
             "double",
             0.5,
             "-> min.cleanable.dirty.ratio",
-            lambda v: None if 0 <= v <= 1 else f"must be in [0, 1], got {v}",
+            between(0, 1),
         ),
         ConfigKey(
             "log.cleaner.delete.retention.ms",
@@ -492,7 +493,8 @@ BROKER_CONFIG = ConfigDef(
             "how often high watermarks are written to replication-offset-checkpoint",
             at_least(1),
         ),
-    ]
+    ],
+    BROKER_NOTES,
 )
 
 # Broker ``log.*`` key -> topic key it sets the default of (Kafka's LogConfig mapping).

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, one_of
+from tierlog.local.config_notes import TOPIC_NOTES
+from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, between, one_of
 
 NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for flush.* and segment.ms
 DAY_MS = 24 * 60 * 60 * 1000
@@ -118,7 +119,7 @@ TOPIC_CONFIG = ConfigDef(
             "double",
             0.5,
             "dirty share of the log that triggers compaction",
-            lambda v: None if 0 <= v <= 1 else f"must be between 0 and 1, got {v}",
+            between(0, 1),
         ),
         ConfigKey(
             "remote.storage.enable",
@@ -147,7 +148,8 @@ TOPIC_CONFIG = ConfigDef(
             "delete, compact, or both",
             one_of("delete", "compact"),
         ),
-    ]
+    ],
+    TOPIC_NOTES,
 )
 
 

@@ -1,14 +1,23 @@
 """Typed configuration keys in Kafka's style: a table of definitions that parses
 ``key=value`` strings, applies defaults and names the key and the reason on bad input.
 
-Used for topic configs (``tierlog.local.config``) and, later, broker configs.
+Used for topic configs (``tierlog.local.config``) and broker configs
+(``tierlog.broker.config``). Each key also says how Kafka updates it at run time
+(``update_mode``: Kafka's "Dynamic Update Mode" column, for broker keys) and how it relates
+to Kafka (``kafka``: empty when it is Kafka's key with Kafka's meaning), and each check can
+describe the values it accepts: ``tierlog.tools.config_reference`` writes the reference
+(docs/configuration.md) from these tables, so the reference cannot drift from the code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+# Kafka's dynamic update modes of a broker key (its docs' "Dynamic Update Mode").
+READ_ONLY, PER_BROKER, CLUSTER_WIDE = "read-only", "per-broker", "cluster-wide"
+UPDATE_MODES = (READ_ONLY, PER_BROKER, CLUSTER_WIDE)
 
 
 class ConfigError(ValueError):
@@ -70,13 +79,18 @@ def _typed(type_name: str, value: Any) -> Any:
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """One key: its Kafka name, type, default, an optional check and a line of doc."""
+    """One key: its Kafka name, type, default, an optional check and a line of doc; how
+    Kafka updates it at run time (``update_mode``, one of ``UPDATE_MODES``; None for topic
+    keys, which AlterConfigs always changes) and how it relates to Kafka (``kafka``: empty
+    for Kafka's own key with Kafka's meaning, else the equivalent or the difference)."""
 
     name: str
     type: str
     default: Any
     doc: str
     check: Callable[[Any], str | None] | None = None
+    update_mode: str | None = None
+    kafka: str = ""
 
     def parse(self, raw: Any) -> Any:
         if isinstance(raw, str):
@@ -96,24 +110,101 @@ class ConfigKey:
         return value
 
 
-def at_least(minimum: int) -> Callable[[Any], str | None]:
-    return lambda value: None if value >= minimum else f"must be >= {minimum}, got {value}"
+@dataclass(frozen=True)
+class AtLeast:
+    """A number no smaller than ``minimum``."""
+
+    minimum: int
+
+    def __call__(self, value: Any) -> str | None:
+        return None if value >= self.minimum else f"must be >= {self.minimum}, got {value}"
+
+    def describe(self) -> str:
+        return f">= {self.minimum}"
 
 
-def one_of(*choices: str) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
+@dataclass(frozen=True)
+class Between:
+    """A number in ``[low, high]`` (``(low, high]`` when ``low_open``)."""
+
+    low: float
+    high: float
+    low_open: bool = False
+
+    def __call__(self, value: Any) -> str | None:
+        above = value > self.low if self.low_open else value >= self.low
+        return (
+            None if above and value <= self.high else f"must be in {self.describe()}, got {value}"
+        )
+
+    def describe(self) -> str:
+        return f"{'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """One of ``choices`` (each item of a list value)."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, value: Any) -> str | None:
         values = value if isinstance(value, (list, tuple)) else [value]
-        bad = [v for v in values if v not in choices]
-        return f"must be one of {', '.join(choices)}; got {', '.join(bad)}" if bad else None
+        bad = [v for v in values if v not in self.choices]
+        return f"must be one of {', '.join(self.choices)}; got {', '.join(bad)}" if bad else None
 
-    return check
+    def describe(self) -> str:
+        return ", ".join(c if c else '""' for c in self.choices)
+
+
+def at_least(minimum: int) -> AtLeast:
+    return AtLeast(minimum)
+
+
+def between(low: float, high: float, *, low_open: bool = False) -> Between:
+    return Between(low, high, low_open)
+
+
+def one_of(*choices: str) -> OneOf:
+    return OneOf(tuple(choices))
+
+
+def describe_check(check: Callable[[Any], str | None] | None) -> str:
+    """The values a check accepts, for the reference ("" when it cannot say)."""
+    describe = getattr(check, "describe", None)
+    return str(describe()) if callable(describe) else ""
+
+
+@dataclass(frozen=True)
+class KafkaNotes:
+    """What the reference says of a key beside its own definition: Kafka's update mode
+    (broker keys) and its relation to Kafka (``ConfigKey.kafka``)."""
+
+    update_mode: str | None = None
+    kafka: str = ""
 
 
 class ConfigDef:
-    """A table of keys; ``parse`` turns raw strings into a complete dict of typed values."""
+    """A table of keys; ``parse`` turns raw strings into a complete dict of typed values.
 
-    def __init__(self, keys: Iterable[ConfigKey]) -> None:
-        self.keys = {key.name: key for key in keys}
+    Args:
+        notes: per key name, its ``update_mode`` and ``kafka`` note, kept beside the table
+            (one table of Kafka's facts, not a field repeated in every entry).
+    """
+
+    def __init__(
+        self, keys: Iterable[ConfigKey], notes: Mapping[str, KafkaNotes] | None = None
+    ) -> None:
+        notes = notes or {}
+        keys = list(keys)
+        unknown = set(notes) - {key.name for key in keys}
+        if unknown:
+            raise ValueError(f"notes for keys the table does not have: {sorted(unknown)}")
+        self.keys = {
+            key.name: replace(key, update_mode=n.update_mode, kafka=n.kafka)
+            if (n := notes.get(key.name)) is not None
+            else key
+            for key in keys
+        }
 
     def parse(self, raw: Mapping[str, Any], *, allow_unknown: bool = False) -> dict[str, Any]:
         """Defaults overlaid with ``raw``, every value parsed and checked.

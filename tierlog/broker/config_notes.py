@@ -1,0 +1,137 @@
+"""Kafka's facts about each broker key, for the config reference (docs/configuration.md):
+how Kafka updates it at run time, and how tierlog's key relates to Kafka's.
+
+``update_mode`` is the "Dynamic Update Mode" column of Kafka's broker config docs
+(read-only: a restart; per-broker / cluster-wide: ``kafka-configs --alter`` for one broker
+or all). tierlog reads broker configs once, at start, until dynamic broker configs land
+(issue 23): the reference says so. A key tierlog has and Kafka does not is ``read-only`` here
+and says so in its ``kafka`` note; an empty note means Kafka's key with Kafka's meaning.
+
+Adding a key to ``BROKER_CONFIG`` means adding it here: ``tests/tools/
+test_config_reference.py`` checks that every key has a mode.
+"""
+
+from __future__ import annotations
+
+from tierlog.util.configdef import CLUSTER_WIDE, PER_BROKER, READ_ONLY, KafkaNotes
+
+_OWN = "tierlog's own key (Kafka has none)"
+
+
+def _ro(kafka: str = "") -> KafkaNotes:
+    return KafkaNotes(READ_ONLY, kafka)
+
+
+def _cw(kafka: str = "") -> KafkaNotes:
+    return KafkaNotes(CLUSTER_WIDE, kafka)
+
+
+BROKER_NOTES: dict[str, KafkaNotes] = {
+    "broker.id": _ro("default 0 (Kafka: -1, generated)"),
+    "node.id": _ro("KRaft's name; read as broker.id here (ZooKeeper mode)"),
+    "broker.rack": _ro(),
+    "replica.selector.class": _ro(),
+    "max.incremental.fetch.session.cache.slots": _ro(),
+    "quota.window.num": _ro(),
+    "quota.window.size.seconds": _ro(),
+    "listeners": KafkaNotes(PER_BROKER, "default 127.0.0.1:9092 (Kafka: every interface)"),
+    "advertised.listeners": KafkaNotes(PER_BROKER),
+    "log.dirs": _ro(),
+    "log.dir": _ro("default ./data (Kafka: /tmp/kafka-logs)"),
+    "num.partitions": _ro(),
+    "default.replication.factor": _ro(),
+    "auto.create.topics.enable": _ro(),
+    "delete.topic.enable": _ro(),
+    "min.insync.replicas": _cw(),
+    "log.segment.bytes": _cw(),
+    "log.roll.ms": _cw(),
+    "log.roll.hours": _cw(),
+    "log.retention.ms": _cw(),
+    "log.retention.minutes": _cw(),
+    "log.retention.hours": _cw(),
+    "log.retention.bytes": _cw(),
+    "log.flush.interval.messages": _cw(),
+    "log.flush.interval.ms": _cw(),
+    "log.flush.scheduler.interval.ms": _ro(),
+    "log.scrubber.bytes.per.second": _ro(
+        f"{_OWN}: Kafka serves bytes no background check has read (docs/integrity.md)"
+    ),
+    "log.scrubber.pass.interval.ms": _ro(_OWN),
+    "log.flush.offset.checkpoint.interval.ms": _ro(),
+    "log.retention.check.interval.ms": _ro(),
+    "log.index.interval.bytes": _cw(),
+    "log.index.size.max.bytes": _cw(),
+    "log.message.timestamp.type": _cw(),
+    "log.cleanup.policy": _cw(),
+    "log.segment.delete.delay.ms": _cw(),
+    "log.cleaner.enable": _ro(),
+    "log.cleaner.threads": _cw("worker processes, not threads (one event loop per broker)"),
+    "log.cleaner.dedupe.buffer.size": _cw(),
+    "log.cleaner.io.buffer.load.factor": _cw(),
+    "log.cleaner.io.max.bytes.per.second": _cw(),
+    "log.cleaner.backoff.ms": _cw(),
+    "log.cleaner.min.cleanable.ratio": _cw(),
+    "log.cleaner.delete.retention.ms": _cw(),
+    "log.cleaner.min.compaction.lag.ms": _cw(),
+    "log.cleaner.max.compaction.lag.ms": _cw(),
+    "message.max.bytes": _cw(),
+    "socket.request.max.bytes": _ro(),
+    "max.connections": _cw(),
+    "max.connections.per.ip": _cw(),
+    "connections.max.idle.ms": _ro(),
+    "socket.request.receive.timeout.ms": _ro(
+        f"{_OWN}: Kafka waits for a request's bytes without a bound"
+    ),
+    "queued.max.request.bytes": _ro(),
+    "offsets.topic.num.partitions": _ro(),
+    "offsets.topic.replication.factor": _ro("default 1 (Kafka: 3); tierlog cluster start sets 3"),
+    "offsets.commit.timeout.ms": _ro(),
+    "offsets.topic.segment.bytes": _ro(),
+    "offsets.retention.check.interval.ms": _ro(),
+    "offset.metadata.max.bytes": _ro(),
+    "offsets.retention.minutes": _ro(),
+    "group.initial.rebalance.delay.ms": _ro(),
+    "group.min.session.timeout.ms": _ro(),
+    "group.max.session.timeout.ms": _ro(),
+    "group.max.size": _ro(),
+    "transactional.id.expiration.ms": _ro(),
+    "transaction.state.log.num.partitions": _ro(),
+    "transaction.state.log.replication.factor": _ro("default 1 (Kafka: 3)"),
+    "transaction.state.log.min.isr": _ro("default 1 (Kafka: 2)"),
+    "transaction.state.log.segment.bytes": _ro(),
+    "transaction.state.log.load.buffer.size": _ro(),
+    "transaction.partition.verification.enable": _cw(),
+    "transaction.max.timeout.ms": _ro(),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": _ro(),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": _ro(),
+    "producer.id.expiration.ms": _cw(),
+    "remote.log.storage.system.enable": _ro("default true (Kafka: false); a topic still opts in"),
+    "remote.log.storage.url": _ro(
+        f"{_OWN}: Kafka loads a RemoteStorageManager class (remote.log.storage.manager."
+        "class.name); tierlog opens any fsspec URL, options as remote.log.storage.options.*"
+    ),
+    "remote.log.manager.task.interval.ms": _ro(),
+    "remote.log.manager.copy.max.bytes.per.second": _cw(),
+    "remote.fetch.max.wait.ms": _cw(),
+    "remote.log.reader.cache.bytes": _ro(
+        f"{_OWN}: the on-disk chunk cache of remote reads (Kafka's plugins have their own)"
+    ),
+    "zookeeper.connect": _ro("empty: one node, coordination kept in the data dir"),
+    "zookeeper.session.timeout.ms": _ro(),
+    "replica.lag.time.max.ms": _ro(),
+    "unclean.leader.election.enable": _cw(),
+    "fetch.max.bytes": _ro(),
+    "replica.fetch.wait.max.ms": _ro(),
+    "replica.fetch.min.bytes": _ro(),
+    "replica.fetch.max.bytes": _ro(),
+    "replica.fetch.backoff.ms": _ro(),
+    "auto.leader.rebalance.enable": _ro(),
+    "leader.imbalance.per.broker.percentage": _ro(),
+    "leader.imbalance.check.interval.seconds": _ro(),
+    "metrics.http.port": _ro(
+        f"{_OWN}: Kafka exports JMX; tierlog serves Prometheus text with Kafka's metric "
+        "names (docs/operations.md)"
+    ),
+    "metrics.http.host": _ro(_OWN),
+    "replica.high.watermark.checkpoint.interval.ms": _ro(),
+}
