@@ -8,9 +8,10 @@ kernel is offered (``allowed_kernelspecs``): ipykernel's own "Python 3" would st
 notebook's directory, where the notebooks' relative paths mean nothing.
 
 Nothing of the user's home is read or written: Jupyter's config, settings and workspaces
-(``JUPYTER_CONFIG_DIR``), data (``JUPYTER_DATA_DIR``), runtime files and IPython's profile
-live under the venv (``<prefix>/share/tierlog-lab``). A workspace saved by another lab in
-``~/.jupyter`` used to reopen notebooks here, whose autosave then changed them. Saving keeps
+(``JUPYTER_CONFIG_DIR``), data (``JUPYTER_DATA_DIR``), runtime files, IPython's profile and
+the npm cache (JupyterLab's start-up runs npm, which logs there) live under the venv
+(``<prefix>/share/tierlog-lab``). A workspace saved by another lab in ``~/.jupyter`` used to
+reopen notebooks here, whose autosave then changed them. Saving keeps
 the shipped notebooks byte for byte unless a user changes them (``lab_save``).
 
 The kernel spec goes into the venv's prefix (``.venv/share/jupyter/kernels/tierlog``),
@@ -167,6 +168,10 @@ def lab_environment(prefix: Path) -> dict[str, str]:
         "JUPYTER_DATA_DIR": str(state / "data"),
         "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
         "IPYTHONDIR": str(state / "ipython"),
+        # JupyterLab runs npm at start (it asks for its version); npm logs into its cache,
+        # ~/.npm by default.
+        "npm_config_cache": str(state / "npm"),
+        "npm_config_update_notifier": "false",
     }
 
 
