@@ -317,3 +317,15 @@ def test_the_lab_in_headless_chromium(tmp_path: Path) -> None:
     # Nothing of the user's home was read (its config raises) or written.
     after = {str(p.relative_to(home)): p.read_text() for p in home.rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_the_lab_root_holds_notebooks_and_runs_without_following_links(tmp_path: Path) -> None:
+    from tierlog.tools.lab import lab_root
+
+    (tmp_path / "elsewhere" / "notebooks").mkdir(parents=True)
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "notebooks").symlink_to(tmp_path / "elsewhere" / "notebooks")
+    assert lab_root(clone / "notebooks", clone / "runs", clone) == clone
+    assert lab_root(Path("notebooks"), Path("runs"), Path.cwd()) == Path.cwd()
+    assert lab_root(clone / "notebooks", tmp_path / "runs", clone) == tmp_path

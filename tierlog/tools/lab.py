@@ -154,9 +154,15 @@ class Lab:
     kernel_written: bool
 
 
+def _absolute(path: Path) -> Path:
+    """``path`` made absolute without resolving symlinks: a notebooks directory that links
+    elsewhere still sits where the user put it."""
+    return Path(os.path.normpath(path.absolute()))
+
+
 def lab_root(notebooks: Path, runs: Path, cwd: Path) -> Path:
     """The lab's root: the deepest directory holding the notebooks, the runs and ``cwd``."""
-    return Path(os.path.commonpath([notebooks.resolve(), runs.resolve(), cwd.resolve()]))
+    return Path(os.path.commonpath([_absolute(notebooks), _absolute(runs), _absolute(cwd)]))
 
 
 def lab_environment(prefix: Path) -> dict[str, str]:
@@ -236,7 +242,7 @@ def start_lab(
     token = secrets.token_hex(24)
     cwd = Path.cwd()
     root = lab_root(notebooks, runs or notebooks, cwd)
-    start_in = notebooks.resolve().relative_to(root).as_posix()
+    start_in = _absolute(notebooks).relative_to(root).as_posix()
     start_in = "" if start_in == "." else start_in
     environment = lab_environment(Path(sys.prefix))
     for directory in environment.values():
