@@ -46,8 +46,8 @@ demo: $(DEMO_STAMP) $(JARS)
 serve: $(DEMO_STAMP)
 	$(BIN)/tierlog demo serve --data-dir ./data/demo
 
-# JupyterLab on 127.0.0.1:8888 over notebooks/, with the venv's kernel registered as
-# "tierlog"; prints the URL with its token. Ctrl-C stops it.
+# JupyterLab on 127.0.0.1:8888, opened on notebooks/ (runs/ beside it), with the venv's
+# kernel registered as "tierlog"; prints the URL with its token. Ctrl-C stops it.
 lab: $(DEMO_STAMP) $(JARS)
 	$(BIN)/tierlog lab
 
@@ -66,8 +66,9 @@ typecheck: $(STAMP)
 zookeeper:
 	test -x /usr/share/zookeeper/bin/zkServer.sh || (apt-get update -q && apt-get install -y -q zookeeper)
 
-# tests/tools/test_lab.py and tests/jobs/test_notebooks.py open JupyterLab and a run's HTML
-# copy in headless Chromium: Debian's package, from apt when missing.
+# tests/tools/test_lab.py, test_lab_ui.py (through Playwright, never its own browser
+# download) and tests/jobs/test_notebooks.py open JupyterLab and a run's HTML copy in
+# headless Chromium: Debian's package, from apt when missing.
 chromium:
 	command -v chromium > /dev/null || (apt-get update -q && apt-get install -y -q chromium)
 
