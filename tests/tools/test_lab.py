@@ -276,14 +276,17 @@ def test_the_lab_in_headless_chromium(tmp_path: Path) -> None:
         reports = {item["name"] for item in lab.api("/api/contents/runs")["content"]}
         assert {executed.output.name, executed.output.with_suffix(".html").name} <= reports
 
-        dom = browser.dump_dom(lab.url)
+        # ?reset: JupyterLab's default workspace, not the one an earlier lab on this venv
+        # saved (the lab keeps its workspaces in the venv, as Jupyter does in ~/.jupyter).
+        fresh = f"{lab.url}&reset"
+        dom = browser.dump_dom(fresh)
         assert 'id="main"' in dom and "jp-LabShell" in dom, dom[:2000]
         for name in NOTEBOOKS:
             assert f"<span>{name}</span>" in dom, f"{name} not in the file browser"
         assert 'class="jp-LauncherCard" title="tierlog"' in dom  # the kernel, in the launcher
         assert "Python 3 (ipykernel)" not in dom
         assert "official Jupyter news" not in dom  # no prompt to fetch news (overrides.json)
-        shot = browser.screenshot(lab.url, tmp_path / "lab.png")
+        shot = browser.screenshot(fresh, tmp_path / "lab.png")
         assert shot.shape[:2] == (900, 1280) and not browser.is_blank(shot)
 
         opened = (
