@@ -88,7 +88,6 @@ hdfs: $(STAMP)
 	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)
 	$(BIN)/python -m tests.integration.minihdfs fetch
 
-
 # The suite in TEST_WORKERS processes (pytest-xdist): most tests wait on brokers, JVMs and
 # kernels rather than compute, so more processes than cores pays; tests/conftest.py keeps
 # the ones that share a Spark session, a module's fixtures or port 9092 in one process.
