@@ -43,6 +43,7 @@ from tierlog.protocol import (
     encode_response,
     warm_codecs,
 )
+from tierlog.protocol.codec import response_type_for
 
 
 def _kafka_python_classes(suffix: str) -> dict[int, Any]:
@@ -342,6 +343,15 @@ def test_unknown_api_keys(api_key: int) -> None:
     with pytest.raises(UnknownApiKeyError) as info:
         decode_request(raw)
     assert (info.value.api_key, info.value.correlation_id) == (api_key, 56)
+
+
+def test_a_codec_a_client_built_does_not_make_its_api_served() -> None:
+    # A SaslHandshake response read in this process (a client, a tool, a test) builds a
+    # codec for key 17; a request with that key must still be an unknown API to the broker.
+    response_type_for(17, 1)
+    raw = struct.pack(">hhih", 17, 1, 57, -1) + b"\x00" * 20
+    with pytest.raises(UnknownApiKeyError):
+        decode_request(raw)
 
 
 def test_trailing_bytes_are_ignored_like_kafka() -> None:

@@ -108,6 +108,10 @@ class _Codec:
 
 
 _CODECS: dict[tuple[int, int], _Codec] = {}
+# The codecs ``decode_request`` may use: only pairs in ``SUPPORTED``. Kept apart from
+# ``_CODECS``, which also holds what a client in the same process built (a SaslHandshake
+# encoded by a test or a tool), so a request the broker does not serve is never decoded.
+_SERVED: dict[tuple[int, int], _Codec] = {}
 _RESPONSE_WRITERS: dict[type[Any], _Writer] = {}
 
 
@@ -182,7 +186,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     if size < _HEAD.size:
         raise MalformedRequestError(f"frame of {size} bytes is too short for a request header")
     api_key, api_version, correlation_id = _HEAD.unpack_from(data, 0)
-    codec = _CODECS.get((api_key, api_version))
+    codec = _SERVED.get((api_key, api_version))
     if codec is None:
         if not is_supported(api_key, api_version):
             if api_key == ApiKey.API_VERSIONS:
@@ -190,7 +194,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
             if api_key not in SUPPORTED:
                 raise UnknownApiKeyError(api_key, api_version, correlation_id)
             raise UnsupportedVersionError(api_key, api_version, correlation_id)
-        codec = _build(api_key, api_version)
+        codec = _SERVED[(api_key, api_version)] = _codec(api_key, api_version)
     try:
         if codec.skim is not None:
             data = codec.skim(data)
