@@ -51,7 +51,7 @@ def test_ranges_name_the_offsets_between_the_intact_batches(
 ) -> None:
     lg, intact = damaged_log(make_log, tmp_path)
     batches = list(iter_batches(intact))
-    (damaged,) = damaged_ranges(lg)
+    (damaged,) = damaged_ranges(lg.segments)
     (p3, h3), (p4, h4) = batches[3], batches[4]
     assert (damaged.position, damaged.end) == (p3, p4)
     assert (damaged.first_offset, damaged.end_offset) == (h3.base_offset, h4.base_offset)
@@ -62,13 +62,13 @@ def test_the_replicas_batches_repair_the_range_and_reads_work_again(
     make_log: LogFactory, tmp_path: Path
 ) -> None:
     lg, intact = damaged_log(make_log, tmp_path)
-    (damaged,) = damaged_ranges(lg)
+    (damaged,) = damaged_ranges(lg.segments)
     with pytest.raises(CorruptSegmentError):
         lg.read(damaged.first_offset, 1 << 20)
-    damage_marks.save(lg)
+    damage_marks.save(lg.segments)
     assert (lg.directory / damage_marks.FILE_NAME).exists()
 
-    rest = apply_patch(lg, damaged, replica_bytes(intact, damaged.position, damaged.end))
+    rest = apply_patch(lg.segments, damaged, replica_bytes(intact, damaged.position, damaged.end))
 
     assert rest is None
     segment = damaged.segment
@@ -93,14 +93,14 @@ def test_a_range_is_repaired_in_pieces_and_the_mark_shrinks(
         f.write(struct.pack(">i", 0x7FFF0000))
     (problem,) = verify_segment_crc(segment.path)
     segment.mark_damaged(problem.position, problem.end_position, problem.problem)
-    (damaged,) = damaged_ranges(lg)
+    (damaged,) = damaged_ranges(lg.segments)
     assert (damaged.first_offset, damaged.end_offset) == (
         batches[2][1].base_offset,
         lg.segments[1].base_offset,
     )
 
     first_piece = intact[position : batches[4][0]]
-    rest = apply_patch(lg, damaged, first_piece)
+    rest = apply_patch(lg.segments, damaged, first_piece)
     assert rest is not None and rest.position == batches[4][0]
     assert rest.first_offset == batches[4][1].base_offset
     assert segment.damaged == [(batches[4][0], len(intact), problem.problem)]
@@ -109,7 +109,7 @@ def test_a_range_is_repaired_in_pieces_and_the_mark_shrinks(
     with pytest.raises(CorruptSegmentError):
         lg.read(batches[4][1].base_offset, 100)
 
-    assert apply_patch(lg, rest, intact[rest.position :]) is None
+    assert apply_patch(lg.segments, rest, intact[rest.position :]) is None
     assert segment.path.read_bytes() == intact and segment.damaged == []
 
 
@@ -117,7 +117,7 @@ def test_bytes_that_do_not_line_up_are_refused_and_nothing_is_written(
     make_log: LogFactory, tmp_path: Path
 ) -> None:
     lg, intact = damaged_log(make_log, tmp_path)
-    (damaged,) = damaged_ranges(lg)
+    (damaged,) = damaged_ranges(lg.segments)
     good = replica_bytes(intact, damaged.position, damaged.end)
     on_disk = damaged.segment.path.read_bytes()
     batches = list(iter_batches(intact))
@@ -134,7 +134,7 @@ def test_bytes_that_do_not_line_up_are_refused_and_nothing_is_written(
         (b"", "no batches"),
     ):
         with pytest.raises(PatchRefused, match=reason):
-            apply_patch(lg, damaged, offered)
+            apply_patch(lg.segments, damaged, offered)
     assert damaged.segment.path.read_bytes() == on_disk
     assert damaged.segment.damaged == [(damaged.position, damaged.end, damaged.problem)]
 
@@ -155,7 +155,7 @@ def test_index_entries_inside_the_range_must_find_the_same_batches(
     start, end = batches[n - 1][0], batches[n + 1][0]
     segment.damaged.clear()
     segment.mark_damaged(start, end, "test")
-    (damaged,) = damaged_ranges(lg)
+    (damaged,) = damaged_ranges(lg.segments)
     # One batch holding the offsets of both, shorter than the two: it fits the range,
     # but the entry for batch n's last offset would point inside it.
     merged_count = batches[n][1].last_offset - batches[n - 1][1].base_offset + 1
@@ -168,10 +168,10 @@ def test_index_entries_inside_the_range_must_find_the_same_batches(
 
 def test_a_range_changed_meanwhile_is_not_written(make_log: LogFactory, tmp_path: Path) -> None:
     lg, intact = damaged_log(make_log, tmp_path)
-    (damaged,) = damaged_ranges(lg)
+    (damaged,) = damaged_ranges(lg.segments)
     damaged.segment.damaged.clear()  # e.g. the segment was replaced by compaction
     with pytest.raises(PatchRefused, match="changed meanwhile"):
-        apply_patch(lg, damaged, replica_bytes(intact, damaged.position, damaged.end))
+        apply_patch(lg.segments, damaged, replica_bytes(intact, damaged.position, damaged.end))
 
 
 def test_a_copy_of_the_log_is_the_replica_it_is_repaired_from(
@@ -187,7 +187,7 @@ def test_a_copy_of_the_log_is_the_replica_it_is_repaired_from(
     flip(segment.path, position + 90)
     for problem in verify_segment_crc(segment.path):
         segment.mark_damaged(problem.position, problem.end_position, problem.problem)
-    (damaged,) = damaged_ranges(lg)
+    (damaged,) = damaged_ranges(lg.segments)
     source = (replica / segment.path.name).read_bytes()
-    apply_patch(lg, damaged, source[damaged.position : damaged.end])
+    apply_patch(lg.segments, damaged, source[damaged.position : damaged.end])
     assert segment.path.read_bytes() == source

@@ -132,7 +132,7 @@ class SegmentRepairer:
 
     async def repair_partition(self, partition: Partition) -> int:
         done = 0
-        for damaged in damaged_ranges(partition.local):
+        for damaged in damaged_ranges(partition.local.segments):
             for peer in self._peers(partition):
                 try:
                     if await self._repair_from(peer, partition, damaged):
@@ -182,7 +182,7 @@ class SegmentRepairer:
                 data = await self._fetch(connection, partition, rest)
                 if not data:
                     return False  # the replica's high watermark is below it: later
-                rest = apply_patch(partition.local, rest, data)
+                rest = apply_patch(partition.local.segments, rest, data)
                 self.stats.repaired_bytes += len(data)
         finally:
             await connection.close()

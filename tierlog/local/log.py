@@ -5,11 +5,17 @@ rules that span segments: offset assignment, rolling, the flush policy, retentio
 and recovery after an unclean stop. The broker never decodes records here: appends read only
 batch headers and write the producer's bytes with baseOffset/partitionLeaderEpoch rewritten.
 
-Size: ~970 lines, past the ~600 guideline, because append (with its unrolled single-batch
+The segment list is a ``LogSegments`` (``log_segments.py``), which the loader builds
+(``log_loader.load`` returns it with the offsets it settled, and the log is built from
+that), the compaction swap changes through ``replace_segments``, and the log changes as it
+rolls, retains and truncates.
+
+Size: ~950 lines, past the ~600 guideline, because append (with its unrolled single-batch
 fast path), read, retention, truncation and the transaction markers all work on the same
-segment list and offsets; loading already lives in ``log_loader.py``, the index file in
-``txn_index.py``. The append validation (``_validate`` and the client rules) is the part to
-move out next, into an appender owned by the log.
+segment list and offsets; loading lives in ``log_loader.py``, the producer replay in
+``producer_replay.py``, the index file in ``txn_index.py``. The append validation
+(``_validate`` and the client rules) is the part to move out next, into an appender owned
+by the log.
 
 Transactions (KIP-98): the producer state tracks open transactions, whose first offset
 bounds the last stable offset (``first_unstable_offset``); ``append_marker`` writes a
@@ -25,11 +31,10 @@ takes a lock around the whole ``Log``.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +43,6 @@ from crc32c import crc32c
 from tierlog.local.config import LogConfig
 from tierlog.local.crc_worker import CRC_WORKER, OVERLAP_MIN_BYTES
 from tierlog.local.errors import (
-    CorruptSegmentError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -46,6 +50,8 @@ from tierlog.local.errors import (
 )
 from tierlog.local.leader_epoch import LeaderEpochCache
 from tierlog.local.log_loader import load
+from tierlog.local.log_segments import LogSegments
+from tierlog.local.producer_replay import index_if_aborted, replay_producers
 from tierlog.local.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     CompletedTxn,
@@ -58,6 +64,7 @@ from tierlog.local.segment import (
     FileSlice,
     LogSegment,
 )
+from tierlog.local.segment_swap import swap_in
 from tierlog.local.time_index import NO_TIMESTAMP
 from tierlog.records.builder import ControlType, build_control_batch
 from tierlog.records.codecs import DEFAULT_MAX_SIZE, check_declared_sizes
@@ -147,10 +154,6 @@ class Log:
         self.config = config or LogConfig()
         self.clock = clock or SystemClock()
         self.scheduler = scheduler
-        self.segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self.log_start_offset = log_start_offset
-        self.recovery_point = recovery_point
         self.unflushed_messages = 0
         self.last_flush_ms = self.clock.monotonic_ms()
         self.closed = False
@@ -158,17 +161,28 @@ class Log:
         self.producer_state = ProducerStateManager(
             self.directory, clock=self.clock, producer_id_expiration_ms=producer_id_expiration_ms
         )
-        self.recovered_bytes_truncated = 0
         # Set by the remote log manager for a tiered log: offsets below it are committed to
         # the remote tier. None = not tiered (local retention uses retention.* alone).
         self.remote_end_offset: int | None = None
-        load(self, had_clean_shutdown)
+        loaded = load(
+            self.directory,
+            self._new_segment,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            had_clean_shutdown=had_clean_shutdown,
+            leader_epoch_cache=self.leader_epoch_cache,
+            producer_state=self.producer_state,
+        )
+        self.segments: LogSegments = loaded.segments
+        self.log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        self.recovered_bytes_truncated = loaded.recovered_bytes_truncated
 
     # -- properties ----------------------------------------------------------------------
 
     @property
     def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+        return self.segments.active
 
     @property
     def log_end_offset(self) -> int:
@@ -182,7 +196,8 @@ class Log:
     def name(self) -> str:
         return self.directory.name
 
-    def _open_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        """Open the segment at ``base_offset`` (creating its files when new)."""
         return LogSegment(
             self.directory,
             base_offset,
@@ -190,10 +205,6 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
             created_ms=self.clock.milliseconds(),
         )
-
-    def _append_segment(self, segment: LogSegment) -> None:
-        self.segments.append(segment)
-        self._bases.append(segment.base_offset)
 
     # -- appending -----------------------------------------------------------------------
 
@@ -321,7 +332,7 @@ class Log:
                 h[5] & Attr.COMPRESSION_MASK, view[HEADER_SIZE:], count, DEFAULT_MAX_SIZE
             )
         try:
-            segment = self.segments[-1]
+            segment = self.segments.active
             first = segment.next_offset
             last = first + delta
             max_timestamp = h[8]
@@ -433,7 +444,7 @@ class Log:
             completed = self.producer_state.replay(header, marker)
             if completed is not None:
                 info.completed_txns.append(completed)
-                self._index_if_aborted(completed, self.active_segment)
+                index_if_aborted(self.producer_state, completed, self.active_segment)
         return info
 
     def append_marker(
@@ -482,21 +493,8 @@ class Log:
         completed = self.producer_state.replay(header, EndTxnMarker(commit, coordinator_epoch))
         if completed is not None:
             info.completed_txns.append(completed)
-        self._index_if_aborted(completed, self.active_segment)
+        index_if_aborted(self.producer_state, completed, self.active_segment)
         return info
-
-    def _index_if_aborted(self, completed: CompletedTxn | None, segment: LogSegment) -> None:
-        """An aborted transaction goes into the marker's segment's ``.txnindex`` with the
-        LSO once it ended (Kafka's ``LogSegment.updateTxnIndex``)."""
-        if completed is not None and completed.is_aborted:
-            segment.txn_index.append(
-                AbortedTxn(
-                    completed.producer_id,
-                    completed.first_offset,
-                    completed.last_offset,
-                    self.producer_state.last_stable_offset(completed),
-                )
-            )
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -514,7 +512,7 @@ class Log:
         ``LocalLog.collectAbortedTransactions``)."""
         self._check_open()
         found: list[AbortedTxn] = []
-        for segment in self.segments[self._segment_for(fetch_offset) :]:
+        for segment in self.segments.from_offset(fetch_offset):
             # Segments starting past the upper bound still count: a transaction begun
             # below it may have its marker, and so its entry, far later.
             txns, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
@@ -622,9 +620,9 @@ class Log:
             self._remove_segments([old], delete_async=False)
         else:
             old.close_for_append()
-        segment = self._open_segment(base)
+        segment = self._new_segment(base)
         segment.make_active()
-        self._append_segment(segment)
+        self.segments.append(segment)
         self._fsync_directory()
         # A snapshot per segment bounds how much a restart replays to rebuild the state.
         self.producer_state.take_snapshot(base)
@@ -640,15 +638,30 @@ class Log:
         if not self.closed:
             self.flush(up_to)
 
-    def _segment_for(self, offset: int) -> int:
-        """Index in ``segments`` of the segment that would hold ``offset``."""
-        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+    def replace_segments(self, replaced: Sequence[LogSegment], sizes: Sequence[int]) -> LogSegment:
+        """Put a compaction's cleaned segment in place of ``replaced`` (consecutive closed
+        segments that had ``sizes`` bytes when cleaned), crash-safely (``segment_swap``).
+
+        Raises:
+            StaleSwapError: the segments changed meanwhile; nothing was changed.
+        """
+        self._check_open()
+        return swap_in(
+            self.segments,
+            replaced,
+            sizes,
+            open_segment=self._new_segment,
+            retire=self._delete_segments,
+        )
 
     def _remove_segments(self, doomed: list[LogSegment], delete_async: bool = True) -> None:
+        self.segments.remove_all(doomed)
+        self._delete_segments(doomed, delete_async)
+
+    def _delete_segments(self, doomed: list[LogSegment], delete_async: bool = True) -> None:
+        """Delete segments already out of the list: at once, or after
+        file.delete.delay.ms (renamed ``*.deleted`` meanwhile)."""
         for segment in doomed:
-            n = self.segments.index(segment)
-            del self.segments[n]
-            del self._bases[n]
             if delete_async and self.scheduler is not None and self.config.file_delete_delay_ms:
                 # Readers may still hold the fd (a fetch in flight); unlink later (Kafka's
                 # file.delete.delay.ms).
@@ -687,7 +700,7 @@ class Log:
         bound = end if max_offset is None else min(max_offset, end)
         if offset >= bound:
             return None
-        for n in range(self._segment_for(offset), len(self.segments)):
+        for n in range(self.segments.floor_index(offset), len(self.segments)):
             segment = self.segments[n]
             if segment.base_offset >= bound:
                 return None
@@ -750,22 +763,9 @@ class Log:
         return None
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
-        """Every batch header from ``start_offset`` on, with its segment and position.
-
-        A segment's range already marked damaged (``LogSegment.damaged``, found at load
-        or by the scrubber) ends that segment's batches and the walk goes on with the next
-        segment: the bytes cannot be read, and start-up work (producer state, the epoch
-        cache) must not fail on them. Damage not known yet raises CorruptSegmentError.
-        """
-        for segment in self.segments[self._segment_for(start_offset) :]:
-            try:
-                found = segment.find_batch(start_offset)
-                if found is not None:
-                    for position, header in segment.batches(found[0]):
-                        yield segment, position, header
-            except CorruptSegmentError as exc:
-                if not any(start <= exc.position < end for start, end, _ in segment.damaged):
-                    raise
+        """Every batch header from ``start_offset`` on, with its segment and position
+        (``LogSegments.batches``: ranges marked damaged are passed over)."""
+        return self.segments.batches(start_offset)
 
     # -- flush, truncation, retention ----------------------------------------------------
 
@@ -774,7 +774,7 @@ class Log:
         recovery point. ``up_to`` defaults to the log end."""
         self._check_open()
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        for segment in self.segments[self._segment_for(self.recovery_point) :]:
+        for segment in self.segments.from_offset(self.recovery_point):
             if segment.base_offset >= target or target <= self.recovery_point:
                 break
             segment.flush()
@@ -812,38 +812,17 @@ class Log:
             self.producer_state.truncate_and_reload(self.log_start_offset, self.log_end_offset)
         )
 
-    def rebuild_producer_state(self, from_offset: int, index_from: int | None = None) -> None:
-        """Replay producer batches from ``from_offset`` to the log end into the state.
-
-        ``index_from``: the segments from there on had their ``.txnindex`` emptied
-        (recovery); transactions aborted by markers at or above it are indexed again, with
-        the LSOs the sequential replay gives, which are those of the original appends.
-        """
-        state = self.producer_state
-        for segment, position, header in self.batches(from_offset):
-            marker = None
-            if (
-                header.is_control
-                and header.producer_id >= 0
-                and header.last_offset >= (state.map_end_offset)
-            ):
-                marker = end_txn_marker(os.pread(segment.fd, header.size, position))
-            completed = state.replay(header, marker)
-            if (
-                index_from is not None
-                and completed is not None
-                and (completed.last_offset >= index_from)
-            ):
-                self._index_if_aborted(completed, segment)
-        state.update_map_end_offset(self.log_end_offset)
+    def rebuild_producer_state(self, from_offset: int) -> None:
+        """Replay producer batches from ``from_offset`` to the log end into the state."""
+        replay_producers(self.segments, self.producer_state, from_offset, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log empty at ``offset``."""
         self._check_open()
         self._remove_segments(list(self.segments), delete_async=False)
-        segment = self._open_segment(offset)
+        segment = self._new_segment(offset)
         segment.make_active()
-        self._append_segment(segment)
+        self.segments.append(segment)
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
         self.log_start_offset = self.recovery_point = offset

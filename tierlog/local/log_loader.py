@@ -21,11 +21,17 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from tierlog.local import damage_marks
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.index import CorruptIndexError
+from tierlog.local.leader_epoch import LeaderEpochCache
+from tierlog.local.log_segments import LogSegments
+from tierlog.local.producer_replay import replay_producers
+from tierlog.local.producer_state import ProducerStateManager
 from tierlog.local.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -37,23 +43,50 @@ from tierlog.local.segment_swap import finish_interrupted_swaps
 from tierlog.records.errors import RecordsError
 from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX
 
-if TYPE_CHECKING:
-    from tierlog.local.log import Log
-
 logger = logging.getLogger(__name__)
 
 
-def load(log: Log, had_clean_shutdown: bool) -> None:
+@dataclass
+class LoadedLog:
+    """What loading found: the ``Log`` is built from it."""
+
+    segments: LogSegments
+    log_start_offset: int
+    recovery_point: int
+    # Bytes of torn tails cut off (a crash mid-write).
+    recovered_bytes_truncated: int = 0
+
+
+def load(
+    directory: Path,
+    new_segment: Callable[[int], LogSegment],
+    *,
+    recovery_point: int,
+    log_start_offset: int,
+    had_clean_shutdown: bool,
+    leader_epoch_cache: LeaderEpochCache,
+    producer_state: ProducerStateManager,
+) -> LoadedLog:
     """Open every segment, recover those from the recovery point on after an unclean stop
-    (or any whose indexes are missing or fail their check), and settle the log's offsets."""
-    bases = _clean_directory(log)
+    (or any whose indexes are missing or fail their check), and settle the log's offsets.
+
+    Args:
+        directory: the partition directory.
+        new_segment: opens (or creates) the segment with a base offset, as the log does.
+        recovery_point, log_start_offset: the checkpointed values.
+        had_clean_shutdown: False re-checks every batch from the recovery point on.
+        leader_epoch_cache, producer_state: the log's, settled here to the loaded range.
+    """
+    segments = LogSegments(directory)
+    loaded = LoadedLog(segments, log_start_offset, recovery_point)
+    bases = _clean_directory(directory)
     # Base offset of the first segment recover() rebuilt, whose .txnindex must be too.
     reindex_from: int | None = None
     first_recovered = len(bases)
     if not had_clean_shutdown and bases:
-        first_recovered = max(0, bisect.bisect_right(bases, log.recovery_point) - 1)
+        first_recovered = max(0, bisect.bisect_right(bases, recovery_point) - 1)
     for n, base in enumerate(bases):
-        segment = log._open_segment(base)
+        segment = new_segment(base)
         # The segment notes missing/unreadable indexes as it opens them (checking
         # for the files here, after the open has created them, never saw one missing).
         if n >= first_recovered or segment.indexes_missing:
@@ -62,8 +95,8 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
             if segment.indexes_missing:
                 logger.info("%s: rebuilt missing indexes", segment.path)
             if truncated:
-                _drop_after_corruption(log, segment, truncated)
-                log._append_segment(segment)
+                _drop_after_corruption(loaded, segment, truncated, new_segment)
+                segments.append(segment)
                 break
         else:
             problem = None
@@ -85,65 +118,74 @@ def load(log: Log, had_clean_shutdown: bool) -> None:
                 reindex_from = base if reindex_from is None else reindex_from
                 if truncated:
                     segment.flush()
-                    _drop_after_corruption(log, segment, truncated)
-                    log._append_segment(segment)
+                    _drop_after_corruption(loaded, segment, truncated, new_segment)
+                    segments.append(segment)
                     break
-        log._append_segment(segment)
-    if not log.segments:
-        start = max(log.log_start_offset, 0)
-        log._append_segment(log._open_segment(start))
-    for segment in log.segments[:-1]:
+        segments.append(segment)
+    if not segments:
+        segments.append(new_segment(max(log_start_offset, 0)))
+    for segment in segments[:-1]:
         segment.close_for_append()
-    log.active_segment.make_active()
-    log.log_start_offset = max(log.log_start_offset, log.segments[0].base_offset)
-    if log.log_start_offset > log.log_end_offset:
-        log.log_start_offset = log.log_end_offset
+    segments.active.make_active()
+    log_end_offset = segments.active.next_offset
+    loaded.log_start_offset = max(log_start_offset, segments.first.base_offset)
+    if loaded.log_start_offset > log_end_offset:
+        loaded.log_start_offset = log_end_offset
     if not had_clean_shutdown:
         # Recovered bytes may sit only in the page cache; make them durable once.
-        for segment in log.segments[first_recovered:]:
+        for segment in segments[first_recovered:]:
             segment.flush()
-    log.recovery_point = log.log_end_offset
-    damage_marks.apply(log)
-    _rebuild_epoch_cache_if_empty(log)
-    log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
-    log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
-    # Producer state: the latest snapshot at or below the log end, then the batches after
-    # it (only the active segment after a clean stop or a roll).
-    state = log.producer_state
-    if reindex_from is not None and reindex_from < log.log_end_offset:
-        reindex_from = max(reindex_from, log.log_start_offset)
-        for segment in log.segments:
+    loaded.recovery_point = log_end_offset
+    damage_marks.apply(segments)
+    _rebuild_epoch_cache_if_empty(segments, leader_epoch_cache, loaded.log_start_offset)
+    leader_epoch_cache.truncate_from_end(log_end_offset)
+    leader_epoch_cache.truncate_from_start(loaded.log_start_offset)
+    _load_producer_state(segments, producer_state, loaded.log_start_offset, reindex_from)
+    return loaded
+
+
+def _load_producer_state(
+    segments: LogSegments,
+    state: ProducerStateManager,
+    log_start_offset: int,
+    reindex_from: int | None,
+) -> None:
+    """The latest snapshot at or below the log end, then the batches after it (only the
+    active segment after a clean stop or a roll)."""
+    log_end_offset = segments.active.next_offset
+    if reindex_from is not None and reindex_from < log_end_offset:
+        reindex_from = max(reindex_from, log_start_offset)
+        for segment in segments:
             if segment.base_offset >= reindex_from:
                 segment.txn_index.reset()
         # Snapshots above the recovered range describe batches being re-checked: the
         # state and the index entries are derived again from the log itself.
-        replay_from = state.load(log.log_start_offset, reindex_from)
-        log.rebuild_producer_state(replay_from, index_from=reindex_from)
-        # The recovery point moves to the log end below: what was rebuilt must be durable.
-        for segment in log.segments:
+        replay_from = state.load(log_start_offset, reindex_from)
+        replay_producers(segments, state, replay_from, log_end_offset, index_from=reindex_from)
+        # The recovery point moves to the log end: what was rebuilt must be durable.
+        for segment in segments:
             if segment.base_offset >= reindex_from:
                 segment.txn_index.flush()
-                if segment is not log.active_segment:
+                if segment is not segments.active:
                     segment.txn_index.close()
     else:
-        log.rebuild_producer_state(state.load(log.log_start_offset, log.log_end_offset))
-    if not log.producer_state.is_empty() and (
-        log.producer_state.latest_snapshot_offset() != log.log_end_offset
-    ):
-        log.producer_state.take_snapshot(log.log_end_offset)
+        replay_from = state.load(log_start_offset, log_end_offset)
+        replay_producers(segments, state, replay_from, log_end_offset)
+    if not state.is_empty() and state.latest_snapshot_offset() != log_end_offset:
+        state.take_snapshot(log_end_offset)
 
 
-def _clean_directory(log: Log) -> list[int]:
+def _clean_directory(directory: Path) -> list[int]:
     """Remove leftovers of interrupted work; return the base offsets of the segments."""
-    finish_interrupted_swaps(log.directory)
+    finish_interrupted_swaps(directory)
     bases = []
-    for entry in os.scandir(log.directory):
+    for entry in os.scandir(directory):
         name = entry.name
         if name.endswith((DELETED_SUFFIX, ".tmp")):
             os.unlink(entry.path)
         elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
             bases.append(int(name[: -len(LOG_SUFFIX)]))
-    for entry in os.scandir(log.directory):
+    for entry in os.scandir(directory):
         stem, dot, suffix = entry.name.partition(".")
         if (
             dot
@@ -155,31 +197,39 @@ def _clean_directory(log: Log) -> list[int]:
     return sorted(bases)
 
 
-def _drop_after_corruption(log: Log, segment: LogSegment, truncated: int) -> None:
+def _drop_after_corruption(
+    loaded: LoadedLog,
+    segment: LogSegment,
+    truncated: int,
+    new_segment: Callable[[int], LogSegment],
+) -> None:
     logger.warning(
         "%s: truncated %d corrupt bytes at offset %d; deleting later segments",
         segment.path,
         truncated,
         segment.next_offset,
     )
-    log.recovered_bytes_truncated += truncated
-    for entry in sorted(os.scandir(log.directory), key=lambda e: e.name):
+    loaded.recovered_bytes_truncated += truncated
+    directory = loaded.segments.directory
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         if entry.name.endswith(LOG_SUFFIX) and entry.name[: -len(LOG_SUFFIX)].isdigit():
             base = int(entry.name[: -len(LOG_SUFFIX)])
             if base > segment.base_offset:
-                later = log._open_segment(base)
+                later = new_segment(base)
                 logger.warning("%s: deleted, it follows a corrupt segment", later.path)
                 later.delete()
 
 
-def _rebuild_epoch_cache_if_empty(log: Log) -> None:
+def _rebuild_epoch_cache_if_empty(
+    segments: LogSegments, cache: LeaderEpochCache, log_start_offset: int
+) -> None:
     """A missing or unreadable checkpoint is rebuilt from batch headers (KIP-101)."""
-    if log.leader_epoch_cache.entries or log.log_end_offset == log.log_start_offset:
+    if cache.entries or segments.active.next_offset == log_start_offset:
         return
-    for segment in log.segments:
+    for segment in segments:
         try:
             for _, header in segment.batches():
-                if header.partition_leader_epoch > log.leader_epoch_cache.latest_epoch:
-                    log.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                if header.partition_leader_epoch > cache.latest_epoch:
+                    cache.assign(header.partition_leader_epoch, header.base_offset)
         except CorruptSegmentError:
             continue  # marked damaged by load: what it held cannot be read

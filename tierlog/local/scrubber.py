@@ -481,7 +481,7 @@ class Scrubber:
             marked.append(problem)
             self.stats.corrupt_batches += 1
         try:
-            damage_marks.save(topic_log)  # the marks outlive a restart
+            damage_marks.save(topic_log.segments)  # the marks outlive a restart
         except OSError as exc:
             log.warning("%s: damage marks not saved (%s); kept in memory", topic_log.name, exc)
         if self.on_damage is not None:

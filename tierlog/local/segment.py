@@ -780,6 +780,10 @@ class LogSegment:
         file.readers += 1
         return _ReaderSlice(file.fd, 0, self.size, file)
 
+    def is_marked_damaged(self, position: int) -> bool:
+        """Whether byte ``position`` lies in a range marked damaged."""
+        return any(start <= position < end for start, end, _ in self.damaged)
+
     def mark_damaged(self, position: int, end: int, problem: str) -> None:
         """Never hand out bytes ``[position, end)`` again (the scrubber found them failing
         their CRC-32C): reads stop before them, and a read starting in them raises."""

@@ -25,17 +25,14 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from crc32c import crc32c
 
 from tierlog.local import damage_marks
+from tierlog.local.log_segments import LogSegments
 from tierlog.local.segment import LogSegment, SegmentState
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, parse_header
-
-if TYPE_CHECKING:
-    from tierlog.local.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +55,11 @@ class DamagedRange:
     end_offset: int
 
 
-def damaged_ranges(topic_log: Log) -> list[DamagedRange]:
+def damaged_ranges(segments: LogSegments) -> list[DamagedRange]:
     """Every damaged range of the log's closed segments, oldest first. A range whose
     bounding offsets cannot be read (the intact batch before or after it does not parse)
     is left out: nothing could be checked against it."""
     found: list[DamagedRange] = []
-    segments = topic_log.segments
     for n, segment in enumerate(segments):
         if not segment.damaged or segment.state is not SegmentState.CLOSED:
             continue
@@ -161,7 +157,7 @@ def check_patch(damaged: DamagedRange, data: bytes | memoryview) -> int:
 
 
 def apply_patch(
-    topic_log: Log, damaged: DamagedRange, data: bytes | memoryview
+    segments: LogSegments, damaged: DamagedRange, data: bytes | memoryview
 ) -> DamagedRange | None:
     """Write checked ``data`` over the start of ``damaged``, make it durable, and shrink
     the damage mark to what is left; returns the rest of the range, None when the whole
@@ -176,7 +172,7 @@ def apply_patch(
     mark = next(
         (m for m in segment.damaged if m[0] == damaged.position and m[1] == damaged.end), None
     )
-    if segment not in topic_log.segments or segment.fd < 0 or mark is None:
+    if segment not in segments or segment.fd < 0 or mark is None:
         raise PatchRefused(f"{segment.path}: the damaged range changed meanwhile")
     next_offset = check_patch(damaged, data)
     size = len(data)
@@ -191,9 +187,9 @@ def apply_patch(
     if rest_position < damaged.end:
         segment.mark_damaged(rest_position, damaged.end, mark[2])
     try:
-        damage_marks.save(topic_log)
+        damage_marks.save(segments)
     except OSError as exc:  # the repair stands; a restart would only mark it again
-        log.warning("%s: damage marks not saved (%s); kept in memory", topic_log.name, exc)
+        log.warning("%s: damage marks not saved (%s); kept in memory", segments.name, exc)
     if rest_position >= damaged.end:
         return None
     return DamagedRange(
