@@ -199,9 +199,9 @@ def counted_recover(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = LogSegment.recover
 
-    def counting(self: LogSegment) -> int:
+    def counting(self: LogSegment, *args: Any) -> int:
         calls.append(self.base_offset)
-        return real(self)
+        return real(self, *args)
 
     monkeypatch.setattr(LogSegment, "recover", counting)
     return calls

@@ -76,8 +76,14 @@ def apply(segments: LogSegments) -> int:
             continue
         if segment is None or segment.fd < 0 or _identity(segment.fd) != numbers[:2]:
             continue
+        text = problem.replace("_", " ")
         if not any(p == numbers[2] for p, _, _ in segment.damaged):
-            segment.mark_damaged(numbers[2], numbers[3], problem.replace("_", " "))
+            segment.mark_damaged(numbers[2], numbers[3], text)
+        next_base = segments.next_base(segment)
+        if numbers[3] >= numbers[1] and next_base is not None:
+            # Damage up to the end of the file: the offsets up to the next segment are
+            # the damaged range's, including any the file no longer holds.
+            segment.mark_missing(next_base, text)
         applied += 1
     if rows and applied != len(rows):
         save(segments)

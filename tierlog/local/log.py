@@ -40,9 +40,11 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from tierlog.local import damage_marks
 from tierlog.local.config import LogConfig
 from tierlog.local.crc_worker import CRC_WORKER, OVERLAP_MIN_BYTES
 from tierlog.local.errors import (
+    CorruptSegmentError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -167,6 +169,7 @@ class Log:
         loaded = load(
             self.directory,
             self._new_segment,
+            config=self.config,
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             had_clean_shutdown=had_clean_shutdown,
@@ -707,12 +710,41 @@ class Log:
             max_position = None
             if bound < segment.next_offset:
                 max_position = segment.position_of(bound)
-            found = segment.read(
-                max(offset, segment.base_offset), max_bytes, max_position, min_one_batch
-            )
+            try:
+                found = segment.read(
+                    max(offset, segment.base_offset), max_bytes, max_position, min_one_batch
+                )
+            except CorruptSegmentError as exc:
+                self._mark_found_on_read(segment, exc)
+                raise
             if found is not None:
                 return found
         return None
+
+    def _mark_found_on_read(self, segment: LogSegment, exc: CorruptSegmentError) -> None:
+        """Damage a read met that nothing had marked (a closed segment's file cut or
+        overwritten while the broker runs): mark it, so the next start keeps it marked
+        instead of truncating there, and the repairer finds it (issue 20, item 1)."""
+        if (
+            exc.position < 0
+            or exc.position >= segment.size
+            or segment.is_marked_damaged(exc.position)
+        ):
+            return
+        position, problem = segment.locate_damage(exc.position, str(exc))
+        segment.mark_damaged(position, segment.size, problem)
+        log.error(
+            "%s: bytes %d-%d are damaged (%s); reads of them answer KAFKA_STORAGE_ERROR "
+            "until repaired from a replica",
+            segment.path,
+            position,
+            segment.size,
+            problem,
+        )
+        try:
+            damage_marks.save(self.segments)
+        except OSError as save_error:
+            log.warning("%s: damage marks not saved (%s); kept in memory", self.name, save_error)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: ``(offset, timestamp)`` of the first record with a timestamp >=
@@ -819,11 +851,12 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log empty at ``offset``."""
         self._check_open()
+        # The epoch history goes first, for the reason given in delete_old_segments.
+        self.leader_epoch_cache.clear()
         self._remove_segments(list(self.segments), delete_async=False)
         segment = self._new_segment(offset)
         segment.make_active()
         self.segments.append(segment)
-        self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
         self.log_start_offset = self.recovery_point = offset
         self.unflushed_messages = 0
@@ -884,9 +917,12 @@ class Log:
             total -= segment.size
         if doomed:
             new_start = self.segments[len(doomed)].base_offset
-            self._remove_segments(doomed)
             self.log_start_offset = max(self.log_start_offset, new_start)
+            # The epoch history moves first (its file is written at once): a start that
+            # finds segments gone which the history still names reports them missing
+            # (log_loader), and must not after a retention a crash interrupted.
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            self._remove_segments(doomed)
             self.producer_state.delete_snapshots_below(self.log_start_offset)
             log.info(
                 "%s: retention deleted %d segments; log start now %d",

@@ -13,20 +13,11 @@ Lifecycle of a segment (``SegmentState``)::
        ^               |                             unlinked after file.delete.delay.ms)
        +--truncation---+ (make_active: the last segment left takes appends again)
 
-Leases. A fetch answer is sent after the read that produced it, and ``sendfile`` reads the
-segment's fd while it sends, so the fd must stay open and its bytes unchanged until the
-answer is out, whatever the log does meanwhile (retention or DeleteRecords with
-file.delete.delay.ms=0, a follower truncating, shutdown, a compaction swap). Every
-``FileSlice`` that ``read`` returns therefore holds a lease on the open file it names: one
-``SegmentFile`` per open ``.log`` inode, counting its leases. A segment owns one
-``SegmentFile`` at a time; when it lets go of it (close, delete, or a copy-on-write
-truncation that moves the segment to a new inode) the file is RETIRED and its fd is closed
-when the last lease is released, not before. Unlinking the path at once is fine: the open
-fd keeps the inode and its pages. Lifecycle of a file (``FileState``)::
-
-    OPEN --segment closed / deleted / replaced--> RETIRED --last lease released--> CLOSED
-      |                                                                              ^
-      +------------- (retired with no lease outstanding) ----------------------------+
+Leases (``file_lease.py``). A fetch answer is sent after the read that produced it, with
+``sendfile`` from the segment's fd, so every ``FileSlice`` that ``read`` returns holds a
+lease on the open file it names (a ``SegmentFile``), which keeps the fd open and its bytes
+unchanged until the answer is out, whatever the log does meanwhile. Unlinking the path at
+once is fine: the open fd keeps the inode and its pages.
 
 Truncation never shrinks or rewrites bytes that were leased for sending
 (``SegmentFile.leased_end``, the highest end any fetch's lease ever named), nor any byte of
@@ -49,11 +40,10 @@ so they never need this.
 Not thread-safe; owned by one ``Log``, and leases are taken and released on the thread
 that owns the log (the broker's event loop).
 
-Size: ~970 lines, past the ~600 guideline: the segment keeps its four files' whole life
-(load and recovery, append with index upkeep, reads with damage marks, copy-on-write
-truncation, delete), and the leases (``FileState``, ``SegmentFile``, ``FileSlice``, ~170
-lines) sit beside the segment that hands them out and retires their files. The leases are
-the part to move into their own module (``local/file_lease.py``) next.
+Size: ~980 lines, past the ~600 guideline: the segment keeps its four files' whole life
+(load and recovery with its damage rules, append with index upkeep, reads with damage
+marks and missing offsets, copy-on-write truncation, delete). The leases moved out to
+``file_lease.py``; the recovery scan is the next part to move out.
 """
 
 from __future__ import annotations
@@ -69,13 +59,22 @@ from enum import Enum
 from pathlib import Path
 from typing import TypeVar
 
+from crc32c import crc32c
+
 from tierlog.local.errors import CorruptSegmentError
+from tierlog.local.file_lease import FileSlice, ReaderSlice, SegmentFile
 from tierlog.local.index import CorruptIndexError
 from tierlog.local.offset_index import OffsetIndex
 from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
 from tierlog.local.txn_index import TransactionIndex
 from tierlog.records.errors import RecordsError
-from tierlog.records.header import HEADER_SIZE, BatchHeader, parse_header, validate_batch
+from tierlog.records.header import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    BatchHeader,
+    parse_header,
+    validate_batch,
+)
 from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -107,56 +106,6 @@ class SegmentState(Enum):
     DELETED = "deleted"
 
 
-class FileState(Enum):
-    OPEN = "open"  # its segment reads and appends through it
-    RETIRED = "retired"  # its segment let go; leases still send from it
-    CLOSED = "closed"  # fd closed
-
-
-class SegmentFile:
-    """One open ``.log`` file descriptor, shared by its segment and the leases on it.
-
-    ``leases`` counts the slices read from it and not yet released; ``leased_end`` is the
-    highest byte position any slice for sending ever named (see the module docstring for
-    why it never goes down); ``readers`` counts the whole-file slices of readers that
-    ``pread`` it (``LogSegment.lease_all``), also counted in ``leases``. The fd is closed
-    once the file is RETIRED and ``leases`` is 0.
-    """
-
-    __slots__ = ("fd", "leased_end", "leases", "readers", "state")
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.leases = 0
-        self.leased_end = 0
-        self.readers = 0
-        self.state = FileState.OPEN
-
-    def retire(self) -> None:
-        """The segment no longer uses this file: close it now, or at the last release."""
-        if self.state is FileState.OPEN:
-            self.state = FileState.RETIRED
-            if self.leases == 0:
-                self._close()
-
-    def unlease(self) -> None:
-        self.leases -= 1
-        if self.leases == 0 and self.state is FileState.RETIRED:
-            self._close()
-
-    def _close(self) -> None:
-        self.state = FileState.CLOSED
-        os.close(self.fd)
-
-    def __repr__(self) -> str:
-        return f"SegmentFile(fd={self.fd}, leases={self.leases}, {self.state.value})"
-
-
-# What a released slice points at: never OPEN, so a use after release is caught.
-_RELEASED = SegmentFile(-1)
-_RELEASED.state = FileState.CLOSED
-
-
 def _copy_prefix(src: int, dst: int, size: int, what: Path) -> None:
     """Copy bytes ``[0, size)`` of ``src`` to ``dst``: in the kernel with
     ``copy_file_range`` (a reflink where the filesystem shares extents), else through a
@@ -184,95 +133,32 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-class FileSlice:
-    """A byte range of an open file: what a fetch sends with ``os.sendfile``.
-
-    Lease contract: a slice from ``LogSegment.read`` (so from ``Log.read``) holds a lease
-    that keeps ``fd`` open and the bytes it names unchanged, whatever happens to the
-    segment, until ``release()``. Whoever holds the slice releases it exactly when it is
-    done with it: the server after the answer is sent, or sending failed, or the
-    connection closed (``EncodedFetchResponse.release``); the fetch handler for a slice it
-    read but drops (a long poll reading again). ``release`` is idempotent and cheap; after
-    it, ``fd`` may be closed or reused by another file, so the slice must not be read or
-    sent any more (``read``/``sendfile_to`` raise ``ValueError``). A slice dropped without
-    a release is released when it is garbage collected, as a backstop only: relying on
-    it keeps a deleted segment's disk space until the collector runs.
-
-    A slice built directly (``FileSlice(fd, position, size)``, tools and tests) holds no
-    lease: its ``release`` does nothing and it stays readable. Equality and hashing look
-    at ``(fd, position, size)`` only.
-    """
-
-    __slots__ = ("_file", "fd", "position", "size")
-
-    def __init__(self, fd: int, position: int, size: int, file: SegmentFile | None = None) -> None:
-        self.fd = fd
-        self.position = position
-        self.size = size
-        self._file = file
-
-    def release(self) -> None:
-        """Give the lease back (no-op without one, or when already released)."""
-        file = self._file
-        if file is not None and file is not _RELEASED:
-            self._file = _RELEASED
-            file.unlease()
-
-    def __del__(self) -> None:
-        if self._file is not None and self._file is not _RELEASED:
-            self.release()
-
-    @property
-    def released(self) -> bool:
-        return self._file is _RELEASED
-
-    def _check(self) -> None:
-        if self._file is _RELEASED:
-            raise ValueError(f"{self!r} was released: its fd may belong to another file now")
-
-    def read(self) -> bytes:
-        """The bytes themselves (tools and tests; the broker uses ``sendfile_to``)."""
-        self._check()
-        return os.pread(self.fd, self.size, self.position)
-
-    def sendfile_to(self, out_fd: int) -> int:
-        """Copy the slice to ``out_fd`` in the kernel; returns bytes sent (all, or raises).
-
-        A blocking ``out_fd`` is assumed; the broker's event loop uses ``loop.sendfile``.
-        """
-        self._check()
-        sent = 0
-        while sent < self.size:
-            n = os.sendfile(out_fd, self.fd, self.position + sent, self.size - sent)
-            if n == 0:
-                break
-            sent += n
-        return sent
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, FileSlice):
-            return NotImplemented
-        return (self.fd, self.position, self.size) == (other.fd, other.position, other.size)
-
-    def __hash__(self) -> int:
-        return hash((self.fd, self.position, self.size))
-
-    def __repr__(self) -> str:
-        lease = "" if self._file is None else ", released" if self.released else ", leased"
-        return f"FileSlice(fd={self.fd}, position={self.position}, size={self.size}{lease})"
-
-
-class _ReaderSlice(FileSlice):
-    """A whole-file slice for a reader that ``pread``s it (``LogSegment.lease_all``): its
-    release also ends the reader's hold on truncation (``SegmentFile.readers``)."""
-
-    __slots__ = ()
-
-    def release(self) -> None:
-        file = self._file
-        if file is not None and file is not _RELEASED:
-            file.readers -= 1
-        super().release()
+def _check_batch(
+    buf: memoryview, position: int, expected_offset: int
+) -> tuple[BatchHeader | None, str | None]:
+    """Check the batch at ``position`` of a whole segment file's bytes: ``(header, None)``
+    when whole; ``(header, problem)`` when only its CRC-32C fails (its length can still be
+    trusted, so what follows can be checked); ``(None, problem)`` when its header, length
+    or offsets cannot be trusted (nothing after it can be found without guessing)."""
+    try:
+        header = parse_header(buf, position)
+    except RecordsError as exc:
+        return None, str(exc)
+    if position + header.size > len(buf):
+        return None, (
+            f"batch of {header.size} bytes runs past the end of the file ({len(buf)} bytes)"
+        )
+    if header.last_offset_delta < 0 or header.record_count < 0:
+        return None, f"batch at offset {header.base_offset} has a negative count"
+    if header.base_offset < expected_offset:
+        return None, f"batch offset {header.base_offset} goes back below {expected_offset}"
+    actual = int(crc32c(buf[position + ATTRIBUTES_OFFSET : position + header.size]))
+    if actual != header.crc:
+        return header, (
+            f"batch at offset {header.base_offset}: CRC-32C {actual:#010x} does not match "
+            f"stored {header.crc:#010x}"
+        )
+    return header, None
 
 
 @dataclass(slots=True)
@@ -433,14 +319,23 @@ class LogSegment:
         if first is not None:
             self.first_batch_timestamp = first.max_timestamp
 
-    def recover(self) -> int:
-        """Scan every batch, checking length, magic and CRC-32C; rebuild both indexes;
-        truncate the file after the last valid batch. The ``.txnindex`` is emptied: the
-        owning log rebuilds it as it replays the producer state over the segment (the
-        entries need the partition's ongoing transactions, which a segment does not know).
+    def recover(self, truncatable_from: int | None = 0, next_base: int | None = None) -> int:
+        """Scan every batch, checking length, magic, CRC-32C and rising offsets, and
+        rebuild both indexes. The ``.txnindex`` is emptied: the owning log rebuilds it as
+        it replays the producer state over the segment (the entries need the partition's
+        ongoing transactions, which a segment does not know).
+
+        What a bad batch does depends on where it is (issue 20, item 1). Bytes holding
+        offsets at or past ``truncatable_from`` (the recovery point: never known flushed)
+        are a torn tail: the file is truncated after the last valid batch. Anything else
+        is acknowledged data, so nothing is truncated: a batch failing only its CRC-32C is
+        marked damaged and the scan goes on past it; a batch whose length or header cannot
+        be trusted marks everything from it to the end of the file, and the segment's
+        offsets then end at ``next_base`` when there is one (later segments are kept).
+        ``truncatable_from=None`` never truncates.
 
         Returns:
-            The number of bytes truncated (0 when the segment was whole).
+            The number of bytes truncated (0 when the segment was whole or kept).
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -457,40 +352,72 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.first_batch_timestamp = None
         self.next_offset = self.base_offset
-        valid_end = 0
+        self.damaged = []
+        position = 0
+        structural: str | None = None
         if self.size:
             with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as view:
                 buf = memoryview(view)
                 try:
-                    while valid_end < self.size:
-                        try:
-                            header = validate_batch(buf, valid_end)
-                        except RecordsError as exc:
-                            log.warning(
-                                "%s: invalid batch at position %d (%s)", self.path, valid_end, exc
-                            )
+                    while position < self.size:
+                        header, problem = _check_batch(buf, position, self.next_offset)
+                        if header is None:
+                            structural = problem
                             break
-                        if header.base_offset < self.next_offset:
-                            log.warning(
-                                "%s: batch at position %d has offset %d below %d",
-                                self.path,
-                                valid_end,
-                                header.base_offset,
-                                self.next_offset,
+                        if problem is not None:
+                            # Only the CRC-32C fails: the length can be trusted.
+                            if self._may_truncate(truncatable_from):
+                                structural = problem
+                                break
+                            self._mark_found(position, position + header.size, problem)
+                            self._bytes_since_index_entry += header.size
+                        else:
+                            self._index_batch(
+                                position, header.size, header.last_offset, header.max_timestamp
                             )
-                            break
-                        self._index_batch(
-                            valid_end, header.size, header.last_offset, header.max_timestamp
-                        )
                         self.next_offset = header.next_offset
-                        valid_end += header.size
+                        position += header.size
                 finally:
                     buf.release()
-        truncated = self.size - valid_end
-        if truncated:
-            os.ftruncate(self.fd, valid_end)
-            self.size = valid_end
-        return truncated
+        if structural is None:
+            return 0
+        log.warning("%s: invalid batch at position %d (%s)", self.path, position, structural)
+        if self._may_truncate(truncatable_from):
+            truncated = self.size - position
+            os.ftruncate(self.fd, position)
+            self.size = position
+            return truncated
+        self._mark_found(position, self.size, structural)
+        if next_base is not None:
+            self.next_offset = next_base
+        return 0
+
+    def _may_truncate(self, truncatable_from: int | None) -> bool:
+        """Whether bad bytes after the valid prefix are a torn tail (past the flushed
+        point) rather than damage to acknowledged data."""
+        return truncatable_from is not None and self.next_offset >= truncatable_from
+
+    def _mark_found(self, position: int, end: int, problem: str) -> None:
+        """Mark a range recovery found, with the ERROR line every finding gets."""
+        self.mark_damaged(position, end, problem)
+        log.error(
+            "%s: bytes %d-%d are damaged (%s); the offsets they hold answer "
+            "KAFKA_STORAGE_ERROR until repaired from a replica (later segments are kept)",
+            self.path,
+            position,
+            end,
+            problem,
+        )
+
+    def mark_missing(self, next_offset: int, problem: str) -> None:
+        """The offsets from the end of this segment's readable batches up to
+        ``next_offset`` are missing (a segment file gone, a file cut short): the segment
+        answers for them from now on, and reads of them raise CorruptSegmentError instead
+        of going on to the next segment. Recorded as a damaged range at the end of the
+        file (empty when no damaged bytes are there), which a repair fills by appending."""
+        if not any(end >= self.size for _, end, _ in self.damaged):
+            self.mark_damaged(self.size, self.size, problem)
+        self.next_offset = max(self.next_offset, next_offset)
 
     def first_invalid_in_tail(self) -> tuple[int, str] | None:
         """Check every batch from the last offset index entry to the end of the file:
@@ -719,6 +646,14 @@ class LogSegment:
             yield position, header
             position += header.size
 
+    def _missing(self, offset: int) -> CorruptSegmentError:
+        problem = next((p for start, _, p in self.damaged if start >= self.size), "missing")
+        return CorruptSegmentError(
+            f"{self.path}: offsets {offset}-{self.next_offset - 1} are missing ({problem})",
+            self.path,
+            self.size,
+        )
+
     def _corrupt(self, position: int, problem: str) -> CorruptSegmentError:
         return CorruptSegmentError(
             f"{self.path}: unreadable batch at position {position}: {problem}",
@@ -750,7 +685,14 @@ class LogSegment:
         """
         limit = self.size if max_position is None else min(max_position, self.size)
         found = self.find_batch(offset)
-        if found is None or found[0] >= limit:
+        if found is None:
+            if offset < self.next_offset:
+                # The segment answers for offsets it holds no batch of (a file gone or cut
+                # short, ``mark_missing``): never go on to the next segment as if the
+                # offsets were not there (issue 20, item 2).
+                raise self._missing(offset)
+            return None
+        if found[0] >= limit:
             return None
         position, header = found
         size = min(limit - position, max_bytes)
@@ -778,11 +720,51 @@ class LogSegment:
         file = self._file
         file.leases += 1
         file.readers += 1
-        return _ReaderSlice(file.fd, 0, self.size, file)
+        return ReaderSlice(file.fd, 0, self.size, file)
+
+    @property
+    def missing_offsets(self) -> tuple[int, int] | None:
+        """``(first, end)`` of the offsets this segment answers for but its file does not
+        hold (``mark_missing``), None when there are none."""
+        if not any(start >= self.size for start, _, _ in self.damaged):
+            return None
+        first = self.base_offset
+        for _, header in self._scan_headers(self._last_indexed_position()):
+            first = header.next_offset
+        return first, self.next_offset
+
+    def _last_indexed_position(self) -> int:
+        return self.offset_index.lookup(2**62)[1]
 
     def is_marked_damaged(self, position: int) -> bool:
         """Whether byte ``position`` lies in a range marked damaged."""
         return any(start <= position < end for start, end, _ in self.damaged)
+
+    def locate_damage(self, position: int, problem: str) -> tuple[int, str]:
+        """Where damage a read met at ``position`` really starts, and what it is.
+
+        A file cut shorter than the segment knows (``size``) fails first wherever a walk
+        happened to reach past the cut, possibly far after it (an index entry there):
+        the damage starts at the batch the cut went through, found by walking headers
+        from the last index entry below the cut.
+        """
+        try:
+            actual = os.fstat(self.fd).st_size
+        except OSError:
+            return position, problem
+        if actual >= self.size:
+            return position, problem
+        start = 0
+        for _, entry_position in self.offset_index:
+            if entry_position >= actual:
+                break
+            start = entry_position
+        while start < actual:
+            header = self._header_at(start) if start + HEADER_SIZE <= actual else None
+            if header is None or start + header.size > actual:
+                break
+            start += header.size
+        return min(start, position), f"file cut to {actual} of {self.size} bytes"
 
     def mark_damaged(self, position: int, end: int, problem: str) -> None:
         """Never hand out bytes ``[position, end)`` again (the scrubber found them failing
@@ -829,10 +811,23 @@ class LogSegment:
         whole-file lease, the file is not cut in place: the kept prefix moves to a new file
         (see the module docstring, copy-on-write).
         """
-        found = self.find_batch(offset)
-        if found is None:
-            return 0
-        position = found[0]
+        # Where to cut, and the first offset cut: the batch holding ``offset``; or the
+        # start of damage marked up to the end of the file (appends must not go after
+        # bytes that cannot be read); or, inside the missing offsets at the end
+        # (``mark_missing``), the end of the readable batches, the log end going with it.
+        try:
+            found = self.find_batch(offset)
+        except CorruptSegmentError as exc:
+            if not self.is_marked_damaged(exc.position):
+                raise
+            position, first_cut = exc.position, offset
+        else:
+            if found is not None:
+                position, first_cut = found[0], found[1].base_offset
+            elif offset < self.next_offset and self.damaged:
+                position, first_cut = self.size, offset
+            else:
+                return 0
         removed = self.size - position
         # Damage before the cut is copied along with the prefix: it stays marked.
         kept_damage = [d for d in self.damaged if d[0] < position]
@@ -841,7 +836,7 @@ class LogSegment:
         self.damaged = kept_damage
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        self.txn_index.truncate_to(found[1].base_offset)
+        self.txn_index.truncate_to(first_cut)
         os.ftruncate(self.fd, position)  # a no-op after a copy
         self.size = position
         # Re-derive running state from what is left.
@@ -853,6 +848,10 @@ class LogSegment:
             self._note_timestamp(header.max_timestamp, header.last_offset)
             if self.first_batch_timestamp is None:
                 self.first_batch_timestamp = header.max_timestamp
+        # A cut at damage or missing offsets may end below ``offset``: no entry may name
+        # an offset (or a byte) past what is left.
+        self.offset_index.truncate_to(self.next_offset)
+        self.time_index.truncate_to(self.next_offset)
         _, last_indexed_position = self.offset_index.lookup(2**62)
         self._bytes_since_index_entry = self.size - last_indexed_position
         return removed
