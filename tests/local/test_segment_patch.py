@@ -16,6 +16,7 @@ from tierlog.local.log import Log
 from tierlog.local.scrubber import verify_segment_crc
 from tierlog.local.segment_patch import (
     PatchRefused,
+    accept_empty,
     apply_patch,
     check_patch,
     damaged_ranges,
@@ -191,3 +192,95 @@ def test_a_copy_of_the_log_is_the_replica_it_is_repaired_from(
     source = (replica / segment.path.name).read_bytes()
     apply_patch(lg.segments, damaged, source[damaged.position : damaged.end])
     assert segment.path.read_bytes() == source
+
+
+# -- issue 20, items 1-2: ranges that run to the end of their file ----------------------
+
+
+def reopened(make_log: LogFactory, lg: Log, **props: object) -> Log:
+    """The log after a clean stop and a start with the checkpoints a broker keeps."""
+    lg.close()
+    return make_log(
+        segment_bytes=SEGMENT_BYTES,
+        index_interval_bytes=200,
+        recovery_point=lg.recovery_point,
+        had_clean_shutdown=True,
+        **props,
+    )
+
+
+def test_a_file_cut_short_is_repaired_by_growing_it(make_log: LogFactory) -> None:
+    lg = make_log(segment_bytes=SEGMENT_BYTES, index_interval_bytes=200)
+    fill(lg, 40)
+    segment = lg.segments[1]
+    intact = segment.path.read_bytes()
+    batches = list(iter_batches(intact))
+    path = segment.path
+    cut = batches[5][0] + 17
+    next_base = lg.segments[2].base_offset
+    lg.close()
+    with open(path, "r+b") as f:
+        f.truncate(cut)
+    again = reopened(make_log, lg)
+    (damaged,) = damaged_ranges(again.segments)
+    assert damaged.open_ended
+    assert (damaged.position, damaged.first_offset, damaged.end_offset) == (
+        batches[5][0],
+        batches[5][1].base_offset,
+        next_base,
+    )
+    # More bytes than the damaged range has: the replica's batches up to the next base.
+    rest = apply_patch(again.segments, damaged, intact[damaged.position : batches[8][0]])
+    assert rest is not None and rest.first_offset == batches[8][1].base_offset
+    assert again.read(batches[7][1].base_offset, 100) is not None
+    with pytest.raises(CorruptSegmentError):
+        again.read(batches[8][1].base_offset, 100)
+    assert apply_patch(again.segments, rest, intact[rest.position :]) is None
+    assert path.read_bytes() == intact
+    repaired = again.segments[1]
+    assert repaired.damaged == [] and repaired.size == len(intact)
+    # The grown part is indexed like the rest: a lookup lands on its batch.
+    offset, position = repaired.offset_index.lookup(batches[-1][1].last_offset)
+    assert position > cut and offset <= batches[-1][1].last_offset
+    third = reopened(make_log, again)
+    assert third.segments[1].damaged == []
+    assert all(third.read(h.base_offset, 100) is not None for _, h in batches)
+
+
+def test_a_deleted_segment_is_written_back_from_a_replica(make_log: LogFactory) -> None:
+    lg = make_log(segment_bytes=SEGMENT_BYTES, index_interval_bytes=200)
+    fill(lg, 70)
+    gone = lg.segments[2]
+    replica = gone.path.read_bytes()  # the same batches, as another replica holds them
+    base, next_base = gone.base_offset, lg.segments[3].base_offset
+    lg.close()
+    for path in gone.directory.glob(f"{base:020d}.*"):
+        path.unlink()
+    again = reopened(make_log, lg)
+    (damaged,) = damaged_ranges(again.segments)
+    assert (damaged.first_offset, damaged.end_offset) == (base, next_base)
+    assert damaged.position == damaged.end == damaged.segment.size  # nothing there at all
+    assert apply_patch(again.segments, damaged, replica) is None
+    assert damaged.segment.damaged == []
+    found = again.read(base, 100)
+    assert found is not None and struct.unpack_from(">q", found.read())[0] == base
+    found.release()
+    third = reopened(make_log, again)
+    assert not list(third.directory.glob(damage_marks.FILE_NAME))
+    assert third.read(base, 100) is not None
+
+
+def test_offsets_a_replica_holds_no_record_of_were_a_gap(make_log: LogFactory) -> None:
+    lg = make_log(segment_bytes=SEGMENT_BYTES, index_interval_bytes=200)
+    fill(lg, 70)
+    gone = lg.segments[2]
+    base, next_base = gone.base_offset, lg.segments[3].base_offset
+    lg.close()
+    for path in gone.directory.glob(f"{base:020d}.*"):
+        path.unlink()
+    again = reopened(make_log, lg)
+    (damaged,) = damaged_ranges(again.segments)
+    accept_empty(again.segments, damaged)
+    found = again.read(base, 100)  # goes on to the next segment, as over any gap
+    assert found is not None and struct.unpack_from(">q", found.read())[0] == next_base
+    found.release()

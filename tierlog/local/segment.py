@@ -722,6 +722,23 @@ class LogSegment:
         file.readers += 1
         return ReaderSlice(file.fd, 0, self.size, file)
 
+    def take_repaired(self, position: int, end: int) -> None:
+        """Bytes ``[position, end)`` were rewritten by a repair from a replica (whole
+        batches, checked, ``segment_patch``). When they reach past the end of the file it
+        grew: the segment takes the new batches into its size and indexes them."""
+        if end <= self.size:
+            return
+        self.size = end
+        last_offset, last_position = self.offset_index.lookup(2**62)
+        self._bytes_since_index_entry = max(0, position - last_position)
+        for at, header in self._scan_headers(position):
+            if self.offset_index.entries and header.last_offset <= last_offset:
+                continue  # indexed before the file was cut
+            self._index_batch(at, header.size, header.last_offset, header.max_timestamp)
+        if self.state is SegmentState.CLOSED:
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
+
     @property
     def missing_offsets(self) -> tuple[int, int] | None:
         """``(first, end)`` of the offsets this segment answers for but its file does not
