@@ -252,3 +252,23 @@ def test_fetch_at_a_damaged_length_field_answers_storage_error_not_later_data(
         # Intact data before the damage is still served.
         ok = client.fetch("damaged", 0, 0)
         assert ok.records
+
+
+def test_a_garbled_leader_epoch_checkpoint_is_reported_and_rebuilt(
+    broker: BrokerProcess,
+) -> None:
+    """Issue 20, item 12: it was accepted silently."""
+    create(broker.bootstrap, "epochs")
+    produce(broker.bootstrap, "epochs", range(100))
+    broker.stop()
+    checkpoint = broker.data_dir / "epochs-0" / "leader-epoch-checkpoint"
+    good = checkpoint.read_text()
+    checkpoint.write_bytes(b"0\n2\n0 0\n")  # the count says 2, one entry follows
+    broker.start()
+    assert re.search(
+        rf"WARNING .*{re.escape(str(checkpoint))}: expected 2 entries, found 1; "
+        "rebuilding it from the log's batch headers",
+        broker.log_text(),
+    ), broker.log_text()[-3000:]
+    assert checkpoint.read_text() == good
+    assert consume_range(broker.bootstrap, "epochs", 0, 100) == [*range(100)]
