@@ -777,9 +777,30 @@ class Log:
         # Imported here: decoding is off the hot path (only ListOffsets by time needs it).
         from tierlog.records.reader import iter_records
 
-        _, indexed_offset = segment.time_index.lookup(timestamp)
+        indexed_timestamp, indexed_offset = segment.time_index.lookup(timestamp)
         start = max(indexed_offset, self.log_start_offset)
         found = segment.find_batch(start)
+        if (
+            indexed_timestamp != NO_TIMESTAMP
+            and start == indexed_offset
+            and (
+                found is None
+                or found[1].last_offset != indexed_offset
+                or found[1].max_timestamp != indexed_timestamp
+            )
+        ):
+            # An entry names the batch that raised the segment's max timestamp to it: one
+            # that does not (garbled) could start the search past the answer (issue 20,
+            # item 3, as for the offset index). Search from the segment's start instead.
+            log.warning(
+                "%s: time index entry (%d, offset %d) does not match the log; searching "
+                "from the segment's first batch and rebuilding its indexes",
+                segment.path,
+                indexed_timestamp,
+                indexed_offset,
+            )
+            segment.rebuild_indexes()
+            found = segment.find_batch(max(segment.base_offset, self.log_start_offset))
         if found is None:
             return None
         for position, header in segment.batches(found[0]):
