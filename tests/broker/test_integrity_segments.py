@@ -311,3 +311,32 @@ def test_a_garbled_offset_index_in_a_running_broker_skips_nothing(broker: Broker
         "match the log",
         broker.log_text(),
     ), broker.log_text()[-3000:]
+
+
+def test_a_bit_flip_in_the_active_segment_never_reaches_a_consumer(broker: BrokerProcess) -> None:
+    """Issue 20, item 6: with check.crcs=false (librdkafka's default) a consumer received
+    the changed value, and the broker logged nothing."""
+    create(broker.bootstrap, "flipped")
+    produce(broker.bootstrap, "flipped", range(300))
+    active = segments(broker.data_dir, "flipped")[-1]
+    batches = list(iter_batches(active.read_bytes()))
+    position, header = batches[len(batches) // 2]
+    with open(active, "r+b") as f:  # the last digit of the batch's last value
+        f.seek(position + header.size - 2)
+        digit = f.read(1)
+        f.seek(position + header.size - 2)
+        f.write(b"9" if digit != b"9" else b"8")
+    # Everything before the damaged batch, every value as produced; then the batch itself
+    # answers KAFKA_STORAGE_ERROR (the consumer waits there), and the rest is served.
+    assert consume_range(broker.bootstrap, "flipped", 0, header.base_offset) == [
+        *range(header.base_offset)
+    ]
+    storage_error_at(broker.bootstrap, "flipped", header.base_offset)
+    assert consume_range(broker.bootstrap, "flipped", header.next_offset, 300) == [
+        *range(header.next_offset, 300)
+    ]
+    assert re.search(
+        rf"ERROR .*{re.escape(str(active))}: bytes {position}-{position + header.size} are "
+        "damaged, found before serving them \\(.*CRC-32C",
+        broker.log_text(),
+    ), broker.log_text()[-3000:]

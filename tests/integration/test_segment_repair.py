@@ -198,3 +198,66 @@ def test_a_cut_segment_and_a_deleted_one_are_fetched_again_from_the_isr(
         ]
     finally:
         cluster.stop()
+
+
+RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def test_a_bit_flip_a_follower_serves_is_caught_and_repaired_from_the_leader(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    """Issue 20, item 6 in a cluster: a consumer reading from a follower (KIP-392, its
+    rack) with check.crcs=false. The follower's copy of a batch in its active segment has
+    a flipped byte; the follower checks it before serving it, marks it, and repairs it
+    from the leader: the consumer receives every value as produced."""
+    cluster = ProcessCluster(tmp_path, zk_connect, 3, {"replica.selector.class": RACK_AWARE})
+    for n, broker in enumerate(cluster.brokers):
+        broker.overrides["broker.rack"] = f"rack-{n}"
+    cluster.start()
+    try:
+        admin = cluster.admin()
+        new = NewTopic(TOPIC, num_partitions=1, replica_assignment=[[0, 1, 2]])
+        admin.create_topics([new])[TOPIC].result(30)
+        cluster.wait_for_full_isr(TOPIC, 1, 3)
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "acks": "all", "batch.num.messages": 20}
+        )
+        for i in range(RECORDS):
+            producer.produce(TOPIC, value=b"%06d" % i)
+        assert producer.flush(30) == 0
+        cluster.wait_until(lambda: replicated(cluster, 0), "all records on every replica")
+        leader = cluster.leader_of(TOPIC, 0)
+        follower = next(b for b in range(3) if b != leader)
+        active = segments(cluster, follower)[-1]
+        intact = active.read_bytes()
+        batches = list(iter_batches(intact))
+        assert len(batches) >= 3
+        position, header = batches[len(batches) // 2]
+        with open(active, "r+b") as f:
+            f.seek(position + header.size - 2)
+            f.write(b"X")
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": "flip",
+                "client.rack": f"rack-{follower}",
+                "check.crcs": False,
+            }
+        )
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        try:
+            while len(values) < RECORDS and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    values.append(msg.value())
+        finally:
+            consumer.close()
+        assert values == [b"%06d" % i for i in range(RECORDS)]
+        assert active.read_bytes() == intact
+        text = cluster.brokers[follower].log_text()
+        assert "found before serving them" in text, text[-3000:]
+        assert re.search(r"mend-0.*: repaired offsets \d+-\d+ in .* from broker \d", text)
+    finally:
+        cluster.stop()

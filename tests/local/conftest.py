@@ -166,14 +166,15 @@ def log_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def make_log(log_dir: Path, clock: ManualClock) -> Iterator[LogFactory]:
     """``make_log(directory=None, *, scheduler=None, recovery_point=0, log_start_offset=0,
-    had_clean_shutdown=False, **props)``: a Log on ``log_dir`` with Kafka-named config
-    props (``"segment.bytes"`` etc. passed as ``segment_bytes=``); closed at teardown."""
+    had_clean_shutdown=False, verify_reads=True, **props)``: a Log on ``log_dir`` with
+    Kafka-named config props (``"segment.bytes"`` etc. passed as ``segment_bytes=``);
+    closed at teardown."""
     opened: list[Log] = []
 
     def factory(directory: Path | None = None, *, scheduler: Any = None, **kwargs: Any) -> Log:
         log_kwargs = {
             k: kwargs.pop(k)
-            for k in ("recovery_point", "log_start_offset", "had_clean_shutdown")
+            for k in ("recovery_point", "log_start_offset", "had_clean_shutdown", "verify_reads")
             if k in kwargs
         }
         props = {k.replace("_", "."): v for k, v in kwargs.items()}

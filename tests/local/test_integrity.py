@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tierlog.local import segment as segment_module
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.log import Log
 
@@ -274,3 +275,98 @@ def test_a_garbled_time_index_entry_never_moves_a_timestamp_lookup_later(
     with caplog.at_level(logging.WARNING, logger="tierlog.local"):
         assert lg.offset_for_timestamp(T0 + 4000) == (400, T0 + 4000)
     assert "time index entry" in caplog.text
+
+
+# -- issue 20, item 6: verified before served --------------------------------------------
+
+
+def flip_byte(path: Path, position: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)[0]
+        f.seek(position)
+        f.write(bytes([byte ^ 0x10]))
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_flipped_byte_is_caught_before_its_first_read(
+    closed: bool, make_log: LogFactory, log_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bit flip in the active segment was never caught, and in a closed one only if the
+    scrubber got there first: a consumer with check.crcs=false received a changed value."""
+    lg = make_log(segment_bytes=SEGMENT_BYTES)
+    fill(lg, 10)
+    if closed:
+        lg.roll()
+    segment = lg.segments[0]
+    batches = list(segment.batches())
+    (position, damaged), (after, _) = batches[3], batches[4]
+    flip_byte(segment.path, after - 5)  # inside the last record of batch 3
+    with caplog.at_level(logging.ERROR, logger="tierlog.local"):
+        found = lg.read(0, 1 << 20)
+        assert found is not None and found.position + found.size == position
+        found.release()
+        with pytest.raises(CorruptSegmentError):
+            lg.read(damaged.base_offset, 1 << 20)
+    assert "found before serving them" in caplog.text and "CRC-32C" in caplog.text
+    assert (log_dir / "damage-marks").exists()
+    later = lg.read(damaged.next_offset, 1 << 20)  # the damage stops only itself
+    assert later is not None and later.position == after
+    later.release()
+
+
+def test_verified_bytes_are_served_without_being_read_again(
+    make_log: LogFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lg = make_log(segment_bytes=SEGMENT_BYTES)
+    fill(lg, 10)
+    checked: list[tuple[int, int]] = []
+    real = segment_module.check_batches
+
+    def counting(fd: int, start: int, end: int, size: int) -> object:
+        checked.append((start, end))
+        return real(fd, start, end, size)
+
+    monkeypatch.setattr(segment_module, "check_batches", counting)
+    for _ in range(3):
+        found = lg.read(0, 1 << 20)
+        assert found is not None
+        found.release()
+    assert len(checked) == 1  # once, then sendfile straight from the file
+    fill(lg, 2)
+    found = lg.read(0, 1 << 20)
+    assert found is not None
+    found.release()
+    assert len(checked) == 2 and checked[1][0] > 0  # only the new bytes
+
+
+def test_damage_at_the_end_of_the_active_segment_starts_a_new_one(
+    make_log: LogFactory, log_dir: Path
+) -> None:
+    lg = make_log(segment_bytes=1 << 20)
+    fill(lg, 10)
+    active = lg.active_segment
+    position, header = list(active.batches())[6]
+    with open(active.path, "r+b") as f:  # a length field: nothing after it can be found
+        f.seek(position + 8)
+        f.write(struct.pack(">i", 0x7FFF0000))
+    end = lg.log_end_offset
+    with pytest.raises(CorruptSegmentError):
+        lg.read(header.base_offset, 1 << 20)
+    assert lg.active_segment is not active and lg.active_segment.base_offset == end
+    info = lg.append(make_batch(2))
+    assert info.first_offset == end
+    found = lg.read(end, 1 << 20)
+    assert found is not None and struct.unpack_from(">q", found.read())[0] == end
+    found.release()
+
+
+def test_reads_are_not_checked_when_verification_is_off(make_log: LogFactory) -> None:
+    lg = make_log(segment_bytes=SEGMENT_BYTES, verify_reads=False)
+    fill(lg, 10)
+    segment = lg.segments[0]
+    after = list(segment.batches())[4][0]
+    flip_byte(segment.path, after - 5)
+    found = lg.read(0, 1 << 20)
+    assert found is not None and found.position + found.size > after  # served, unchecked
+    found.release()

@@ -84,6 +84,8 @@ class LogManager:
         remove_dir: removes a deleted partition's renamed-aside directory; the broker
             passes a ``DirRemover``'s ``submit`` so the event loop does not wait for the
             unlinks (default: at once, ``dir_remover.remove_now``).
+        verify_reads: every log CRC-checks bytes before it first serves them
+            (``log.read.verify.enable``, ``Log``).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class LogManager:
         scheduler: Scheduler | None = None,
         timings: LogManagerTimings | None = None,
         remove_dir: Callable[[Path], None] = remove_now,
+        verify_reads: bool = True,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -104,6 +107,7 @@ class LogManager:
         self.scheduler = scheduler
         self.timings = timings or LogManagerTimings()
         self.remove_dir = remove_dir
+        self.verify_reads = verify_reads
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
@@ -192,6 +196,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(tp, 0),
                     had_clean_shutdown=clean,
                     producer_id_expiration_ms=self.timings.producer_id_expiration_ms,
+                    verify_reads=self.verify_reads,
                 )
                 self._dir_of[tp] = log_dir
         self.checkpoint()
@@ -241,6 +246,7 @@ class LogManager:
             scheduler=self.scheduler,
             had_clean_shutdown=True,
             producer_id_expiration_ms=self.timings.producer_id_expiration_ms,
+            verify_reads=self.verify_reads,
         )
         self.logs[tp] = created
         self._dir_of[tp] = log_dir

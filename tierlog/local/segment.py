@@ -62,6 +62,7 @@ from typing import TypeVar
 
 from crc32c import crc32c
 
+from tierlog.local.crc_check import check_batches
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.file_lease import FileSlice, ReaderSlice, SegmentFile
 from tierlog.local.index import CorruptIndexError
@@ -226,6 +227,10 @@ class LogSegment:
         self.next_offset = base_offset
         # Byte ranges the scrubber found damaged: reads of them raise (mark_damaged).
         self.damaged: list[tuple[int, int, str]] = []
+        # Byte ranges whose batches were read back from the file and passed their CRC-32C
+        # (sorted, merged; usually one, from 0: the "verified up to" position). A read
+        # checks what it would serve outside them first (``verify``, issue 20 item 6).
+        self.verified: list[tuple[int, int]] = []
         if created:
             self._reserve_new_indexes()
 
@@ -354,7 +359,9 @@ class LogSegment:
         self.first_batch_timestamp = None
         self.next_offset = self.base_offset
         self.damaged = []
+        self.verified = []
         position = 0
+        good_from = 0  # start of the run of batches that passed (verified once done)
         structural: str | None = None
         if self.size:
             with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as view:
@@ -371,6 +378,8 @@ class LogSegment:
                                 structural = problem
                                 break
                             self._mark_found(position, position + header.size, problem)
+                            self.mark_verified(good_from, position)
+                            good_from = position + header.size
                             self._bytes_since_index_entry += header.size
                         else:
                             self._index_batch(
@@ -380,6 +389,7 @@ class LogSegment:
                         position += header.size
                 finally:
                     buf.release()
+        self.mark_verified(good_from, position)
         if structural is None:
             return 0
         log.warning("%s: invalid batch at position %d (%s)", self.path, position, structural)
@@ -433,6 +443,7 @@ class LogSegment:
         _, position = self.offset_index.lookup(2**62)
         if position >= self.size:
             return None if position == self.size else (position, "index points past the end")
+        start = position
         next_offset = self.base_offset
         with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as view:
             buf = memoryview(view)
@@ -448,6 +459,7 @@ class LogSegment:
                     position += header.size
             finally:
                 buf.release()
+        self.mark_verified(start, self.size)
         return None
 
     # -- appending -----------------------------------------------------------------------
@@ -802,7 +814,9 @@ class LogSegment:
     def take_repaired(self, position: int, end: int) -> None:
         """Bytes ``[position, end)`` were rewritten by a repair from a replica (whole
         batches, checked, ``segment_patch``). When they reach past the end of the file it
-        grew: the segment takes the new batches into its size and indexes them."""
+        grew: the segment takes the new batches into its size and indexes them. They were
+        CRC-checked and read back before: they count as verified."""
+        self.mark_verified(position, end)
         if end <= self.size:
             return
         self.size = end
@@ -815,6 +829,44 @@ class LogSegment:
         if self.state is SegmentState.CLOSED:
             self.offset_index.trim_to_valid_size()
             self.time_index.trim_to_valid_size()
+
+    def is_verified(self, start: int, end: int) -> bool:
+        """Whether bytes ``[start, end)`` lie in one verified range."""
+        for first, last in self.verified:
+            if first <= start:
+                if end <= last:
+                    return True
+            else:
+                break
+        return False
+
+    def mark_verified(self, start: int, end: int) -> None:
+        """Bytes ``[start, end)`` hold whole batches read back and found whole."""
+        if start >= end:
+            return
+        merged: list[tuple[int, int]] = []
+        for first, last in sorted([*self.verified, (start, end)]):
+            if merged and first <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+            else:
+                merged.append((first, last))
+        self.verified = merged
+
+    def verify(self, start: int, end: int) -> list[tuple[int, int, str]]:
+        """CRC-check the batches beginning in ``[start, end)`` (``start`` a batch boundary)
+        that are not verified yet, reading them back from the file; the ones that pass
+        become verified. Returns the damage found (byte ranges and what is wrong), not
+        marked yet: ``Log`` marks and reports it."""
+        position = start
+        for first, last in self.verified:
+            if first <= position < last:
+                position = last  # verified ranges start and end at batch boundaries
+        if position >= end:
+            return []
+        problems, good = check_batches(self.fd, position, end, self.size)
+        for first, last in good:
+            self.mark_verified(first, last)
+        return problems
 
     @property
     def missing_offsets(self) -> tuple[int, int] | None:
@@ -928,6 +980,7 @@ class LogSegment:
         if position < self._file.leased_end or self._file.readers > 0:
             self._replace_with_prefix(position)
         self.damaged = kept_damage
+        self.verified = [(a, min(b, position)) for a, b in self.verified if a < position]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(first_cut)

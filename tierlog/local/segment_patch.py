@@ -62,17 +62,20 @@ class DamagedRange:
 
     @property
     def open_ended(self) -> bool:
-        """The range runs to the end of the file: more bytes than it has may replace it."""
-        return self.end >= self.segment.size
+        """The range runs to the end of a closed segment's file: more bytes than it has may
+        replace it (the active segment's end is where appends go)."""
+        return self.end >= self.segment.size and self.segment.state is SegmentState.CLOSED
 
 
 def damaged_ranges(segments: LogSegments) -> list[DamagedRange]:
-    """Every damaged range of the log's closed segments, oldest first. A range whose
+    """Every damaged range of the log's segments, oldest first. A range whose
     bounding offsets cannot be read (the intact batch before or after it does not parse)
     is left out: nothing could be checked against it."""
     found: list[DamagedRange] = []
     for n, segment in enumerate(segments):
-        if not segment.damaged or segment.state is not SegmentState.CLOSED:
+        # The active segment too: a read checks its bytes before serving them (issue 20,
+        # item 6); appends write only past its end, never inside a damaged range.
+        if not segment.damaged or segment.state is SegmentState.DELETED:
             continue
         next_base = segments[n + 1].base_offset if n + 1 < len(segments) else segment.next_offset
         for position, end, problem in list(segment.damaged):
