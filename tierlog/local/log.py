@@ -53,6 +53,7 @@ from tierlog.local.errors import (
 from tierlog.local.leader_epoch import LeaderEpochCache
 from tierlog.local.log_loader import load
 from tierlog.local.log_segments import LogSegments
+from tierlog.local.open_files import PROCESS_FILES, OpenFiles
 from tierlog.local.producer_replay import index_if_aborted, replay_producers
 from tierlog.local.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -139,6 +140,9 @@ class Log:
         producer_id_expiration_ms: idle idempotent producers are forgotten after this.
         verify_reads: check the CRC-32C of bytes before they are first served
             (``log.read.verify.enable``; issue 20, item 6).
+        open_files: the budget of open segments its segments count in (``open_files``).
+        cleaned_up_to: the log cleaner's checkpoint for this log, if it ever cleaned it
+            (gaps below it are compaction's; ``log_loader``).
     """
 
     def __init__(
@@ -153,6 +157,8 @@ class Log:
         had_clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         verify_reads: bool = True,
+        open_files: OpenFiles = PROCESS_FILES,
+        cleaned_up_to: int | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -160,6 +166,7 @@ class Log:
         self.clock = clock or SystemClock()
         self.scheduler = scheduler
         self.verify_reads = verify_reads
+        self._open_files = open_files
         self.unflushed_messages = 0
         self.last_flush_ms = self.clock.monotonic_ms()
         self.closed = False
@@ -179,6 +186,7 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             leader_epoch_cache=self.leader_epoch_cache,
             producer_state=self.producer_state,
+            cleaned_up_to=cleaned_up_to,
         )
         self.segments: LogSegments = loaded.segments
         self.log_start_offset = loaded.log_start_offset
@@ -211,6 +219,7 @@ class Log:
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
             created_ms=self.clock.milliseconds(),
+            open_files=self._open_files,
         )
 
     # -- appending -----------------------------------------------------------------------
@@ -880,6 +889,10 @@ class Log:
             if segment.base_offset >= target or target <= self.recovery_point:
                 break
             segment.flush()
+            if segment is not self.active_segment and segment.can_release():
+                # Rolled and now durable: it holds no descriptor until it is read again
+                # (issue 20, item 8: one per partition in use, not one per segment).
+                segment.release_files()
         self.recovery_point = max(self.recovery_point, target)
         if target >= self.log_end_offset:
             self.unflushed_messages = 0

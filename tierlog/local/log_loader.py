@@ -26,9 +26,9 @@ Loading looks for them, on evidence only (``_mark_missing_offsets``): the leader
 checkpoint naming an epoch that starts before the first segment (retention moves the
 epoch history before it deletes segments, so a crash in between cannot look like a
 loss; skipped for tiered topics, whose local start follows the remote tier); two
-segments whose offsets do not meet, in a topic that is not compacted (compaction leaves
-such gaps) or with an epoch starting in the gap; a clean stop's recovery point (the log
-end) past the last segment. The segment before the missing offsets then answers for them
+segments whose offsets do not meet, in a topic never compacted (compaction leaves such
+gaps, and may remove the very batch an epoch started at); a clean stop's recovery point
+(the log end) past the last segment. The segment before the missing offsets then answers for them
 (``LogSegment.mark_missing``): reads of them raise instead of going on to the next
 segment, an ERROR line names them, and the log start and end stay where they were.
 
@@ -91,6 +91,7 @@ def load(
     had_clean_shutdown: bool,
     leader_epoch_cache: LeaderEpochCache,
     producer_state: ProducerStateManager,
+    cleaned_up_to: int | None = None,
 ) -> LoadedLog:
     """Open every segment, check those an unclean stop may have torn (and any whose
     indexes are missing or fail their check), find missing offsets, and settle the log's
@@ -104,6 +105,9 @@ def load(
         recovery_point, log_start_offset: the checkpointed values.
         had_clean_shutdown: False re-checks every batch from the recovery point on.
         leader_epoch_cache, producer_state: the log's, settled here to the loaded range.
+        cleaned_up_to: how far the log cleaner has cleaned this log, if ever (its
+            checkpoint): gaps below are compaction's, even if the topic is no longer
+            compacted.
     """
     segments = LogSegments(directory)
     loaded = LoadedLog(segments, log_start_offset, recovery_point)
@@ -162,7 +166,7 @@ def load(
     damage_marks.apply(segments)
     if segments:
         found_damage |= _mark_missing_offsets(
-            loaded, config, epochs, had_clean_shutdown, new_segment
+            loaded, config, epochs, had_clean_shutdown, new_segment, cleaned_up_to
         )
     else:
         segments.append(new_segment(max(log_start_offset, 0)))
@@ -184,6 +188,10 @@ def load(
     leader_epoch_cache.truncate_from_end(log_end_offset)
     leader_epoch_cache.truncate_from_start(loaded.log_start_offset)
     _load_producer_state(segments, producer_state, loaded.log_start_offset, reindex_from)
+    # Closed segments hold no descriptor until they are read (issue 20, item 8): a broker
+    # with more of them on disk than it has descriptors still starts.
+    for segment in segments[:-1]:
+        segment.release_files()
     return loaded
 
 
@@ -193,6 +201,7 @@ def _mark_missing_offsets(
     epochs: list[EpochEntry],
     had_clean_shutdown: bool,
     new_segment: Callable[[int], LogSegment],
+    cleaned_up_to: int | None,
 ) -> bool:
     """Find offsets the log must hold but no segment file does, and make the segment
     before them answer for them (``LogSegment.mark_missing``); returns whether any were
@@ -200,8 +209,9 @@ def _mark_missing_offsets(
 
     * before the first segment: the leader-epoch checkpoint names an epoch starting
       below it (retention moves the epoch history before it deletes a segment);
-    * between two segments: offsets that do not meet, in a topic whose offsets are dense
-      (compaction leaves gaps), or an epoch starting in the gap;
+    * between two segments: offsets that do not meet, in a topic whose offsets are dense:
+      never compacted (compaction leaves gaps; it may even remove the batch an epoch
+      started at, so the epoch history proves nothing there);
     * after the last segment: the recovery point is past it, after a clean stop (the
       recovery point is then the log end) or with damage found in the last segment.
     """
@@ -220,13 +230,13 @@ def _mark_missing_offsets(
             found = True
     for before, after in itertools.pairwise(list(segments)):
         gap = (before.next_offset, after.base_offset)
-        if gap[0] >= gap[1]:
+        if gap[0] >= gap[1] or config.compact:
             continue
-        dense = not config.compact
-        if dense or any(gap[0] <= e.start_offset < gap[1] for e in epochs):
-            _say_missing(before, gap[0], gap[1], f"the segment chain jumps to {after.path.name}")
-            before.mark_missing(gap[1], "segment file missing")
-            found = True
+        if cleaned_up_to is not None and gap[0] < cleaned_up_to:
+            continue  # compacted once (cleanup.policy changed since): its gaps are normal
+        _say_missing(before, gap[0], gap[1], f"the segment chain jumps to {after.path.name}")
+        before.mark_missing(gap[1], "segment file missing")
+        found = True
     last = segments.active
     recovery_point = loaded.recovery_point
     if last.next_offset < recovery_point and (had_clean_shutdown or last.damaged):

@@ -349,9 +349,16 @@ class Scrubber:
         limiter = RateLimiter(self.bytes_per_second, self._stop, self.clock)
         found = 0
         for topic_log, segment in pending:
-            if topic_log.closed or segment.state is not SegmentState.CLOSED:
+            if (
+                topic_log.closed
+                or segment.state is not SegmentState.CLOSED
+                or segment not in topic_log.segments  # retention, truncation, a swap
+            ):
                 continue
             path = segment.path
+            # A segment idle until now goes back to holding no descriptor afterwards: a
+            # pass must not leave every closed segment open (issue 20, item 8).
+            was_open = segment.is_open
             # The walk reads through a lease on the segment's file: while it is held, a
             # follower's truncation copies the kept bytes to a new file instead of cutting
             # this one (segment.py, "Leases"), so the walk reads the bytes it started with,
@@ -376,13 +383,14 @@ class Scrubber:
             stats.verified_bytes += lease.size
             stats.pass_bytes_done += lease.size
             stats.verified_segments += 1
-            if not self._still_the_file_read(topic_log, segment, inode):
-                continue
-            # What passed needs no check before it is served (LogSegment.verify).
-            segment.mark_verified(0, problems[0].position if problems else lease.size)
-            if problems:
-                found += len(problems)
-                self._report(topic_log, segment, problems)
+            if self._still_the_file_read(topic_log, segment, inode):
+                # What passed needs no check before it is served (LogSegment.verify).
+                segment.mark_verified(0, problems[0].position if problems else lease.size)
+                if problems:
+                    found += len(problems)
+                    self._report(topic_log, segment, problems)
+            if not was_open and segment.can_release():
+                segment.release_files()
         stats.completed_passes += 1
         stats.last_pass_seconds = self.clock.monotonic_ms() / 1000 - started
         return found

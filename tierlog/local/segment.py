@@ -67,6 +67,7 @@ from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.file_lease import FileSlice, ReaderSlice, SegmentFile
 from tierlog.local.index import CorruptIndexError
 from tierlog.local.offset_index import OffsetIndex
+from tierlog.local.open_files import PROCESS_FILES, OpenFiles
 from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
 from tierlog.local.txn_index import TransactionIndex
 from tierlog.records.errors import RecordsError
@@ -182,6 +183,12 @@ class LogSegment:
         index_interval_bytes: bytes of log between two index entries.
         max_index_size: preallocated size of each index while the segment is active.
         created_ms: wall-clock creation time, the roll age for a segment with no timestamps.
+        open_files: the budget of open segments it counts itself in (``open_files``).
+
+    Files (issue 20, item 8): the ``.log`` is the one descriptor a segment holds, while it
+    is open; its indexes are mapped with their files closed, its ``.txnindex`` opened per
+    write. A segment opens its ``.log`` when made and again on first use after the budget
+    closed it (``release_files``, when idle: no lease outstanding); ``fd`` does that.
     """
 
     def __init__(
@@ -192,18 +199,26 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size: int,
         created_ms: int,
+        open_files: OpenFiles = PROCESS_FILES,
     ) -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.state = SegmentState.ACTIVE
+        self._open_files = open_files
+        # Set by every use of the file; the budget clears it (second chance, CLOCK).
+        self.recently_used = True
+        self._closed = False
+        # The highest end any lease ever named in this inode, kept while the file is
+        # closed by the budget, for the truncation rule (module docstring, "Leases").
+        self._leased_end = 0
         stem = self.directory / segment_name(base_offset)
         self.path = stem.with_suffix(LOG_SUFFIX)
         created = not self.path.exists()
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        # The open file behind ``fd``, shared with the leases of slices read from it.
-        self._file = SegmentFile(self.fd)
-        self.size = os.fstat(self.fd).st_size
+        # The open file behind ``fd``, shared with the leases of slices read from it;
+        # None while the budget has it closed.
+        self._file: SegmentFile | None = None
+        self.size = os.fstat(self._open_file().fd).st_size
         self.created_ms = created_ms
         # True when an index file was absent or unreadable at open (it is then created
         # empty): the owner must ``recover()`` to rebuild it, as ``load()`` would trust it.
@@ -250,8 +265,7 @@ class LogSegment:
             self.offset_index.delete()
             self.time_index.delete()
             self.txn_index.delete()
-            self._file.retire()
-            self.fd = -1
+            self._let_go()
             self.path.unlink(missing_ok=True)
             raise
 
@@ -259,13 +273,87 @@ class LogSegment:
         if not path.exists():
             self.indexes_missing = True
         try:
-            return kind(path, self.base_offset, max_index_size)
+            return kind(path, self.base_offset, max_index_size, self._counted)
         except CorruptIndexError as exc:
             # Opening checks only the size; a partial entry means the file is unusable.
             log.warning("%s; rebuilding it from the log", exc)
             path.unlink()
             self.indexes_missing = True
-            return kind(path, self.base_offset, max_index_size)
+            return kind(path, self.base_offset, max_index_size, self._counted)
+
+    # -- files ---------------------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The ``.log``'s descriptor, opening the file when the budget closed it; -1 once
+        the segment is closed or deleted."""
+        file = self._file
+        if file is None:
+            if self._closed:
+                return -1
+            file = self._open_file()
+        self.recently_used = True
+        return file.fd
+
+    def _current_file(self) -> SegmentFile:
+        file = self._file
+        if file is None:
+            if self._closed:
+                raise ValueError(f"{self.path}: segment is closed")
+            file = self._open_file()
+        self.recently_used = True
+        return file
+
+    def _open_file(self) -> SegmentFile:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            # Out of descriptors (the budget is a guess of what the rest of the process
+            # needs): close idle segments and try once more.
+            self._open_files.make_room(max(16, len(self._open_files) // 16))
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        file = SegmentFile(fd)
+        file.leased_end = self._leased_end
+        self._file = file
+        self._counted()
+        return file
+
+    def _counted(self) -> None:
+        """A file of this segment was opened or mapped: the budget counts it open."""
+        self._open_files.opened(self)
+
+    @property
+    def is_open(self) -> bool:
+        return self._file is not None
+
+    def can_release(self) -> bool:
+        """Whether the budget may close the files now: nothing leased from them."""
+        file = self._file
+        return not self._closed and (file is None or file.leases == 0)
+
+    def release_files(self) -> None:
+        """Close the ``.log`` and unmap the indexes, writing nothing; the next use opens
+        them again. What was appended is in the page cache, as after a crash of the
+        process, and its durability is the flush's business as ever (an index released
+        with unflushed entries is ``fsync``ed by its next flush)."""
+        file = self._file
+        if file is not None:
+            self._leased_end = max(self._leased_end, file.leased_end)
+            file.retire()  # closed now, or at the release of a lease taken meanwhile
+            self._file = None
+        self.offset_index.release()
+        self.time_index.release()
+        self._open_files.closed(self)
+
+    def _let_go(self) -> None:
+        """For good: closed or deleted."""
+        if self._file is not None:
+            self._file.retire()
+            self._file = None
+        self._closed = True
+        self._open_files.closed(self)
 
     # -- loading -------------------------------------------------------------------------
 
@@ -791,8 +879,8 @@ class LogSegment:
             size = self._undamaged(position, size)
         if size <= 0:
             return None
-        # Take a lease (the fetch hot path: two attribute updates, no call).
-        file = self._file
+        # Take a lease (the fetch hot path: two attribute updates).
+        file = self._current_file()
         file.leases += 1
         end = position + size
         if end > file.leased_end:
@@ -806,7 +894,7 @@ class LogSegment:
         bytes under it. Unlike a fetch's slice it leaves ``leased_end`` alone: nothing
         reads its bytes after the release (no ``sendfile`` queue), so later truncations cut
         in place."""
-        file = self._file
+        file = self._current_file()
         file.leases += 1
         file.readers += 1
         return ReaderSlice(file.fd, 0, self.size, file)
@@ -934,7 +1022,7 @@ class LogSegment:
     @property
     def leases(self) -> int:
         """Leases outstanding on the segment's current file (retired files not counted)."""
-        return self._file.leases
+        return 0 if self._file is None else self._file.leases
 
     def position_of(self, offset: int) -> int:
         """Byte position where the batch starting at or containing ``offset`` begins, or the
@@ -977,7 +1065,8 @@ class LogSegment:
         removed = self.size - position
         # Damage before the cut is copied along with the prefix: it stays marked.
         kept_damage = [d for d in self.damaged if d[0] < position]
-        if position < self._file.leased_end or self._file.readers > 0:
+        file = self._current_file()
+        if position < file.leased_end or file.readers > 0:
             self._replace_with_prefix(position)
         self.damaged = kept_damage
         self.verified = [(a, min(b, position)) for a, b in self.verified if a < position]
@@ -1028,9 +1117,10 @@ class LogSegment:
         compaction swap, which renames cleaned files over live ones, uses it too)."""
         old = self._file
         self._file = SegmentFile(fd)
-        self.fd = fd
+        self._leased_end = 0  # a new inode: no lease ever named its bytes
         self.damaged = []  # marks were about the old file's bytes
-        old.retire()
+        if old is not None:
+            old.retire()
 
     def flush(self) -> None:
         os.fsync(self.fd)
@@ -1060,7 +1150,7 @@ class LogSegment:
     def close(self) -> None:
         """Release the files (clean shutdown): trims the indexes to their entries. The
         ``.log`` fd stays open until the last lease on it is released."""
-        if self.fd < 0:
+        if self._closed:
             return
         if (
             self.state is SegmentState.ACTIVE
@@ -1071,8 +1161,7 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
-        self._file.retire()
-        self.fd = -1
+        self._let_go()
 
     def rename_for_delete(self) -> None:
         """First step of an asynchronous delete: readers holding the fd still work."""
@@ -1086,13 +1175,12 @@ class LogSegment:
     def delete(self) -> None:
         """Close and unlink all its files. Leased bytes stay readable: the ``.log`` fd
         (and with it the unlinked inode) is closed when the last lease is released."""
+        self.state = SegmentState.DELETED
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
         size = self.size
-        if self.fd >= 0:
-            self._file.retire()
-            self.fd = -1
+        self._let_go()
         if self.path.name.endswith(DELETED_SUFFIX) and size >= _BACKGROUND_UNLINK_BYTES:
             # Freeing a large file's blocks takes the filesystem ~0.1-1 s, and this runs on
             # the event loop (retention, a compaction swap's delayed delete): produce
