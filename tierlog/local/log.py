@@ -700,11 +700,15 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
-    ) -> FileSlice | None:
+    ) -> FileSlice | bytes | None:
         """Batches from ``offset`` (the batch holding it first) below ``max_offset`` (e.g.
         the high watermark), at most ``max_bytes`` unless the first batch alone is larger.
 
-        Returns None when there is nothing to read yet (``offset`` at the bound).
+        Returns a slice of the segment file, leased until released (``FileSlice``); the
+        bytes themselves when every open segment is leased and the open-file budget is
+        full (a fetch of thousands of partitions, issue 20 item 8): the segment's file is
+        then closed again at once instead of being held past the limit. None when there
+        is nothing to read yet (``offset`` at the bound).
 
         Raises:
             OffsetOutOfRangeError: ``offset`` below the log start or above the log end.
@@ -737,7 +741,7 @@ class Log:
         max_bytes: int,
         max_position: int | None,
         min_one_batch: bool,
-    ) -> FileSlice | None:
+    ) -> FileSlice | bytes | None:
         """``segment.read``, with bytes not verified yet checked before they are served.
 
         Verified before served (issue 20, item 6): a bit flip in a segment, the active one
@@ -748,22 +752,26 @@ class Log:
         time. Damage found takes the scrubber's path: marked, reported, saved, repaired
         from a replica in a cluster, and the answer stops before it.
         """
+        was_open = segment.is_open
         try:
             found = segment.read(offset, max_bytes, max_position, min_one_batch)
-            if found is None or not self.verify_reads:
-                return found
-            end = found.position + found.size
-            if segment.is_verified(found.position, end):
-                return found
-            problems = segment.verify(found.position, end)
-            if not problems:
-                return found
-            found.release()
-            self._mark_damage(segment, problems, "before serving them")
-            return segment.read(offset, max_bytes, max_position, min_one_batch)
+            if found is not None and self.verify_reads:
+                end = found.position + found.size
+                if not segment.is_verified(found.position, end):
+                    problems = segment.verify(found.position, end)
+                    if problems:
+                        found.release()
+                        self._mark_damage(segment, problems, "before serving them")
+                        found = segment.read(offset, max_bytes, max_position, min_one_batch)
         except CorruptSegmentError as exc:
             self._mark_found_on_read(segment, exc)
             raise
+        if found is not None and not was_open and self._open_files.full:
+            data = found.read()
+            found.release()
+            segment.release_files()
+            return data
+        return found
 
     def _mark_damage(
         self, segment: LogSegment, problems: list[tuple[int, int, str]], when: str

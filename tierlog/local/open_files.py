@@ -25,6 +25,7 @@ figure other parts budget with (CreateTopics limits, ``docs/limits.md``).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import resource
 from pathlib import Path
@@ -45,6 +46,8 @@ MAPS_PER_SEGMENT = 2
 RESERVED_FDS = 256
 # Maps left to the interpreter, its libraries and the rest of the process.
 RESERVED_MAPS = 4096
+# Open segments one opening looks at, at most, for one to close.
+SWEEP_LIMIT = 256
 _MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
 
 
@@ -99,6 +102,12 @@ class OpenFiles:
     def __len__(self) -> int:
         return len(self._open)
 
+    @property
+    def full(self) -> bool:
+        """More segments open than the limit: none of the others could be closed (each
+        has a lease outstanding, a fetch answer being sent)."""
+        return len(self._open) > self.limit
+
     def opened(self, segment: OpenSegment) -> None:
         """``segment`` opened a file: count it, and close idle ones past the limit."""
         if segment in self._open:
@@ -117,8 +126,12 @@ class OpenFiles:
         self._make_room(count, None)
 
     def _make_room(self, count: int, keep: OpenSegment | None) -> None:
-        # Two sweeps at most: the first clears used bits, the second finds them clear.
-        for candidate in list(self._open) * 2:
+        # Two sweeps at most (the first clears used bits, the second finds them clear),
+        # and at most SWEEP_LIMIT candidates looked at: when every segment is leased (a
+        # fetch of thousands of partitions), opening each one more must not cost a walk
+        # over all the others.
+        candidates = list(itertools.islice(self._open, SWEEP_LIMIT))
+        for candidate in candidates * 2:
             if count <= 0:
                 return
             if candidate is keep or candidate not in self._open:
