@@ -8,9 +8,6 @@ import os
 import struct
 from pathlib import Path
 
-import pytest
-
-from tierlog.local.file_map import FileMap
 from tierlog.local.log import Log
 from tierlog.local.open_files import FDS_PER_PARTITION, OpenFiles, default_limit
 
@@ -95,22 +92,6 @@ def test_a_leased_segment_is_never_closed_for_the_budget(
     assert "00000000000000000000.log" in files_open(log_dir)
     assert struct.unpack_from(">q", held.read())[0] == 0
     held.release()
-
-
-def test_a_file_map_holds_no_descriptor(tmp_path: Path) -> None:
-    path = tmp_path / "f.index"
-    path.write_bytes(bytes(4096))
-    fd = os.open(path, os.O_RDWR)
-    mapped = FileMap(fd, 4096)
-    os.close(fd)
-    assert files_open(tmp_path) == []
-    struct.pack_into(">iI", mapped.view, 8, 7, 4242)
-    mapped.flush()
-    assert path.read_bytes()[8:16] == struct.pack(">iI", 7, 4242)
-    view = mapped.view
-    mapped.close()
-    with pytest.raises(ValueError):
-        struct.unpack_from(">i", view, 8)  # released, never the unmapped memory
 
 
 def test_a_read_past_a_full_budget_of_leased_files_gets_the_bytes(

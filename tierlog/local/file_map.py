@@ -64,12 +64,13 @@ class FileMap:
     __slots__ = ("_address", "size", "view")
 
     def __init__(self, fd: int, size: int) -> None:
+        self._address: int | None = None
         if size <= 0:
             raise ValueError("a map needs at least one byte")
         address = _mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
         if address is None or address == _MAP_FAILED:
             _raise(f"mapping {size} bytes")
-        self._address: int | None = address
+        self._address = address
         self.size = size
         self.view: memoryview = _as_view(address, size, _PYBUF_WRITE)
 
