@@ -40,10 +40,13 @@ so they never need this.
 Not thread-safe; owned by one ``Log``, and leases are taken and released on the thread
 that owns the log (the broker's event loop).
 
-Size: ~980 lines, past the ~600 guideline: the segment keeps its four files' whole life
+Size: ~1,200 lines, past the ~600 guideline: the segment keeps its four files' whole life
 (load and recovery with its damage rules, append with index upkeep, reads with damage
-marks and missing offsets, copy-on-write truncation, delete). The leases moved out to
-``file_lease.py``; the recovery scan is the next part to move out.
+marks, missing offsets, index checks and the check before serving, copy-on-write
+truncation, opening and closing for the open-file budget, delete), all on the same
+private state (size, offsets, indexes, marks). The leases moved out to ``file_lease.py``
+and the CRC walk to ``crc_check.py``; the parts to move out next are the damage and
+verified-range bookkeeping (a class the segment owns) and the recovery scan.
 """
 
 from __future__ import annotations
