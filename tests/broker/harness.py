@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -15,10 +16,15 @@ STARTED = re.compile(r"tierlog broker \d+ started on port (\d+)")
 
 
 class BrokerProcess:
-    """Start with ``start()``; ``stop()`` sends SIGTERM (clean), ``kill()`` SIGKILL."""
+    """Start with ``start()``; ``stop()`` sends SIGTERM (clean), ``kill()`` SIGKILL.
+    ``fd_limit``: the soft limit of open files the broker starts with (``ulimit -n``)."""
 
     def __init__(
-        self, data_dir: Path, overrides: dict[str, str] | None = None, port: int = 0
+        self,
+        data_dir: Path,
+        overrides: dict[str, str] | None = None,
+        port: int = 0,
+        fd_limit: int | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.overrides = {
@@ -28,6 +34,7 @@ class BrokerProcess:
             **(overrides or {}),
         }
         self.port = port
+        self.fd_limit = fd_limit
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
         self._log: IO[str] | None = None
@@ -47,6 +54,7 @@ class BrokerProcess:
             stderr=self._log,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=None if self.fd_limit is None else self._limit_fds,
         )
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -62,6 +70,16 @@ class BrokerProcess:
                 return self
         self.kill()
         raise TimeoutError(f"broker did not start in {timeout}s:\n{self.log_text()}")
+
+    def _limit_fds(self) -> None:
+        assert self.fd_limit is not None
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.fd_limit, hard))
+
+    def open_fds(self) -> int:
+        """File descriptors the running broker holds now."""
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def stop(self, timeout: float = 30.0) -> int:
         if self.proc is None:

@@ -126,22 +126,10 @@ def header_at(data: bytes, pos: int = 0) -> BatchHeader:
 
 
 def crash(log: Log) -> None:
-    """Drop a log as ``kill -9`` would: release its file descriptors without flushing,
-    trimming indexes or writing anything (what reached the page cache stays)."""
-    import os
-
+    """Drop a log as ``kill -9`` would: release its file descriptors and maps without
+    flushing, trimming indexes or writing anything (what reached the page cache stays)."""
     for seg in log.segments:
-        for index in (seg.offset_index, seg.time_index):
-            if index._map is not None:
-                index._map.close()
-                index._map = None
-            if index._fd >= 0:
-                os.close(index._fd)
-                index._fd = -1
-        seg.txn_index.close()
-        if seg.fd >= 0:
-            os.close(seg.fd)
-            seg.fd = -1
+        seg.release_files()
     log.closed = True
 
 
@@ -166,14 +154,22 @@ def log_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def make_log(log_dir: Path, clock: ManualClock) -> Iterator[LogFactory]:
     """``make_log(directory=None, *, scheduler=None, recovery_point=0, log_start_offset=0,
-    had_clean_shutdown=False, **props)``: a Log on ``log_dir`` with Kafka-named config
-    props (``"segment.bytes"`` etc. passed as ``segment_bytes=``); closed at teardown."""
+    had_clean_shutdown=False, verify_reads=True, open_files=..., **props)``: a Log on
+    ``log_dir`` with Kafka-named config props (``"segment.bytes"`` etc. passed as
+    ``segment_bytes=``); closed at teardown."""
     opened: list[Log] = []
 
     def factory(directory: Path | None = None, *, scheduler: Any = None, **kwargs: Any) -> Log:
         log_kwargs = {
             k: kwargs.pop(k)
-            for k in ("recovery_point", "log_start_offset", "had_clean_shutdown")
+            for k in (
+                "recovery_point",
+                "log_start_offset",
+                "had_clean_shutdown",
+                "verify_reads",
+                "open_files",
+                "cleaned_up_to",
+            )
             if k in kwargs
         }
         props = {k.replace("_", "."): v for k, v in kwargs.items()}
@@ -199,9 +195,9 @@ def counted_recover(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = LogSegment.recover
 
-    def counting(self: LogSegment) -> int:
+    def counting(self: LogSegment, *args: Any) -> int:
         calls.append(self.base_offset)
-        return real(self)
+        return real(self, *args)
 
     monkeypatch.setattr(LogSegment, "recover", counting)
     return calls

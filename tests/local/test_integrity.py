@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tierlog.local import segment as segment_module
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.log import Log
 
@@ -187,3 +188,185 @@ def test_clean_restart_keeps_a_closed_segment_with_a_damaged_length_and_all_afte
     assert struct.unpack_from(">q", after.read())[0] == next_base
     after.release()
     assert again.append(make_batch(1)).first_offset == end
+
+
+# -- issue 20, item 3: a garbled index ---------------------------------------------------
+
+
+def index_entries(path: Path, entry_size: int, fmt: str) -> list[tuple[int, ...]]:
+    data = path.read_bytes()
+    return [
+        struct.unpack_from(fmt, data, n)
+        for n in range(0, len(data) - entry_size + 1, entry_size)
+        if data[n : n + entry_size] != bytes(entry_size)
+    ]
+
+
+def point_entry_at(path: Path, n: int, position: int) -> None:
+    """Overwrite entry ``n``'s position in an offset index file (under the running log:
+    the index is mapped shared, so the log sees the new bytes at once)."""
+    with open(path, "r+b") as f:
+        f.seek(n * 8 + 4)
+        f.write(struct.pack(">I", position))
+
+
+def first_base(lg: Log, offset: int) -> int:
+    found = lg.read(offset, 1 << 20)
+    assert found is not None
+    try:
+        return struct.unpack_from(">q", found.read())[0]
+    finally:
+        found.release()
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_garbled_offset_index_entry_never_lands_past_the_offset_asked_for(
+    closed: bool, make_log: LogFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The issue's case: a consumer assigned at 1601 received 1700 first."""
+    lg = make_log(segment_bytes=1 << 20, index_interval_bytes=400)
+    for i in range(200):
+        lg.append(make_batch(10, value_size=30, base_timestamp=T0 + i))
+    if closed:
+        lg.roll()
+    segment = lg.segments[0]
+    entries = index_entries(segment.offset_index.path, 8, ">iI")
+    n = max(k for k, (relative, _) in enumerate(entries) if relative <= 1601)
+    later = next(k for k, (relative, _) in enumerate(entries) if relative >= 1700)
+    assert entries[n][0] < 1600
+    point_entry_at(segment.offset_index.path, n, entries[later][1])
+    with caplog.at_level(logging.WARNING, logger="tierlog.local"):
+        assert first_base(lg, 1601) == 1600  # the batch of 10 holding 1601
+    assert "does not match the log" in caplog.text
+    assert str(segment.offset_index.path.with_suffix(".log")) in caplog.text
+    # The index was rebuilt from the headers: right, and not reported again.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tierlog.local"):
+        assert [first_base(lg, o) for o in (0, 999, 1601, 1999)] == [0, 990, 1600, 1990]
+    assert "does not match" not in caplog.text
+    assert index_entries(segment.offset_index.path, 8, ">iI")[: len(entries)] == entries
+
+
+def test_an_index_entry_pointing_inside_a_batch_is_not_trusted(make_log: LogFactory) -> None:
+    lg = make_log(segment_bytes=1 << 20, index_interval_bytes=400)
+    for i in range(100):
+        lg.append(make_batch(10, value_size=30, base_timestamp=T0 + i))
+    segment = lg.segments[0]
+    entries = index_entries(segment.offset_index.path, 8, ">iI")
+    point_entry_at(segment.offset_index.path, 3, entries[3][1] + 30)
+    assert first_base(lg, entries[3][0]) == entries[3][0] - 9
+
+
+def test_a_garbled_time_index_entry_never_moves_a_timestamp_lookup_later(
+    make_log: LogFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    lg = make_log(segment_bytes=1 << 20, index_interval_bytes=400)
+    for i in range(100):
+        lg.append(make_batch(10, value_size=30, base_timestamp=T0 + 100 * i))
+    lg.roll()
+    segment = lg.segments[0]
+    entries = index_entries(segment.time_index.path, 12, ">qi")
+    assert lg.offset_for_timestamp(T0 + 4000) == (400, T0 + 4000)
+    # The entry a search for T0 + 4000 starts from now names a far later offset.
+    n = max(k for k, (ts, _) in enumerate(entries) if ts <= T0 + 4000)
+    with open(segment.time_index.path, "r+b") as f:
+        f.seek(n * 12 + 8)
+        f.write(struct.pack(">i", 905))
+    with caplog.at_level(logging.WARNING, logger="tierlog.local"):
+        assert lg.offset_for_timestamp(T0 + 4000) == (400, T0 + 4000)
+    assert "time index entry" in caplog.text
+
+
+# -- issue 20, item 6: verified before served --------------------------------------------
+
+
+def flip_byte(path: Path, position: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)[0]
+        f.seek(position)
+        f.write(bytes([byte ^ 0x10]))
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_flipped_byte_is_caught_before_its_first_read(
+    closed: bool, make_log: LogFactory, log_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bit flip in the active segment was never caught, and in a closed one only if the
+    scrubber got there first: a consumer with check.crcs=false received a changed value."""
+    lg = make_log(segment_bytes=SEGMENT_BYTES)
+    fill(lg, 10)
+    if closed:
+        lg.roll()
+    segment = lg.segments[0]
+    batches = list(segment.batches())
+    (position, damaged), (after, _) = batches[3], batches[4]
+    flip_byte(segment.path, after - 5)  # inside the last record of batch 3
+    with caplog.at_level(logging.ERROR, logger="tierlog.local"):
+        found = lg.read(0, 1 << 20)
+        assert found is not None and found.position + found.size == position
+        found.release()
+        with pytest.raises(CorruptSegmentError):
+            lg.read(damaged.base_offset, 1 << 20)
+    assert "found before serving them" in caplog.text and "CRC-32C" in caplog.text
+    assert (log_dir / "damage-marks").exists()
+    later = lg.read(damaged.next_offset, 1 << 20)  # the damage stops only itself
+    assert later is not None and later.position == after
+    later.release()
+
+
+def test_verified_bytes_are_served_without_being_read_again(
+    make_log: LogFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lg = make_log(segment_bytes=SEGMENT_BYTES)
+    fill(lg, 10)
+    checked: list[tuple[int, int]] = []
+    real = segment_module.check_batches
+
+    def counting(fd: int, start: int, end: int, size: int) -> object:
+        checked.append((start, end))
+        return real(fd, start, end, size)
+
+    monkeypatch.setattr(segment_module, "check_batches", counting)
+    for _ in range(3):
+        found = lg.read(0, 1 << 20)
+        assert found is not None
+        found.release()
+    assert len(checked) == 1  # once, then sendfile straight from the file
+    fill(lg, 2)
+    found = lg.read(0, 1 << 20)
+    assert found is not None
+    found.release()
+    assert len(checked) == 2 and checked[1][0] > 0  # only the new bytes
+
+
+def test_damage_at_the_end_of_the_active_segment_starts_a_new_one(
+    make_log: LogFactory, log_dir: Path
+) -> None:
+    lg = make_log(segment_bytes=1 << 20)
+    fill(lg, 10)
+    active = lg.active_segment
+    position, header = list(active.batches())[6]
+    with open(active.path, "r+b") as f:  # a length field: nothing after it can be found
+        f.seek(position + 8)
+        f.write(struct.pack(">i", 0x7FFF0000))
+    end = lg.log_end_offset
+    with pytest.raises(CorruptSegmentError):
+        lg.read(header.base_offset, 1 << 20)
+    assert lg.active_segment is not active and lg.active_segment.base_offset == end
+    info = lg.append(make_batch(2))
+    assert info.first_offset == end
+    found = lg.read(end, 1 << 20)
+    assert found is not None and struct.unpack_from(">q", found.read())[0] == end
+    found.release()
+
+
+def test_reads_are_not_checked_when_verification_is_off(make_log: LogFactory) -> None:
+    lg = make_log(segment_bytes=SEGMENT_BYTES, verify_reads=False)
+    fill(lg, 10)
+    segment = lg.segments[0]
+    after = list(segment.batches())[4][0]
+    flip_byte(segment.path, after - 5)
+    found = lg.read(0, 1 << 20)
+    assert found is not None and found.position + found.size > after  # served, unchecked
+    found.release()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from tierlog.local.leader_epoch import (
     EpochEntry,
     LeaderEpochCache,
 )
+
+from .conftest import LogFactory, make_batch
 
 
 @pytest.fixture
@@ -79,6 +82,39 @@ def test_corrupt_file_gives_an_empty_cache(tmp_path: Path, text: str) -> None:
     # and the next assignment rewrites a good file
     cache.assign(1, 0)
     assert file_text(tmp_path) == "0\n1\n1 0\n"
+
+
+GARBLED = [
+    b"\xff\xfe\x00garbage",  # not text
+    b"0\n3\n0 0\n2 150\n",  # the count says 3
+    b"0\n2\n0 0\n2 1x0\n",  # not a number
+    b"0\n2\n2 150\n0 0\n",  # epochs out of order
+    b"0\n2\n0 150\n1 100\n",  # start offsets going back
+    b"0\n1\n-3 0\n",  # negative
+]
+
+
+@pytest.mark.parametrize("garbled", GARBLED)
+def test_a_garbled_checkpoint_is_reported_and_rebuilt_from_the_log(
+    garbled: bytes, make_log: LogFactory, log_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 20, item 12: it was accepted silently (out-of-order entries were even used)."""
+    lg = make_log(segment_bytes=1000)
+    for epoch in (0, 0, 2, 2, 5):
+        lg.append(make_batch(3, value_size=50), leader_epoch=epoch)
+    expected = list(lg.leader_epoch_cache.entries)
+    assert [e.epoch for e in expected] == [0, 2, 5]
+    lg.close()
+    (log_dir / FILE_NAME).write_bytes(garbled)
+    with caplog.at_level(logging.WARNING, logger="tierlog.local"):
+        again = make_log(segment_bytes=1000, had_clean_shutdown=True)
+    assert again.leader_epoch_cache.entries == expected
+    assert [r.getMessage() for r in caplog.records if str(log_dir / FILE_NAME) in r.getMessage()], (
+        caplog.text
+    )
+    assert "rebuilding it from the log" in caplog.text
+    # The file on disk is good again.
+    assert LeaderEpochCache(log_dir).entries == expected
 
 
 def test_end_offset_for(cache: LeaderEpochCache) -> None:

@@ -9,7 +9,6 @@ import pytest
 from tierlog.local import log_loader
 from tierlog.local.checkpoint import read_offsets
 from tierlog.local.config import LogConfig
-from tierlog.local.log import Log
 from tierlog.local.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
@@ -152,7 +151,7 @@ def test_crash_while_loading_after_a_clean_stop_recovers_next_time(
     class Killed(BaseException):
         pass
 
-    def die_after_loading(log: Log) -> None:
+    def die_after_loading(*_: object) -> None:
         raise Killed  # the broker dies once this log's files were opened and prepared
 
     with monkeypatch.context() as patch:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.leader_epoch import EpochEntry
 from tierlog.local.log import Log
+from tierlog.records.header import parse_header
 
 from .conftest import (
     T0,
@@ -81,34 +83,44 @@ def test_unclean_reopen_with_garbage_after_the_last_batch(
     assert (again.log_end_offset, again.active_segment.size) == (end, size)
 
 
-def test_corrupt_batch_deletes_later_segments(
+def test_a_corrupt_batch_in_a_closed_segment_is_marked_and_later_segments_are_kept(
     make_log: LogFactory, log_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Issue 20, item 1: recovery used to truncate at the bad batch and delete every later
+    segment. Only the tail past the recovery point may be cut; this is acknowledged data."""
     lg = make_log(segment_bytes=SEGMENT_BYTES)
     fill(lg, 16)
     assert len(lg.segments) >= 4
     victim = lg.segments[1]
-    positions = [pos for pos, _ in victim.batches()]
-    keep_end = victim.find_batch(victim.base_offset)[1].next_offset  # type: ignore[index]
-    later = [s.path.name for s in lg.segments[2:]]
+    found = list(victim.batches())
+    (position, damaged), after = found[1], found[2][1]
+    bases = [s.base_offset for s in lg.segments]
+    end = lg.log_end_offset
     crash(lg)
     # flip a byte in the 2nd batch of segment 1 (inside its records: CRC fails)
     with open(victim.path, "r+b") as f:
-        f.seek(positions[1] + 80)
+        f.seek(position + 80)
         byte = f.read(1)[0]
-        f.seek(positions[1] + 80)
+        f.seek(position + 80)
         f.write(bytes([byte ^ 0x01]))
     with caplog.at_level(logging.WARNING, logger="tierlog.local"):
         again = make_log(segment_bytes=SEGMENT_BYTES, recovery_point=0)
-    assert [s.base_offset for s in again.segments] == [0, victim.base_offset]
-    assert again.log_end_offset == keep_end
-    assert again.active_segment.size == positions[1]
-    for name in later:
-        assert not (log_dir / name).exists()
-        assert name in caplog.text
-    assert "invalid batch at position" in caplog.text
-    assert_dense(again)
-    assert again.append(make_batch(1)).first_offset == keep_end
+    assert [s.base_offset for s in again.segments] == bases
+    assert again.log_end_offset == end
+    assert again.recovered_bytes_truncated == 0
+    assert "invalid batch at position" not in caplog.text  # a CRC failure: not structural
+    assert "later segments are kept" in caplog.text
+    # Only the damaged batch is refused; what is before and after it is served.
+    with pytest.raises(CorruptSegmentError):
+        again.read(damaged.base_offset, 1 << 20)
+    before = again.read(victim.base_offset, 1 << 20)
+    assert before is not None and before.position + before.size == position
+    before.release()
+    later = again.read(after.base_offset, 1 << 20)
+    assert later is not None and parse_header(later.read()).base_offset == after.base_offset
+    later.release()
+    assert (log_dir / "damage-marks").exists()  # kept marked after the next start too
+    assert again.append(make_batch(1)).first_offset == end
 
 
 def test_corrupt_first_batch_of_a_segment_leaves_it_empty(

@@ -146,7 +146,7 @@ def test_a_truncation_after_a_pass_cuts_in_place(make_log: LogFactory) -> None:
     assert scrubber.stats.verified_segments == 1 and walked.leases == 0
     inode = os.fstat(walked.fd).st_ino
     lg.truncate_to([h.base_offset for _, h in walked.batches()][5])
-    assert lg.segments == [walked]
+    assert list(lg.segments) == [walked]
     assert os.fstat(walked.fd).st_ino == inode == os.stat(walked.path).st_ino
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tierlog.local.file_lease import FileSlice, FileState
 from tierlog.local.log import Log
-from tierlog.local.segment import FileSlice, FileState, LogSegment
+from tierlog.local.segment import LogSegment
 from tierlog.protocol import FetchPartitionData, FetchTopicData, encode_fetch_response
 from tierlog.records.header import iter_batches
 

@@ -88,9 +88,9 @@ def test_a_swap_cut_short_anywhere_restarts_old_or_new(
 
     monkeypatch.setattr(segment_swap.os, "rename", step(os.rename))
     monkeypatch.setattr(segment_swap.os, "replace", step(os.replace))
-    monkeypatch.setattr(log, "_remove_segments", step(log._remove_segments))
+    monkeypatch.setattr(log, "_delete_segments", step(log._delete_segments))
     try:
-        segment_swap.swap_in(log, replaced, [s.size for s in group.replaced])
+        log.replace_segments(replaced, [s.size for s in group.replaced])
         new = _records(log)
         finished = True
     except _Crash:
@@ -131,6 +131,6 @@ def test_every_step_of_a_swap_was_cut(
 
     monkeypatch.setattr(segment_swap.os, "rename", counting(os.rename))
     monkeypatch.setattr(segment_swap.os, "replace", counting(os.replace))
-    monkeypatch.setattr(log, "_remove_segments", counting(log._remove_segments))
-    segment_swap.swap_in(log, replaced, [s.size for s in group.replaced])
+    monkeypatch.setattr(log, "_delete_segments", counting(log._delete_segments))
+    log.replace_segments(replaced, [s.size for s in group.replaced])
     assert count["n"] < SWAP_STEPS

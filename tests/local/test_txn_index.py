@@ -163,7 +163,7 @@ def test_swap_carries_the_cleaned_txnindex(make_log: LogFactory, log_dir: Path) 
         encode_entries(kept)
     )
     replaced = [s for s in log.segments if s.base_offset in {f.base_offset for f in group.replaced}]
-    new = segment_swap.swap_in(log, replaced, [s.size for s in group.replaced])
+    new = log.replace_segments(replaced, [s.size for s in group.replaced])
     assert new.txn_index.entries == kept
     names = sorted(p.name for p in log_dir.iterdir() if "txnindex" in p.name)
     assert names == ["00000000000000000000.txnindex"]
@@ -199,7 +199,7 @@ def test_swap_without_a_cleaned_txnindex_keeps_the_replaced_entries(
     log.segments[1].txn_index.append(second)
     group = clean(job).groups[0]
     replaced = [s for s in log.segments if s.base_offset in {f.base_offset for f in group.replaced}]
-    new = segment_swap.swap_in(log, replaced, [s.size for s in group.replaced])
+    new = log.replace_segments(replaced, [s.size for s in group.replaced])
     assert new.txn_index.entries == [first, second][: len(replaced)]
     assert len(replaced) == 2
     names = sorted(p.name for p in log_dir.iterdir() if "txnindex" in p.name)

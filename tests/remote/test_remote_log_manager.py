@@ -203,6 +203,39 @@ def test_a_corrupt_segment_is_never_offloaded(
     assert any("not offloaded" in r.getMessage() for r in caplog.records)
 
 
+def test_a_segment_missing_offsets_is_never_offloaded(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 20, item 2: a segment file deleted locally is reported at the next start and
+    the segment before it answers for its offsets; uploading that segment (its bytes check
+    out) would have left the remote tier with a silent gap."""
+    log = make_log(tmp_path, clock)
+    before, gone = log.segments[1], log.segments[2]
+    log.close()
+    for path in log.directory.glob(f"{gone.base_offset:020d}.*"):
+        path.unlink()
+    log = Log(
+        log.directory,
+        log.config,
+        clock=clock,
+        recovery_point=log.recovery_point,
+        had_clean_shutdown=True,
+    )
+    h = Harness(store, log, tmp_path, clock)
+    try:
+        with caplog.at_level(logging.ERROR):
+            h.cycle(2)
+        assert [s.base_offset for s in h.committed()] == [0]
+        assert log.remote_end_offset == before.base_offset
+        assert any(
+            "not offloaded" in r.getMessage() and f"offsets {gone.base_offset}-" in r.getMessage()
+            for r in caplog.records
+        )
+    finally:
+        h.close()
+        log.close()
+
+
 def test_commit_comes_after_the_upload(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     store, log = harness.store, harness.log
     real_copy, real_commit = store.copy_segment, store.commit

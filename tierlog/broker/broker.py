@@ -121,6 +121,7 @@ class Broker:
             clock=self.clock,
             scheduler=scheduler,
             remove_dir=self._dir_remover.submit,
+            verify_reads=config["log.read.verify.enable"],
             timings=LogManagerTimings(
                 flush_check_interval_ms=config["log.flush.scheduler.interval.ms"],
                 retention_check_interval_ms=config["log.retention.check.interval.ms"],

@@ -108,6 +108,13 @@ BROKER_CONFIG = ConfigDef(
             at_least(0),
         ),
         ConfigKey(
+            "log.read.verify.enable",
+            "bool",
+            True,
+            "CRC-32C of log bytes checked before they are first served (tierlog's own; Kafka "
+            "serves them unchecked): damage answers KAFKA_STORAGE_ERROR, never changed bytes",
+        ),
+        ConfigKey(
             "log.scrubber.pass.interval.ms",
             "long",
             60_000,

@@ -1,7 +1,8 @@
 """Repair of damaged segment ranges from an in-sync replica (cluster mode).
 
-When the scrubber (or a load) marks a byte range of a closed segment damaged, reads of it
-answer KAFKA_STORAGE_ERROR. In a cluster the same batches exist, byte for byte, on every
+When the scrubber, a read or a load marks a byte range of a closed segment damaged, or a
+load finds offsets whose segment file is gone (issue 20, items 1-2), reads of them answer
+KAFKA_STORAGE_ERROR. In a cluster the same batches exist, byte for byte, on every
 other in-sync replica: followers append the leader's batches unchanged. The repairer
 fetches the damaged range's offsets from one of them and writes the batches back over
 the damaged bytes (``tierlog/local/segment_patch.py`` checks that they line up), so the
@@ -35,7 +36,13 @@ from kio.schema.fetch.v12.request import FetchRequest
 from tierlog.broker.partition import Partition
 from tierlog.broker.replica_fetcher import whole_batches
 from tierlog.client.async_connection import AsyncConnection
-from tierlog.local.segment_patch import DamagedRange, PatchRefused, apply_patch, damaged_ranges
+from tierlog.local.segment_patch import (
+    DamagedRange,
+    PatchRefused,
+    accept_empty,
+    apply_patch,
+    damaged_ranges,
+)
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build
 
@@ -132,7 +139,9 @@ class SegmentRepairer:
 
     async def repair_partition(self, partition: Partition) -> int:
         done = 0
-        for damaged in damaged_ranges(partition.local):
+        for damaged in damaged_ranges(partition.local.segments):
+            if damaged.end_offset <= partition.local.log_start_offset:
+                continue  # given up (DeleteRecords past it); retention removes it
             for peer in self._peers(partition):
                 try:
                     if await self._repair_from(peer, partition, damaged):
@@ -176,14 +185,31 @@ class SegmentRepairer:
             request_timeout=self.request_timeout_s,
         )
         first, size = damaged.first_offset, damaged.end - damaged.position
+        segments = partition.local.segments
         try:
             rest: DamagedRange | None = damaged
             while rest is not None:
                 data = await self._fetch(connection, partition, rest)
                 if not data:
                     return False  # the replica's high watermark is below it: later
-                rest = apply_patch(partition.local, rest, data)
-                self.stats.repaired_bytes += len(data)
+                if _base_offset(data) >= rest.end_offset:
+                    # The replica's committed batches skip the range (compaction): it
+                    # holds no record; only missing offsets may end that way.
+                    accept_empty(segments, rest)
+                    log.warning(
+                        "%s: offsets %d-%d hold no record on broker %d (its log skips "
+                        "them); %s now ends at %d",
+                        partition,
+                        rest.first_offset,
+                        rest.end_offset - 1,
+                        peer,
+                        rest.segment.path,
+                        rest.first_offset,
+                    )
+                    break
+                piece = _below(data, rest.end_offset)
+                rest = apply_patch(segments, rest, piece)
+                self.stats.repaired_bytes += len(piece)
         finally:
             await connection.close()
         self.stats.repaired_ranges += 1
@@ -202,7 +228,9 @@ class SegmentRepairer:
     async def _fetch(
         self, connection: AsyncConnection, partition: Partition, damaged: DamagedRange
     ) -> bytes:
-        limit = min(PIECE_BYTES, damaged.end - damaged.position)
+        limit = PIECE_BYTES
+        if not damaged.open_ended:
+            limit = min(limit, damaged.end - damaged.position)
         request = build(
             FetchRequest,
             {
@@ -243,6 +271,26 @@ class SegmentRepairer:
                 # A piece ends at a batch boundary and inside the range.
                 return _within(whole_batches(records), limit)
         raise PeerError("the answer does not name the partition")
+
+
+def _base_offset(records: bytes) -> int:
+    return int.from_bytes(records[:8], "big", signed=True)
+
+
+def _below(records: bytes, end_offset: int) -> bytes:
+    """The whole batches of ``records`` whose offsets end below ``end_offset``: a range
+    running to the end of its file is fetched a full piece at a time, and the answer may
+    go on into the next segment's offsets."""
+    position = 0
+    view = memoryview(records)
+    while position + 61 <= len(records):
+        size = 12 + int.from_bytes(view[position + 8 : position + 12], "big")
+        base = int.from_bytes(view[position : position + 8], "big", signed=True)
+        last = base + int.from_bytes(view[position + 23 : position + 27], "big", signed=True)
+        if last >= end_offset:
+            break
+        position += size
+    return records[:position] if position else records
 
 
 def _within(records: bytes, limit: int) -> bytes:

@@ -53,7 +53,7 @@ from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write
 from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.log import Log
 from tierlog.local.log_manager import LogManager
-from tierlog.local.segment_swap import StaleSwapError, swap_in
+from tierlog.local.segment_swap import StaleSwapError
 from tierlog.records.errors import RecordsError
 from tierlog.util.clock import Clock, SystemClock
 
@@ -315,7 +315,7 @@ class LogCleaner:
                 if topic_log.closed or self.log_manager.logs.get(tp) is not topic_log:
                     raise StaleSwapError(f"{tp[0]}-{tp[1]}: the log closed while it was cleaned")
                 replaced = [by_base[s.base_offset] for s in group.replaced]
-                swap_in(topic_log, replaced, [s.size for s in group.replaced])
+                topic_log.replace_segments(replaced, [s.size for s in group.replaced])
                 swapped += 1
         except StaleSwapError as exc:
             self.stats.stale_swaps += 1

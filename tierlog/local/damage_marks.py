@@ -21,13 +21,9 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tierlog.local.checkpoint import CorruptCheckpointError, read_checkpoint, write_checkpoint
-
-if TYPE_CHECKING:
-    from tierlog.local.log import Log
+from tierlog.local.log_segments import LogSegments
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +38,10 @@ def _identity(fd: int) -> tuple[int, int] | None:
     return stat.st_ino, stat.st_size
 
 
-def save(topic_log: Log) -> None:
+def save(segments: LogSegments) -> None:
     """Write every segment's damaged ranges (or remove the file when there are none)."""
     entries = []
-    for segment in topic_log.segments:
+    for segment in segments:
         if not segment.damaged or segment.fd < 0:
             continue
         identity = _identity(segment.fd)
@@ -54,23 +50,23 @@ def save(topic_log: Log) -> None:
         for position, end, problem in segment.damaged:
             text = "_".join(problem.split()) or "damaged"
             entries.append((segment.base_offset, *identity, position, end, text))
-    path = Path(topic_log.directory) / FILE_NAME
+    path = segments.directory / FILE_NAME
     if entries:
         write_checkpoint(path, entries)
     else:
         path.unlink(missing_ok=True)
 
 
-def apply(topic_log: Log) -> int:
+def apply(segments: LogSegments) -> int:
     """Mark again the ranges saved for segments that are still the same files; returns
     how many were applied. Marks of replaced or deleted segments are dropped."""
-    path = Path(topic_log.directory) / FILE_NAME
+    path = segments.directory / FILE_NAME
     try:
         rows = read_checkpoint(path, 6)
     except CorruptCheckpointError as exc:
         log.warning("%s; the scrubber will find the damage again", exc)
         return 0
-    by_base = {segment.base_offset: segment for segment in topic_log.segments}
+    by_base = {segment.base_offset: segment for segment in segments}
     applied = 0
     for base, inode, size, position, end, problem in rows:
         try:
@@ -80,16 +76,22 @@ def apply(topic_log: Log) -> int:
             continue
         if segment is None or segment.fd < 0 or _identity(segment.fd) != numbers[:2]:
             continue
+        text = problem.replace("_", " ")
         if not any(p == numbers[2] for p, _, _ in segment.damaged):
-            segment.mark_damaged(numbers[2], numbers[3], problem.replace("_", " "))
+            segment.mark_damaged(numbers[2], numbers[3], text)
+        next_base = segments.next_base(segment)
+        if numbers[3] >= numbers[1] and next_base is not None:
+            # Damage up to the end of the file: the offsets up to the next segment are
+            # the damaged range's, including any the file no longer holds.
+            segment.mark_missing(next_base, text)
         applied += 1
     if rows and applied != len(rows):
-        save(topic_log)
+        save(segments)
     if applied:
         log.error(
             "%s: %d damaged range(s) found before the restart stay unreadable "
             "(KAFKA_STORAGE_ERROR) until their segments are replaced",
-            topic_log.name,
+            segments.name,
             applied,
         )
     return applied

@@ -2,7 +2,8 @@
 
 An index file is a sequence of fixed-size big-endian entries sorted by their first field.
 As in Kafka (``AbstractIndex``), the active segment's index is preallocated to
-``segment.index.bytes`` and mapped whole; entries are written into the map and the file is
+``segment.index.bytes`` and mapped whole (a map holding no file descriptor, as Kafka
+closes the file once mapped); entries are written into the map and the file is
 trimmed to the valid entries when the segment is rolled or closed. A file left at its
 preallocated size by an unclean stop is never trusted: the log rebuilds the indexes of every
 segment it recovers.
@@ -22,12 +23,14 @@ Not thread-safe; owned by one ``LogSegment``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from tierlog.local.file_map import FileMap
 
 # Blocks reserved ahead of the entries: one ``posix_fallocate`` per 64 KiB of index, i.e.
 # per 8192 offset entries (32 MiB of log at the default 4 KiB index interval), so the call
@@ -43,51 +46,112 @@ class CorruptIndexError(Exception):
 
 class MappedIndex:
     """Base of ``OffsetIndex`` and ``TimeIndex``; subclasses set ``ENTRY`` (a ``Struct``)
-    and ``KEY_FIELD`` (which field entries are sorted and searched by)."""
+    and ``KEY_FIELD`` (which field entries are sorted and searched by).
+
+    File descriptors (issue 20, item 8): none is held. The file is mapped when an entry is
+    first read or written (``FileMap``: a map that keeps no descriptor) and opened only
+    for the moment a size or block change needs it (growing, trimming, reserving). The
+    owner may ``release`` the map (an idle segment, ``open_files``); the next use maps it
+    again.
+
+    Args:
+        path: the index file (created empty when missing).
+        base_offset: the segment's base offset.
+        max_index_size: the size an appendable index is grown to.
+        on_map: called when the index maps its file (its segment counts its open files).
+    """
 
     ENTRY: struct.Struct
     KEY_FIELD = 0
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        on_map: Callable[[], None] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self.max_index_size = max_index_size
+        self._on_map = on_map
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             length = os.fstat(fd).st_size
-            if length % self.entry_size:
-                raise CorruptIndexError(
-                    f"{self.path}: size {length} is not a multiple of {self.entry_size}"
-                )
-            self._entries = length // self.entry_size
-            self._fd = fd
-        except BaseException:
+        finally:
             os.close(fd)
-            raise
-        self._map: mmap.mmap | None = None
-        self._map_size = 0
+        if length % self.entry_size:
+            raise CorruptIndexError(
+                f"{self.path}: size {length} is not a multiple of {self.entry_size}"
+            )
+        self._entries = length // self.entry_size
+        self._map: memoryview | None = None
+        self._file_map: FileMap | None = None
+        self._map_size = length
+        self.capacity = length // self.entry_size
         # Bytes [0, _reserved) have blocks. Unknown for a file opened from disk (a crash
         # may have left it sparse), so 0: its first reservation covers it from the start.
         self._reserved = 0
         # False once posix_fallocate said the file system cannot: see ``reserve``.
         self._can_reserve = True
-        self._remap(length)
+        self.writable = 0
+        self._closed = False
+        # Entries written since the last flush: flushed by fsync when the map was released.
+        self._dirty = False
 
     # -- mapping -----------------------------------------------------------------------
 
-    def _remap(self, size: int) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        if os.fstat(self._fd).st_size != size:
-            os.ftruncate(self._fd, size)
+    @contextlib.contextmanager
+    def _opened(self) -> Iterator[int]:
+        """The file's descriptor, for one size or block change."""
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _view(self) -> memoryview:
+        """The mapped entries, mapping the file first when it is not (yet, or again)."""
+        view = self._map
+        if view is None:
+            if self._closed:
+                raise ValueError(f"{self.path}: index is closed")
+            with self._opened() as fd:
+                self._mapped(fd, self._map_size)
+            view = self._map
+            assert view is not None
+        return view
+
+    def _mapped(self, fd: int, size: int) -> None:
+        """Map ``size`` bytes through ``fd``, growing or shrinking the file to it first."""
+        self._unmap()
+        if os.fstat(fd).st_size != size:
+            os.ftruncate(fd, size)
         self._map_size = size
-        self._map = mmap.mmap(self._fd, size) if size else None
         self.capacity = size // self.entry_size
         # Shrinking frees the blocks past the end; growing adds none (sparse).
         self._reserved = min(self._reserved, size)
+        # A file of no entries needs no map (and mmap refuses 0 bytes): an empty view.
+        if size:
+            self._file_map = FileMap(fd, size)
+            self._map = self._file_map.view
+        else:
+            self._map = memoryview(b"")
         self._set_writable()
+        if self._on_map is not None:
+            self._on_map()
+
+    def _remap(self, size: int) -> None:
+        with self._opened() as fd:
+            self._mapped(fd, size)
+
+    def _unmap(self) -> None:
+        self._map = None
+        self.writable = 0  # appends reserve (and so map) again before they write
+        if self._file_map is not None:
+            self._file_map.close()
+            self._file_map = None
 
     def _set_writable(self) -> None:
         if self._can_reserve:
@@ -106,6 +170,9 @@ class MappedIndex:
         wanted = self._entries + count
         if wanted <= self.writable:
             return
+        self._view()  # mapped again after a release: writable is right from here on
+        if wanted <= self.writable:
+            return
         if wanted > self.capacity:
             self.make_appendable()
         need = min(wanted, self.capacity) * self.entry_size
@@ -115,7 +182,8 @@ class MappedIndex:
         # past it would grow the file behind the map's back.
         end = min(self._map_size, -(-need // RESERVE_CHUNK) * RESERVE_CHUNK)
         try:
-            os.posix_fallocate(self._fd, self._reserved, end - self._reserved)
+            with self._opened() as fd:
+                os.posix_fallocate(fd, self._reserved, end - self._reserved)
         except OSError as exc:
             if exc.errno in _UNSUPPORTED:
                 # The file system has no fallocate (glibc emulates it where it can, so
@@ -162,7 +230,7 @@ class MappedIndex:
         """Grow the file to ``max_index_size`` (rounded to whole entries) for appends."""
         target = self.max_index_size - self.max_index_size % self.entry_size
         target = max(target, self.size_bytes)
-        if target != self._map_size:
+        if target != self._map_size or self._map is None:
             self._remap(target)
 
     def trim_to_valid_size(self) -> None:
@@ -173,8 +241,7 @@ class MappedIndex:
     # -- entries -----------------------------------------------------------------------
 
     def entry(self, n: int) -> tuple[int, ...]:
-        assert self._map is not None
-        return self.ENTRY.unpack_from(self._map, n * self.entry_size)
+        return self.ENTRY.unpack_from(self._view(), n * self.entry_size)
 
     def __iter__(self) -> Iterator[tuple[int, ...]]:
         for n in range(self._entries):
@@ -185,28 +252,31 @@ class MappedIndex:
             self.reserve(1)  # grows the file if it is full; raises OSError on ENOSPC
             if self.is_full:
                 raise OverflowError(f"{self.path}: index is full ({self._entries} entries)")
-        assert self._map is not None
-        self.ENTRY.pack_into(self._map, self._entries * self.entry_size, *fields)
+        self.ENTRY.pack_into(self._view(), self._entries * self.entry_size, *fields)
         self._entries += 1
+        self._dirty = True
 
     def append_unchecked(self, first: int, second: int) -> None:
         """Write an entry the caller knows is in order and fits in reserved blocks
-        (``entries < writable``; the append fast path)."""
+        (``entries < writable``, which only a mapped index has; the append fast path)."""
         assert self._map is not None
         self.ENTRY.pack_into(self._map, self._entries * self.entry_size, first, second)
         self._entries += 1
+        self._dirty = True
 
     def _largest_at_most(self, key: int) -> int:
         """Index of the last entry whose key field is <= key, or -1 (binary search)."""
         lo, hi = 0, self._entries - 1
+        if hi < 0:
+            return -1
         found = -1
         unpack = self.ENTRY.unpack_from
-        buf = self._map
+        buf = self._view()
         size = self.entry_size
         field = self.KEY_FIELD
         while lo <= hi:
             mid = (lo + hi) >> 1
-            if unpack(buf, mid * size)[field] <= key:  # type: ignore[arg-type]
+            if unpack(buf, mid * size)[field] <= key:
                 found = mid
                 lo = mid + 1
             else:
@@ -230,28 +300,38 @@ class MappedIndex:
     # -- file lifecycle ----------------------------------------------------------------
 
     def flush(self) -> None:
-        if self._map is not None:
-            self._map.flush()
+        """Make the entries durable: ``msync`` of the map, or an ``fsync`` of the file when
+        the map was released since they were written (their pages are in the page
+        cache)."""
+        if self._file_map is not None:
+            self._file_map.flush()
+        elif self._dirty and not self._closed:
+            with self._opened() as fd:
+                os.fsync(fd)
+        self._dirty = False
+
+    def release(self) -> None:
+        """Drop the map, writing nothing (the segment is idle, or its log is dropped as a
+        crash would leave it); the next use maps the file again."""
+        self._unmap()
 
     def close(self) -> None:
-        if self._fd < 0:
+        """Trim the file to its entries and drop the map (clean shutdown)."""
+        if self._closed:
             return
-        self.trim_to_valid_size()
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        os.close(self._fd)
-        self._fd = -1
+        if self._map_size != self.size_bytes:
+            with self._opened() as fd:
+                self._unmap()
+                os.ftruncate(fd, self.size_bytes)
+            self._map_size = self.size_bytes
+        self._unmap()
+        self._closed = True
 
     def rename(self, new_path: Path) -> None:
         os.rename(self.path, new_path)
         self.path = Path(new_path)
 
     def delete(self) -> None:
-        if self._fd >= 0:
-            if self._map is not None:
-                self._map.close()
-                self._map = None
-            os.close(self._fd)
-            self._fd = -1
+        self._unmap()
+        self._closed = True
         self.path.unlink(missing_ok=True)

@@ -10,10 +10,13 @@ Not thread-safe; owned by one ``Log``.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import NamedTuple
 
 from tierlog.local.checkpoint import CorruptCheckpointError, read_checkpoint, write_checkpoint
+
+log = logging.getLogger(__name__)
 
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -26,14 +29,30 @@ class EpochEntry(NamedTuple):
 
 
 class LeaderEpochCache:
+    """Args:
+    directory: the partition directory holding ``leader-epoch-checkpoint``.
+
+    A checkpoint that cannot be read, or whose entries break the cache's rules (epochs
+    rising, start offsets rising, none negative), is not trusted: a WARNING names the file
+    and the problem, the cache starts empty and the file is written again empty, and the
+    log rebuilds the entries from its batch headers as it loads (issue 20, item 12, as
+    for the other checkpoints). Before, a garbled file was taken silently as empty, and
+    one with entries out of order was used as it was.
+    """
+
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / FILE_NAME
         try:
             rows = read_checkpoint(self.path, 2)
-            self.entries = [EpochEntry(int(e), int(o)) for e, o in rows]
-        except (CorruptCheckpointError, ValueError):
-            # The cache is rebuilt from batch headers by the log when it cannot be read.
+            self.entries = _checked([EpochEntry(int(e), int(o)) for e, o in rows], self.path)
+        except (CorruptCheckpointError, ValueError) as exc:
+            problem = exc if isinstance(exc, CorruptCheckpointError) else f"{self.path}: {exc}"
+            log.warning("%s; rebuilding it from the log's batch headers", problem)
             self.entries = []
+            try:
+                self.flush()
+            except OSError as write_error:  # the rebuild's first assign writes it anyway
+                log.warning("%s: not rewritten: %s", self.path, write_error)
 
     @property
     def latest_epoch(self) -> int:
@@ -94,6 +113,29 @@ class LeaderEpochCache:
     def clear(self) -> None:
         self.entries = []
         self.flush()
+
+
+def _checked(entries: list[EpochEntry], path: Path) -> list[EpochEntry]:
+    """``entries`` when they could have been written by the cache.
+
+    Raises:
+        CorruptCheckpointError: naming the first entry that breaks a rule.
+    """
+    previous: EpochEntry | None = None
+    for entry in entries:
+        if entry.epoch < 0 or entry.start_offset < 0:
+            raise CorruptCheckpointError(
+                f"{path}: negative entry {entry.epoch} {entry.start_offset}"
+            )
+        if previous is not None and (
+            entry.epoch <= previous.epoch or entry.start_offset <= previous.start_offset
+        ):
+            raise CorruptCheckpointError(
+                f"{path}: entry {entry.epoch} {entry.start_offset} does not follow "
+                f"{previous.epoch} {previous.start_offset}"
+            )
+        previous = entry
+    return entries
 
 
 def end_offset_for(entries: list[EpochEntry], epoch: int, log_end_offset: int) -> tuple[int, int]:

@@ -5,11 +5,18 @@ rules that span segments: offset assignment, rolling, the flush policy, retentio
 and recovery after an unclean stop. The broker never decodes records here: appends read only
 batch headers and write the producer's bytes with baseOffset/partitionLeaderEpoch rewritten.
 
-Size: ~970 lines, past the ~600 guideline, because append (with its unrolled single-batch
-fast path), read, retention, truncation and the transaction markers all work on the same
-segment list and offsets; loading already lives in ``log_loader.py``, the index file in
-``txn_index.py``. The append validation (``_validate`` and the client rules) is the part to
-move out next, into an appender owned by the log.
+The segment list is a ``LogSegments`` (``log_segments.py``), which the loader builds
+(``log_loader.load`` returns it with the offsets it settled, and the log is built from
+that), the compaction swap changes through ``replace_segments``, and the log changes as it
+rolls, retains and truncates.
+
+Size: ~1,080 lines, past the ~600 guideline, because append (with its unrolled
+single-batch fast path), read (with the check before serving and the damage it finds),
+retention, truncation and the transaction markers all work on the same segment list and
+offsets; loading lives in ``log_loader.py``, the producer replay in ``producer_replay.py``,
+the index file in ``txn_index.py``. The append validation (``_validate`` and the client
+rules) is the part to move out next, into an appender owned by the log (issue 21, item 5,
+another engineer's).
 
 Transactions (KIP-98): the producer state tracks open transactions, whose first offset
 bounds the last stable offset (``first_unstable_offset``); ``append_marker`` writes a
@@ -25,16 +32,16 @@ takes a lock around the whole ``Log``.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crc32c import crc32c
 
+from tierlog.local import damage_marks
 from tierlog.local.config import LogConfig
 from tierlog.local.crc_worker import CRC_WORKER, OVERLAP_MIN_BYTES
 from tierlog.local.errors import (
@@ -46,6 +53,9 @@ from tierlog.local.errors import (
 )
 from tierlog.local.leader_epoch import LeaderEpochCache
 from tierlog.local.log_loader import load
+from tierlog.local.log_segments import LogSegments
+from tierlog.local.open_files import PROCESS_FILES, OpenFiles
+from tierlog.local.producer_replay import index_if_aborted, replay_producers
 from tierlog.local.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     CompletedTxn,
@@ -58,6 +68,7 @@ from tierlog.local.segment import (
     FileSlice,
     LogSegment,
 )
+from tierlog.local.segment_swap import swap_in
 from tierlog.local.time_index import NO_TIMESTAMP
 from tierlog.records.builder import ControlType, build_control_batch
 from tierlog.records.codecs import DEFAULT_MAX_SIZE, check_declared_sizes
@@ -128,6 +139,11 @@ class Log:
         had_clean_shutdown: True skips recovery; False re-checks every batch from the
             segment holding ``recovery_point`` to the end.
         producer_id_expiration_ms: idle idempotent producers are forgotten after this.
+        verify_reads: check the CRC-32C of bytes before they are first served
+            (``log.read.verify.enable``; issue 20, item 6).
+        open_files: the budget of open segments its segments count in (``open_files``).
+        cleaned_up_to: the log cleaner's checkpoint for this log, if it ever cleaned it
+            (gaps below it are compaction's; ``log_loader``).
     """
 
     def __init__(
@@ -141,16 +157,17 @@ class Log:
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        verify_reads: bool = True,
+        open_files: OpenFiles = PROCESS_FILES,
+        cleaned_up_to: int | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.config = config or LogConfig()
         self.clock = clock or SystemClock()
         self.scheduler = scheduler
-        self.segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self.log_start_offset = log_start_offset
-        self.recovery_point = recovery_point
+        self.verify_reads = verify_reads
+        self._open_files = open_files
         self.unflushed_messages = 0
         self.last_flush_ms = self.clock.monotonic_ms()
         self.closed = False
@@ -158,17 +175,30 @@ class Log:
         self.producer_state = ProducerStateManager(
             self.directory, clock=self.clock, producer_id_expiration_ms=producer_id_expiration_ms
         )
-        self.recovered_bytes_truncated = 0
         # Set by the remote log manager for a tiered log: offsets below it are committed to
         # the remote tier. None = not tiered (local retention uses retention.* alone).
         self.remote_end_offset: int | None = None
-        load(self, had_clean_shutdown)
+        loaded = load(
+            self.directory,
+            self._new_segment,
+            config=self.config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            had_clean_shutdown=had_clean_shutdown,
+            leader_epoch_cache=self.leader_epoch_cache,
+            producer_state=self.producer_state,
+            cleaned_up_to=cleaned_up_to,
+        )
+        self.segments: LogSegments = loaded.segments
+        self.log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        self.recovered_bytes_truncated = loaded.recovered_bytes_truncated
 
     # -- properties ----------------------------------------------------------------------
 
     @property
     def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+        return self.segments.active
 
     @property
     def log_end_offset(self) -> int:
@@ -182,18 +212,16 @@ class Log:
     def name(self) -> str:
         return self.directory.name
 
-    def _open_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        """Open the segment at ``base_offset`` (creating its files when new)."""
         return LogSegment(
             self.directory,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
             created_ms=self.clock.milliseconds(),
+            open_files=self._open_files,
         )
-
-    def _append_segment(self, segment: LogSegment) -> None:
-        self.segments.append(segment)
-        self._bases.append(segment.base_offset)
 
     # -- appending -----------------------------------------------------------------------
 
@@ -321,7 +349,7 @@ class Log:
                 h[5] & Attr.COMPRESSION_MASK, view[HEADER_SIZE:], count, DEFAULT_MAX_SIZE
             )
         try:
-            segment = self.segments[-1]
+            segment = self.segments.active
             first = segment.next_offset
             last = first + delta
             max_timestamp = h[8]
@@ -433,7 +461,7 @@ class Log:
             completed = self.producer_state.replay(header, marker)
             if completed is not None:
                 info.completed_txns.append(completed)
-                self._index_if_aborted(completed, self.active_segment)
+                index_if_aborted(self.producer_state, completed, self.active_segment)
         return info
 
     def append_marker(
@@ -482,21 +510,8 @@ class Log:
         completed = self.producer_state.replay(header, EndTxnMarker(commit, coordinator_epoch))
         if completed is not None:
             info.completed_txns.append(completed)
-        self._index_if_aborted(completed, self.active_segment)
+        index_if_aborted(self.producer_state, completed, self.active_segment)
         return info
-
-    def _index_if_aborted(self, completed: CompletedTxn | None, segment: LogSegment) -> None:
-        """An aborted transaction goes into the marker's segment's ``.txnindex`` with the
-        LSO once it ended (Kafka's ``LogSegment.updateTxnIndex``)."""
-        if completed is not None and completed.is_aborted:
-            segment.txn_index.append(
-                AbortedTxn(
-                    completed.producer_id,
-                    completed.first_offset,
-                    completed.last_offset,
-                    self.producer_state.last_stable_offset(completed),
-                )
-            )
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -514,7 +529,7 @@ class Log:
         ``LocalLog.collectAbortedTransactions``)."""
         self._check_open()
         found: list[AbortedTxn] = []
-        for segment in self.segments[self._segment_for(fetch_offset) :]:
+        for segment in self.segments.from_offset(fetch_offset):
             # Segments starting past the upper bound still count: a transaction begun
             # below it may have its marker, and so its entry, far later.
             txns, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
@@ -622,9 +637,9 @@ class Log:
             self._remove_segments([old], delete_async=False)
         else:
             old.close_for_append()
-        segment = self._open_segment(base)
+        segment = self._new_segment(base)
         segment.make_active()
-        self._append_segment(segment)
+        self.segments.append(segment)
         self._fsync_directory()
         # A snapshot per segment bounds how much a restart replays to rebuild the state.
         self.producer_state.take_snapshot(base)
@@ -640,15 +655,30 @@ class Log:
         if not self.closed:
             self.flush(up_to)
 
-    def _segment_for(self, offset: int) -> int:
-        """Index in ``segments`` of the segment that would hold ``offset``."""
-        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+    def replace_segments(self, replaced: Sequence[LogSegment], sizes: Sequence[int]) -> LogSegment:
+        """Put a compaction's cleaned segment in place of ``replaced`` (consecutive closed
+        segments that had ``sizes`` bytes when cleaned), crash-safely (``segment_swap``).
+
+        Raises:
+            StaleSwapError: the segments changed meanwhile; nothing was changed.
+        """
+        self._check_open()
+        return swap_in(
+            self.segments,
+            replaced,
+            sizes,
+            open_segment=self._new_segment,
+            retire=self._delete_segments,
+        )
 
     def _remove_segments(self, doomed: list[LogSegment], delete_async: bool = True) -> None:
+        self.segments.remove_all(doomed)
+        self._delete_segments(doomed, delete_async)
+
+    def _delete_segments(self, doomed: list[LogSegment], delete_async: bool = True) -> None:
+        """Delete segments already out of the list: at once, or after
+        file.delete.delay.ms (renamed ``*.deleted`` meanwhile)."""
         for segment in doomed:
-            n = self.segments.index(segment)
-            del self.segments[n]
-            del self._bases[n]
             if delete_async and self.scheduler is not None and self.config.file_delete_delay_ms:
                 # Readers may still hold the fd (a fetch in flight); unlink later (Kafka's
                 # file.delete.delay.ms).
@@ -671,11 +701,15 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
-    ) -> FileSlice | None:
+    ) -> FileSlice | bytes | None:
         """Batches from ``offset`` (the batch holding it first) below ``max_offset`` (e.g.
         the high watermark), at most ``max_bytes`` unless the first batch alone is larger.
 
-        Returns None when there is nothing to read yet (``offset`` at the bound).
+        Returns a slice of the segment file, leased until released (``FileSlice``); the
+        bytes themselves when every open segment is leased and the open-file budget is
+        full (a fetch of thousands of partitions, issue 20 item 8): the segment's file is
+        then closed again at once instead of being held past the limit. None when there
+        is nothing to read yet (``offset`` at the bound).
 
         Raises:
             OffsetOutOfRangeError: ``offset`` below the log start or above the log end.
@@ -687,19 +721,97 @@ class Log:
         bound = end if max_offset is None else min(max_offset, end)
         if offset >= bound:
             return None
-        for n in range(self._segment_for(offset), len(self.segments)):
+        for n in range(self.segments.floor_index(offset), len(self.segments)):
             segment = self.segments[n]
             if segment.base_offset >= bound:
                 return None
             max_position = None
             if bound < segment.next_offset:
                 max_position = segment.position_of(bound)
-            found = segment.read(
-                max(offset, segment.base_offset), max_bytes, max_position, min_one_batch
+            found = self._read_segment(
+                segment, max(offset, segment.base_offset), max_bytes, max_position, min_one_batch
             )
             if found is not None:
                 return found
         return None
+
+    def _read_segment(
+        self,
+        segment: LogSegment,
+        offset: int,
+        max_bytes: int,
+        max_position: int | None,
+        min_one_batch: bool,
+    ) -> FileSlice | bytes | None:
+        """``segment.read``, with bytes not verified yet checked before they are served.
+
+        Verified before served (issue 20, item 6): a bit flip in a segment, the active one
+        included, was served as it was, and a consumer with ``check.crcs=false``
+        (librdkafka's default) received a changed value. Bytes past a segment's verified
+        ranges are read back and CRC-checked here once, before their first answer; what
+        passes is served with ``sendfile`` as before (zero copy), then and every later
+        time. Damage found takes the scrubber's path: marked, reported, saved, repaired
+        from a replica in a cluster, and the answer stops before it.
+        """
+        was_open = segment.is_open
+        try:
+            found = segment.read(offset, max_bytes, max_position, min_one_batch)
+            if found is not None and self.verify_reads:
+                end = found.position + found.size
+                if not segment.is_verified(found.position, end):
+                    problems = segment.verify(found.position, end)
+                    if problems:
+                        found.release()
+                        self._mark_damage(segment, problems, "before serving them")
+                        found = segment.read(offset, max_bytes, max_position, min_one_batch)
+        except CorruptSegmentError as exc:
+            self._mark_found_on_read(segment, exc)
+            raise
+        if found is not None and not was_open and self._open_files.full:
+            data = found.read()
+            found.release()
+            segment.release_files()
+            return data
+        return found
+
+    def _mark_damage(
+        self, segment: LogSegment, problems: list[tuple[int, int, str]], when: str
+    ) -> None:
+        """Mark and report damage found in ``segment``, save the marks, and start a new
+        segment when the damage runs to the end of the active one (appends after bytes
+        that cannot be read could not be found)."""
+        for position, end, problem in problems:
+            if segment.is_marked_damaged(position):
+                continue
+            segment.mark_damaged(position, end, problem)
+            log.error(
+                "%s: bytes %d-%d are damaged, found %s (%s); reads of them answer "
+                "KAFKA_STORAGE_ERROR until they are repaired from a replica",
+                segment.path,
+                position,
+                end,
+                when,
+                problem,
+            )
+        try:
+            damage_marks.save(self.segments)
+        except OSError as exc:
+            log.warning("%s: damage marks not saved (%s); kept in memory", self.name, exc)
+        if segment is self.active_segment and any(end >= segment.size for _, end, _ in problems):
+            self.roll()
+
+    def _mark_found_on_read(self, segment: LogSegment, exc: CorruptSegmentError) -> None:
+        """Damage a read met that nothing had marked (a closed segment's file cut or
+        overwritten while the broker runs): mark it, so the next start keeps it marked
+        instead of truncating there, and the repairer finds it (issue 20, item 1)."""
+        if (
+            exc.position < 0
+            or exc.position >= segment.size
+            or segment.is_marked_damaged(exc.position)
+        ):
+            return
+        position, problem = segment.locate_damage(exc.position, str(exc))
+        self._mark_damage(segment, [(position, segment.size, problem)], "by a read")
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: ``(offset, timestamp)`` of the first record with a timestamp >=
@@ -732,9 +844,30 @@ class Log:
         # Imported here: decoding is off the hot path (only ListOffsets by time needs it).
         from tierlog.records.reader import iter_records
 
-        _, indexed_offset = segment.time_index.lookup(timestamp)
+        indexed_timestamp, indexed_offset = segment.time_index.lookup(timestamp)
         start = max(indexed_offset, self.log_start_offset)
         found = segment.find_batch(start)
+        if (
+            indexed_timestamp != NO_TIMESTAMP
+            and start == indexed_offset
+            and (
+                found is None
+                or found[1].last_offset != indexed_offset
+                or found[1].max_timestamp != indexed_timestamp
+            )
+        ):
+            # An entry names the batch that raised the segment's max timestamp to it: one
+            # that does not (garbled) could start the search past the answer (issue 20,
+            # item 3, as for the offset index). Search from the segment's start instead.
+            log.warning(
+                "%s: time index entry (%d, offset %d) does not match the log; searching "
+                "from the segment's first batch and rebuilding its indexes",
+                segment.path,
+                indexed_timestamp,
+                indexed_offset,
+            )
+            segment.rebuild_indexes()
+            found = segment.find_batch(max(segment.base_offset, self.log_start_offset))
         if found is None:
             return None
         for position, header in segment.batches(found[0]):
@@ -750,22 +883,9 @@ class Log:
         return None
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
-        """Every batch header from ``start_offset`` on, with its segment and position.
-
-        A segment's range already marked damaged (``LogSegment.damaged``, found at load
-        or by the scrubber) ends that segment's batches and the walk goes on with the next
-        segment: the bytes cannot be read, and start-up work (producer state, the epoch
-        cache) must not fail on them. Damage not known yet raises CorruptSegmentError.
-        """
-        for segment in self.segments[self._segment_for(start_offset) :]:
-            try:
-                found = segment.find_batch(start_offset)
-                if found is not None:
-                    for position, header in segment.batches(found[0]):
-                        yield segment, position, header
-            except CorruptSegmentError as exc:
-                if not any(start <= exc.position < end for start, end, _ in segment.damaged):
-                    raise
+        """Every batch header from ``start_offset`` on, with its segment and position
+        (``LogSegments.batches``: ranges marked damaged are passed over)."""
+        return self.segments.batches(start_offset)
 
     # -- flush, truncation, retention ----------------------------------------------------
 
@@ -774,10 +894,14 @@ class Log:
         recovery point. ``up_to`` defaults to the log end."""
         self._check_open()
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        for segment in self.segments[self._segment_for(self.recovery_point) :]:
+        for segment in self.segments.from_offset(self.recovery_point):
             if segment.base_offset >= target or target <= self.recovery_point:
                 break
             segment.flush()
+            if segment is not self.active_segment and segment.can_release():
+                # Rolled and now durable: it holds no descriptor until it is read again
+                # (issue 20, item 8: one per partition in use, not one per segment).
+                segment.release_files()
         self.recovery_point = max(self.recovery_point, target)
         if target >= self.log_end_offset:
             self.unflushed_messages = 0
@@ -812,39 +936,19 @@ class Log:
             self.producer_state.truncate_and_reload(self.log_start_offset, self.log_end_offset)
         )
 
-    def rebuild_producer_state(self, from_offset: int, index_from: int | None = None) -> None:
-        """Replay producer batches from ``from_offset`` to the log end into the state.
-
-        ``index_from``: the segments from there on had their ``.txnindex`` emptied
-        (recovery); transactions aborted by markers at or above it are indexed again, with
-        the LSOs the sequential replay gives, which are those of the original appends.
-        """
-        state = self.producer_state
-        for segment, position, header in self.batches(from_offset):
-            marker = None
-            if (
-                header.is_control
-                and header.producer_id >= 0
-                and header.last_offset >= (state.map_end_offset)
-            ):
-                marker = end_txn_marker(os.pread(segment.fd, header.size, position))
-            completed = state.replay(header, marker)
-            if (
-                index_from is not None
-                and completed is not None
-                and (completed.last_offset >= index_from)
-            ):
-                self._index_if_aborted(completed, segment)
-        state.update_map_end_offset(self.log_end_offset)
+    def rebuild_producer_state(self, from_offset: int) -> None:
+        """Replay producer batches from ``from_offset`` to the log end into the state."""
+        replay_producers(self.segments, self.producer_state, from_offset, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log empty at ``offset``."""
         self._check_open()
-        self._remove_segments(list(self.segments), delete_async=False)
-        segment = self._open_segment(offset)
-        segment.make_active()
-        self._append_segment(segment)
+        # The epoch history goes first, for the reason given in delete_old_segments.
         self.leader_epoch_cache.clear()
+        self._remove_segments(list(self.segments), delete_async=False)
+        segment = self._new_segment(offset)
+        segment.make_active()
+        self.segments.append(segment)
         self.producer_state.truncate_fully_and_start_at(offset)
         self.log_start_offset = self.recovery_point = offset
         self.unflushed_messages = 0
@@ -905,9 +1009,12 @@ class Log:
             total -= segment.size
         if doomed:
             new_start = self.segments[len(doomed)].base_offset
-            self._remove_segments(doomed)
             self.log_start_offset = max(self.log_start_offset, new_start)
+            # The epoch history moves first (its file is written at once): a start that
+            # finds segments gone which the history still names reports them missing
+            # (log_loader), and must not after a retention a crash interrupted.
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            self._remove_segments(doomed)
             self.producer_state.delete_snapshots_below(self.log_start_offset)
             log.info(
                 "%s: retention deleted %d segments; log start now %d",

@@ -31,6 +31,7 @@ from tierlog.local.config import LogConfig
 from tierlog.local.dir_remover import remove_now
 from tierlog.local.errors import DiskFullError
 from tierlog.local.log import Log
+from tierlog.local.open_files import FDS_PER_PARTITION, PROCESS_FILES, OpenFiles, fd_limit
 from tierlog.local.segment import LogSegment
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.scheduler import Scheduler
@@ -41,6 +42,9 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+# Written by the log cleaner (tierlog.compaction.cleaner, Kafka's name); read here only to
+# tell a loading log how far compaction has been (its gaps are normal below that).
+CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
@@ -84,6 +88,10 @@ class LogManager:
         remove_dir: removes a deleted partition's renamed-aside directory; the broker
             passes a ``DirRemover``'s ``submit`` so the event loop does not wait for the
             unlinks (default: at once, ``dir_remover.remove_now``).
+        verify_reads: every log CRC-checks bytes before it first serves them
+            (``log.read.verify.enable``, ``Log``).
+        open_files: the budget of segments kept open at once (``open_files``; the
+            process's by default).
     """
 
     def __init__(
@@ -95,6 +103,8 @@ class LogManager:
         scheduler: Scheduler | None = None,
         timings: LogManagerTimings | None = None,
         remove_dir: Callable[[Path], None] = remove_now,
+        verify_reads: bool = True,
+        open_files: OpenFiles = PROCESS_FILES,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -104,6 +114,8 @@ class LogManager:
         self.scheduler = scheduler
         self.timings = timings or LogManagerTimings()
         self.remove_dir = remove_dir
+        self.verify_reads = verify_reads
+        self.open_files = open_files
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
@@ -171,6 +183,7 @@ class LogManager:
             marker.unlink(missing_ok=True)
             recovery_points = self._read_offsets(log_dir / RECOVERY_POINT_FILE)
             start_offsets = self._read_offsets(log_dir / LOG_START_FILE)
+            cleaned = self._read_offsets(log_dir / CLEANER_OFFSET_FILE)
             for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
                 if not entry.is_dir():
                     continue
@@ -192,9 +205,41 @@ class LogManager:
                     log_start_offset=start_offsets.get(tp, 0),
                     had_clean_shutdown=clean,
                     producer_id_expiration_ms=self.timings.producer_id_expiration_ms,
+                    verify_reads=self.verify_reads,
+                    open_files=self.open_files,
+                    cleaned_up_to=cleaned.get(tp),
                 )
                 self._dir_of[tp] = log_dir
         self.checkpoint()
+        self._report_open_files()
+
+    def _report_open_files(self) -> None:
+        """Say what the partitions on disk need in file descriptors, and what happens
+        when that is more than the process has (issue 20, item 8)."""
+        budget = self.open_files
+        segments = sum(len(lg.segments) for lg in self.logs.values())
+        log.info(
+            "%d partitions, %d segments on disk; %d segment files open, at most %d at once "
+            "(from the file descriptor limit, ulimit -n %d)",
+            len(self.logs),
+            segments,
+            len(budget),
+            budget.limit,
+            fd_limit(),
+        )
+        if len(self.logs) * FDS_PER_PARTITION > budget.limit:
+            log.warning(
+                "%d partitions on disk need %d file descriptors to keep their active "
+                "segments open, more than the %d this broker keeps for segments (ulimit -n "
+                "%d, less what connections need): segments are opened on first use and the "
+                "least recently used idle ones closed again, so every partition is served, "
+                "an idle one at the cost of an open() when it is used again; raise the limit "
+                "(ulimit -n, LimitNOFILE= in systemd) to keep them open",
+                len(self.logs),
+                len(self.logs) * FDS_PER_PARTITION,
+                budget.limit,
+                fd_limit(),
+            )
 
     def _lock(self, log_dir: Path) -> None:
         fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -241,6 +286,8 @@ class LogManager:
             scheduler=self.scheduler,
             had_clean_shutdown=True,
             producer_id_expiration_ms=self.timings.producer_id_expiration_ms,
+            verify_reads=self.verify_reads,
+            open_files=self.open_files,
         )
         self.logs[tp] = created
         self._dir_of[tp] = log_dir

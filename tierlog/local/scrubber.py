@@ -39,9 +39,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crc32c import crc32c
-
 from tierlog.local import damage_marks
+from tierlog.local.crc_check import READ_BYTES, FileWindow, SegmentTruncatedError
 from tierlog.local.log import Log
 from tierlog.local.segment import FileSlice, LogSegment, SegmentState
 from tierlog.records.errors import RecordsError
@@ -80,70 +79,6 @@ class Stopped(Exception):
     """The throttle was told to stop mid-segment (broker shutdown)."""
 
 
-class SegmentTruncatedError(OSError):
-    """The file got shorter while it was being checked (a follower's ``Log.truncate_to``
-    cut it in place): the bytes past the cut were removed, not damaged, so nothing is
-    reported about them."""
-
-
-class _FileWindow:
-    """A segment file read through one reusable buffer with ``os.preadv``, never mapped.
-
-    Why not ``mmap``: a follower's ``Log.truncate_to`` may cut a closed segment in place
-    (``os.ftruncate``) while it is being checked, and touching a mapped page past the new
-    end raises SIGBUS, which kills the broker. A read past the end just comes back short.
-    The copy costs little next to the CRC: the buffer stays in the CPU's cache, and a
-    mapping costs a page fault per few pages anyway (``bench/storage.py``, "scrub").
-    """
-
-    __slots__ = ("buffer", "fd", "filled", "size", "start")
-
-    def __init__(self, fd: int, size: int, buffer_bytes: int) -> None:
-        self.fd = fd
-        self.size = size  # the file's size when the walk began: the walk's end
-        self.buffer = memoryview(bytearray(buffer_bytes))
-        self.start = 0  # file position of buffer[0]
-        self.filled = 0
-
-    def view(self, position: int, n: int) -> memoryview:
-        """Bytes ``[position, position + n)``, ``n`` at most the buffer's size."""
-        if position < self.start or position + n > self.start + self.filled:
-            self._fill(position, n)
-        offset = position - self.start
-        return self.buffer[offset : offset + n]
-
-    def crc(self, position: int, end: int) -> int:
-        """CRC-32C of bytes ``[position, end)``, in buffer-sized pieces when larger."""
-        if end - position <= len(self.buffer):
-            return int(crc32c(self.view(position, end - position)))
-        value = 0
-        while position < end:
-            n = min(len(self.buffer), end - position)
-            value = int(crc32c(self.view(position, n), value))
-            position += n
-        return value
-
-    def _fill(self, position: int, need: int) -> None:
-        want = min(len(self.buffer), self.size - position)
-        got = 0
-        while got < want:
-            n = os.preadv(self.fd, [self.buffer[got:want]], position + got)
-            if n == 0:
-                break
-            got += n
-        self.start, self.filled = position, got
-        if got < need:
-            raise SegmentTruncatedError(
-                f"file ended at byte {position + got}, below the {self.size} bytes it had "
-                "when the check began (truncated meanwhile)"
-            )
-
-
-# Read size: large enough that a 1 MiB batch needs one read, small enough to stay in the
-# CPU's cache between the copy and the CRC (1 MiB was the fastest of 256 KiB-8 MiB).
-_READ_BYTES = 1 << 20
-
-
 def verify_segment_crc(
     path: str | os.PathLike[str],
     throttle: Callable[[int], None] | None = None,
@@ -156,7 +91,7 @@ def verify_segment_crc(
     A CRC failure leaves the batch's length usable, so the walk goes on to the next batch;
     a length or header that cannot be trusted ends the walk with one problem running to
     the end of the file (nothing after it can be found without guessing). The file is
-    read with ``pread``, so it may be cut meanwhile without harm (see ``_FileWindow``).
+    read with ``pread``, so it may be cut meanwhile without harm (see ``FileWindow``).
 
     Args:
         path: a ``.log`` segment file (its name gives the base offset when it has one).
@@ -180,7 +115,7 @@ def verify_segment_crc(
         size = os.fstat(fd).st_size
         if size == 0:
             return problems
-        window = _FileWindow(fd, size, min(size, _READ_BYTES))
+        window = FileWindow(fd, size, min(size, READ_BYTES))
         _walk(path, window, expected, problems, throttle)
         # A CRC failure right before a structural one was not bounded in the walk.
         for n, problem in enumerate(problems):
@@ -201,7 +136,7 @@ def verify_segment_crc(
 
 def _walk(
     path: str,
-    window: _FileWindow,
+    window: FileWindow,
     expected: int,
     problems: list[SegmentProblem],
     throttle: Callable[[int], None] | None,
@@ -264,7 +199,7 @@ def _walk(
         problems.append(_bounded(last, claimed))
 
 
-def _claimed_last_offset(window: _FileWindow, problem: SegmentProblem) -> int:
+def _claimed_last_offset(window: FileWindow, problem: SegmentProblem) -> int:
     try:
         return parse_header(window.view(problem.position, HEADER_SIZE)).last_offset
     except RecordsError:
@@ -414,9 +349,16 @@ class Scrubber:
         limiter = RateLimiter(self.bytes_per_second, self._stop, self.clock)
         found = 0
         for topic_log, segment in pending:
-            if topic_log.closed or segment.state is not SegmentState.CLOSED:
+            if (
+                topic_log.closed
+                or segment.state is not SegmentState.CLOSED
+                or segment not in topic_log.segments  # retention, truncation, a swap
+            ):
                 continue
             path = segment.path
+            # A segment idle until now goes back to holding no descriptor afterwards: a
+            # pass must not leave every closed segment open (issue 20, item 8).
+            was_open = segment.is_open
             # The walk reads through a lease on the segment's file: while it is held, a
             # follower's truncation copies the kept bytes to a new file instead of cutting
             # this one (segment.py, "Leases"), so the walk reads the bytes it started with,
@@ -441,9 +383,14 @@ class Scrubber:
             stats.verified_bytes += lease.size
             stats.pass_bytes_done += lease.size
             stats.verified_segments += 1
-            if problems and self._still_the_file_read(topic_log, segment, inode):
-                found += len(problems)
-                self._report(topic_log, segment, problems)
+            if self._still_the_file_read(topic_log, segment, inode):
+                # What passed needs no check before it is served (LogSegment.verify).
+                segment.mark_verified(0, problems[0].position if problems else lease.size)
+                if problems:
+                    found += len(problems)
+                    self._report(topic_log, segment, problems)
+            if not was_open and segment.can_release():
+                segment.release_files()
         stats.completed_passes += 1
         stats.last_pass_seconds = self.clock.monotonic_ms() / 1000 - started
         return found
@@ -481,7 +428,7 @@ class Scrubber:
             marked.append(problem)
             self.stats.corrupt_batches += 1
         try:
-            damage_marks.save(topic_log)  # the marks outlive a restart
+            damage_marks.save(topic_log.segments)  # the marks outlive a restart
         except OSError as exc:
             log.warning("%s: damage marks not saved (%s); kept in memory", topic_log.name, exc)
         if self.on_damage is not None:

@@ -13,20 +13,11 @@ Lifecycle of a segment (``SegmentState``)::
        ^               |                             unlinked after file.delete.delay.ms)
        +--truncation---+ (make_active: the last segment left takes appends again)
 
-Leases. A fetch answer is sent after the read that produced it, and ``sendfile`` reads the
-segment's fd while it sends, so the fd must stay open and its bytes unchanged until the
-answer is out, whatever the log does meanwhile (retention or DeleteRecords with
-file.delete.delay.ms=0, a follower truncating, shutdown, a compaction swap). Every
-``FileSlice`` that ``read`` returns therefore holds a lease on the open file it names: one
-``SegmentFile`` per open ``.log`` inode, counting its leases. A segment owns one
-``SegmentFile`` at a time; when it lets go of it (close, delete, or a copy-on-write
-truncation that moves the segment to a new inode) the file is RETIRED and its fd is closed
-when the last lease is released, not before. Unlinking the path at once is fine: the open
-fd keeps the inode and its pages. Lifecycle of a file (``FileState``)::
-
-    OPEN --segment closed / deleted / replaced--> RETIRED --last lease released--> CLOSED
-      |                                                                              ^
-      +------------- (retired with no lease outstanding) ----------------------------+
+Leases (``file_lease.py``). A fetch answer is sent after the read that produced it, with
+``sendfile`` from the segment's fd, so every ``FileSlice`` that ``read`` returns holds a
+lease on the open file it names (a ``SegmentFile``), which keeps the fd open and its bytes
+unchanged until the answer is out, whatever the log does meanwhile. Unlinking the path at
+once is fine: the open fd keeps the inode and its pages.
 
 Truncation never shrinks or rewrites bytes that were leased for sending
 (``SegmentFile.leased_end``, the highest end any fetch's lease ever named), nor any byte of
@@ -49,15 +40,18 @@ so they never need this.
 Not thread-safe; owned by one ``Log``, and leases are taken and released on the thread
 that owns the log (the broker's event loop).
 
-Size: ~970 lines, past the ~600 guideline: the segment keeps its four files' whole life
-(load and recovery, append with index upkeep, reads with damage marks, copy-on-write
-truncation, delete), and the leases (``FileState``, ``SegmentFile``, ``FileSlice``, ~170
-lines) sit beside the segment that hands them out and retires their files. The leases are
-the part to move into their own module (``local/file_lease.py``) next.
+Size: ~1,200 lines, past the ~600 guideline: the segment keeps its four files' whole life
+(load and recovery with its damage rules, append with index upkeep, reads with damage
+marks, missing offsets, index checks and the check before serving, copy-on-write
+truncation, opening and closing for the open-file budget, delete), all on the same
+private state (size, offsets, indexes, marks). The leases moved out to ``file_lease.py``
+and the CRC walk to ``crc_check.py``; the parts to move out next are the damage and
+verified-range bookkeeping (a class the segment owns) and the recovery scan.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import mmap
@@ -69,13 +63,24 @@ from enum import Enum
 from pathlib import Path
 from typing import TypeVar
 
+from crc32c import crc32c
+
+from tierlog.local.crc_check import check_batches
 from tierlog.local.errors import CorruptSegmentError
+from tierlog.local.file_lease import FileSlice, ReaderSlice, SegmentFile
 from tierlog.local.index import CorruptIndexError
 from tierlog.local.offset_index import OffsetIndex
+from tierlog.local.open_files import PROCESS_FILES, OpenFiles
 from tierlog.local.time_index import NO_TIMESTAMP, TimeIndex
 from tierlog.local.txn_index import TransactionIndex
 from tierlog.records.errors import RecordsError
-from tierlog.records.header import HEADER_SIZE, BatchHeader, parse_header, validate_batch
+from tierlog.records.header import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    BatchHeader,
+    parse_header,
+    validate_batch,
+)
 from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -107,56 +112,6 @@ class SegmentState(Enum):
     DELETED = "deleted"
 
 
-class FileState(Enum):
-    OPEN = "open"  # its segment reads and appends through it
-    RETIRED = "retired"  # its segment let go; leases still send from it
-    CLOSED = "closed"  # fd closed
-
-
-class SegmentFile:
-    """One open ``.log`` file descriptor, shared by its segment and the leases on it.
-
-    ``leases`` counts the slices read from it and not yet released; ``leased_end`` is the
-    highest byte position any slice for sending ever named (see the module docstring for
-    why it never goes down); ``readers`` counts the whole-file slices of readers that
-    ``pread`` it (``LogSegment.lease_all``), also counted in ``leases``. The fd is closed
-    once the file is RETIRED and ``leases`` is 0.
-    """
-
-    __slots__ = ("fd", "leased_end", "leases", "readers", "state")
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.leases = 0
-        self.leased_end = 0
-        self.readers = 0
-        self.state = FileState.OPEN
-
-    def retire(self) -> None:
-        """The segment no longer uses this file: close it now, or at the last release."""
-        if self.state is FileState.OPEN:
-            self.state = FileState.RETIRED
-            if self.leases == 0:
-                self._close()
-
-    def unlease(self) -> None:
-        self.leases -= 1
-        if self.leases == 0 and self.state is FileState.RETIRED:
-            self._close()
-
-    def _close(self) -> None:
-        self.state = FileState.CLOSED
-        os.close(self.fd)
-
-    def __repr__(self) -> str:
-        return f"SegmentFile(fd={self.fd}, leases={self.leases}, {self.state.value})"
-
-
-# What a released slice points at: never OPEN, so a use after release is caught.
-_RELEASED = SegmentFile(-1)
-_RELEASED.state = FileState.CLOSED
-
-
 def _copy_prefix(src: int, dst: int, size: int, what: Path) -> None:
     """Copy bytes ``[0, size)`` of ``src`` to ``dst``: in the kernel with
     ``copy_file_range`` (a reflink where the filesystem shares extents), else through a
@@ -184,95 +139,32 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-class FileSlice:
-    """A byte range of an open file: what a fetch sends with ``os.sendfile``.
-
-    Lease contract: a slice from ``LogSegment.read`` (so from ``Log.read``) holds a lease
-    that keeps ``fd`` open and the bytes it names unchanged, whatever happens to the
-    segment, until ``release()``. Whoever holds the slice releases it exactly when it is
-    done with it: the server after the answer is sent, or sending failed, or the
-    connection closed (``EncodedFetchResponse.release``); the fetch handler for a slice it
-    read but drops (a long poll reading again). ``release`` is idempotent and cheap; after
-    it, ``fd`` may be closed or reused by another file, so the slice must not be read or
-    sent any more (``read``/``sendfile_to`` raise ``ValueError``). A slice dropped without
-    a release is released when it is garbage collected, as a backstop only: relying on
-    it keeps a deleted segment's disk space until the collector runs.
-
-    A slice built directly (``FileSlice(fd, position, size)``, tools and tests) holds no
-    lease: its ``release`` does nothing and it stays readable. Equality and hashing look
-    at ``(fd, position, size)`` only.
-    """
-
-    __slots__ = ("_file", "fd", "position", "size")
-
-    def __init__(self, fd: int, position: int, size: int, file: SegmentFile | None = None) -> None:
-        self.fd = fd
-        self.position = position
-        self.size = size
-        self._file = file
-
-    def release(self) -> None:
-        """Give the lease back (no-op without one, or when already released)."""
-        file = self._file
-        if file is not None and file is not _RELEASED:
-            self._file = _RELEASED
-            file.unlease()
-
-    def __del__(self) -> None:
-        if self._file is not None and self._file is not _RELEASED:
-            self.release()
-
-    @property
-    def released(self) -> bool:
-        return self._file is _RELEASED
-
-    def _check(self) -> None:
-        if self._file is _RELEASED:
-            raise ValueError(f"{self!r} was released: its fd may belong to another file now")
-
-    def read(self) -> bytes:
-        """The bytes themselves (tools and tests; the broker uses ``sendfile_to``)."""
-        self._check()
-        return os.pread(self.fd, self.size, self.position)
-
-    def sendfile_to(self, out_fd: int) -> int:
-        """Copy the slice to ``out_fd`` in the kernel; returns bytes sent (all, or raises).
-
-        A blocking ``out_fd`` is assumed; the broker's event loop uses ``loop.sendfile``.
-        """
-        self._check()
-        sent = 0
-        while sent < self.size:
-            n = os.sendfile(out_fd, self.fd, self.position + sent, self.size - sent)
-            if n == 0:
-                break
-            sent += n
-        return sent
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, FileSlice):
-            return NotImplemented
-        return (self.fd, self.position, self.size) == (other.fd, other.position, other.size)
-
-    def __hash__(self) -> int:
-        return hash((self.fd, self.position, self.size))
-
-    def __repr__(self) -> str:
-        lease = "" if self._file is None else ", released" if self.released else ", leased"
-        return f"FileSlice(fd={self.fd}, position={self.position}, size={self.size}{lease})"
-
-
-class _ReaderSlice(FileSlice):
-    """A whole-file slice for a reader that ``pread``s it (``LogSegment.lease_all``): its
-    release also ends the reader's hold on truncation (``SegmentFile.readers``)."""
-
-    __slots__ = ()
-
-    def release(self) -> None:
-        file = self._file
-        if file is not None and file is not _RELEASED:
-            file.readers -= 1
-        super().release()
+def _check_batch(
+    buf: memoryview, position: int, expected_offset: int
+) -> tuple[BatchHeader | None, str | None]:
+    """Check the batch at ``position`` of a whole segment file's bytes: ``(header, None)``
+    when whole; ``(header, problem)`` when only its CRC-32C fails (its length can still be
+    trusted, so what follows can be checked); ``(None, problem)`` when its header, length
+    or offsets cannot be trusted (nothing after it can be found without guessing)."""
+    try:
+        header = parse_header(buf, position)
+    except RecordsError as exc:
+        return None, str(exc)
+    if position + header.size > len(buf):
+        return None, (
+            f"batch of {header.size} bytes runs past the end of the file ({len(buf)} bytes)"
+        )
+    if header.last_offset_delta < 0 or header.record_count < 0:
+        return None, f"batch at offset {header.base_offset} has a negative count"
+    if header.base_offset < expected_offset:
+        return None, f"batch offset {header.base_offset} goes back below {expected_offset}"
+    actual = int(crc32c(buf[position + ATTRIBUTES_OFFSET : position + header.size]))
+    if actual != header.crc:
+        return header, (
+            f"batch at offset {header.base_offset}: CRC-32C {actual:#010x} does not match "
+            f"stored {header.crc:#010x}"
+        )
+    return header, None
 
 
 @dataclass(slots=True)
@@ -294,6 +186,12 @@ class LogSegment:
         index_interval_bytes: bytes of log between two index entries.
         max_index_size: preallocated size of each index while the segment is active.
         created_ms: wall-clock creation time, the roll age for a segment with no timestamps.
+        open_files: the budget of open segments it counts itself in (``open_files``).
+
+    Files (issue 20, item 8): the ``.log`` is the one descriptor a segment holds, while it
+    is open; its indexes are mapped with their files closed, its ``.txnindex`` opened per
+    write. A segment opens its ``.log`` when made and again on first use after the budget
+    closed it (``release_files``, when idle: no lease outstanding); ``fd`` does that.
     """
 
     def __init__(
@@ -304,18 +202,26 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size: int,
         created_ms: int,
+        open_files: OpenFiles = PROCESS_FILES,
     ) -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.state = SegmentState.ACTIVE
+        self._open_files = open_files
+        # Set by every use of the file; the budget clears it (second chance, CLOCK).
+        self.recently_used = True
+        self._closed = False
+        # The highest end any lease ever named in this inode, kept while the file is
+        # closed by the budget, for the truncation rule (module docstring, "Leases").
+        self._leased_end = 0
         stem = self.directory / segment_name(base_offset)
         self.path = stem.with_suffix(LOG_SUFFIX)
         created = not self.path.exists()
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        # The open file behind ``fd``, shared with the leases of slices read from it.
-        self._file = SegmentFile(self.fd)
-        self.size = os.fstat(self.fd).st_size
+        # The open file behind ``fd``, shared with the leases of slices read from it;
+        # None while the budget has it closed.
+        self._file: SegmentFile | None = None
+        self.size = os.fstat(self._open_file().fd).st_size
         self.created_ms = created_ms
         # True when an index file was absent or unreadable at open (it is then created
         # empty): the owner must ``recover()`` to rebuild it, as ``load()`` would trust it.
@@ -339,6 +245,10 @@ class LogSegment:
         self.next_offset = base_offset
         # Byte ranges the scrubber found damaged: reads of them raise (mark_damaged).
         self.damaged: list[tuple[int, int, str]] = []
+        # Byte ranges whose batches were read back from the file and passed their CRC-32C
+        # (sorted, merged; usually one, from 0: the "verified up to" position). A read
+        # checks what it would serve outside them first (``verify``, issue 20 item 6).
+        self.verified: list[tuple[int, int]] = []
         if created:
             self._reserve_new_indexes()
 
@@ -358,8 +268,7 @@ class LogSegment:
             self.offset_index.delete()
             self.time_index.delete()
             self.txn_index.delete()
-            self._file.retire()
-            self.fd = -1
+            self._let_go()
             self.path.unlink(missing_ok=True)
             raise
 
@@ -367,13 +276,87 @@ class LogSegment:
         if not path.exists():
             self.indexes_missing = True
         try:
-            return kind(path, self.base_offset, max_index_size)
+            return kind(path, self.base_offset, max_index_size, self._counted)
         except CorruptIndexError as exc:
             # Opening checks only the size; a partial entry means the file is unusable.
             log.warning("%s; rebuilding it from the log", exc)
             path.unlink()
             self.indexes_missing = True
-            return kind(path, self.base_offset, max_index_size)
+            return kind(path, self.base_offset, max_index_size, self._counted)
+
+    # -- files ---------------------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The ``.log``'s descriptor, opening the file when the budget closed it; -1 once
+        the segment is closed or deleted."""
+        file = self._file
+        if file is None:
+            if self._closed:
+                return -1
+            file = self._open_file()
+        self.recently_used = True
+        return file.fd
+
+    def _current_file(self) -> SegmentFile:
+        file = self._file
+        if file is None:
+            if self._closed:
+                raise ValueError(f"{self.path}: segment is closed")
+            file = self._open_file()
+        self.recently_used = True
+        return file
+
+    def _open_file(self) -> SegmentFile:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            # Out of descriptors (the budget is a guess of what the rest of the process
+            # needs): close idle segments and try once more.
+            self._open_files.make_room(max(16, len(self._open_files) // 16))
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        file = SegmentFile(fd)
+        file.leased_end = self._leased_end
+        self._file = file
+        self._counted()
+        return file
+
+    def _counted(self) -> None:
+        """A file of this segment was opened or mapped: the budget counts it open."""
+        self._open_files.opened(self)
+
+    @property
+    def is_open(self) -> bool:
+        return self._file is not None
+
+    def can_release(self) -> bool:
+        """Whether the budget may close the files now: nothing leased from them."""
+        file = self._file
+        return not self._closed and (file is None or file.leases == 0)
+
+    def release_files(self) -> None:
+        """Close the ``.log`` and unmap the indexes, writing nothing; the next use opens
+        them again. What was appended is in the page cache, as after a crash of the
+        process, and its durability is the flush's business as ever (an index released
+        with unflushed entries is ``fsync``ed by its next flush)."""
+        file = self._file
+        if file is not None:
+            self._leased_end = max(self._leased_end, file.leased_end)
+            file.retire()  # closed now, or at the release of a lease taken meanwhile
+            self._file = None
+        self.offset_index.release()
+        self.time_index.release()
+        self._open_files.closed(self)
+
+    def _let_go(self) -> None:
+        """For good: closed or deleted."""
+        if self._file is not None:
+            self._file.retire()
+            self._file = None
+        self._closed = True
+        self._open_files.closed(self)
 
     # -- loading -------------------------------------------------------------------------
 
@@ -433,14 +416,23 @@ class LogSegment:
         if first is not None:
             self.first_batch_timestamp = first.max_timestamp
 
-    def recover(self) -> int:
-        """Scan every batch, checking length, magic and CRC-32C; rebuild both indexes;
-        truncate the file after the last valid batch. The ``.txnindex`` is emptied: the
-        owning log rebuilds it as it replays the producer state over the segment (the
-        entries need the partition's ongoing transactions, which a segment does not know).
+    def recover(self, truncatable_from: int | None = 0, next_base: int | None = None) -> int:
+        """Scan every batch, checking length, magic, CRC-32C and rising offsets, and
+        rebuild both indexes. The ``.txnindex`` is emptied: the owning log rebuilds it as
+        it replays the producer state over the segment (the entries need the partition's
+        ongoing transactions, which a segment does not know).
+
+        What a bad batch does depends on where it is (issue 20, item 1). Bytes holding
+        offsets at or past ``truncatable_from`` (the recovery point: never known flushed)
+        are a torn tail: the file is truncated after the last valid batch. Anything else
+        is acknowledged data, so nothing is truncated: a batch failing only its CRC-32C is
+        marked damaged and the scan goes on past it; a batch whose length or header cannot
+        be trusted marks everything from it to the end of the file, and the segment's
+        offsets then end at ``next_base`` when there is one (later segments are kept).
+        ``truncatable_from=None`` never truncates.
 
         Returns:
-            The number of bytes truncated (0 when the segment was whole).
+            The number of bytes truncated (0 when the segment was whole or kept).
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -457,40 +449,77 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.first_batch_timestamp = None
         self.next_offset = self.base_offset
-        valid_end = 0
+        self.damaged = []
+        self.verified = []
+        position = 0
+        good_from = 0  # start of the run of batches that passed (verified once done)
+        structural: str | None = None
         if self.size:
             with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as view:
                 buf = memoryview(view)
                 try:
-                    while valid_end < self.size:
-                        try:
-                            header = validate_batch(buf, valid_end)
-                        except RecordsError as exc:
-                            log.warning(
-                                "%s: invalid batch at position %d (%s)", self.path, valid_end, exc
-                            )
+                    while position < self.size:
+                        header, problem = _check_batch(buf, position, self.next_offset)
+                        if header is None:
+                            structural = problem
                             break
-                        if header.base_offset < self.next_offset:
-                            log.warning(
-                                "%s: batch at position %d has offset %d below %d",
-                                self.path,
-                                valid_end,
-                                header.base_offset,
-                                self.next_offset,
+                        if problem is not None:
+                            # Only the CRC-32C fails: the length can be trusted.
+                            if self._may_truncate(truncatable_from):
+                                structural = problem
+                                break
+                            self._mark_found(position, position + header.size, problem)
+                            self.mark_verified(good_from, position)
+                            good_from = position + header.size
+                            self._bytes_since_index_entry += header.size
+                        else:
+                            self._index_batch(
+                                position, header.size, header.last_offset, header.max_timestamp
                             )
-                            break
-                        self._index_batch(
-                            valid_end, header.size, header.last_offset, header.max_timestamp
-                        )
                         self.next_offset = header.next_offset
-                        valid_end += header.size
+                        position += header.size
                 finally:
                     buf.release()
-        truncated = self.size - valid_end
-        if truncated:
-            os.ftruncate(self.fd, valid_end)
-            self.size = valid_end
-        return truncated
+        self.mark_verified(good_from, position)
+        if structural is None:
+            return 0
+        log.warning("%s: invalid batch at position %d (%s)", self.path, position, structural)
+        if self._may_truncate(truncatable_from):
+            truncated = self.size - position
+            os.ftruncate(self.fd, position)
+            self.size = position
+            return truncated
+        self._mark_found(position, self.size, structural)
+        if next_base is not None:
+            self.next_offset = next_base
+        return 0
+
+    def _may_truncate(self, truncatable_from: int | None) -> bool:
+        """Whether bad bytes after the valid prefix are a torn tail (past the flushed
+        point) rather than damage to acknowledged data."""
+        return truncatable_from is not None and self.next_offset >= truncatable_from
+
+    def _mark_found(self, position: int, end: int, problem: str) -> None:
+        """Mark a range recovery found, with the ERROR line every finding gets."""
+        self.mark_damaged(position, end, problem)
+        log.error(
+            "%s: bytes %d-%d are damaged (%s); the offsets they hold answer "
+            "KAFKA_STORAGE_ERROR until repaired from a replica (later segments are kept)",
+            self.path,
+            position,
+            end,
+            problem,
+        )
+
+    def mark_missing(self, next_offset: int, problem: str) -> None:
+        """The offsets from the end of this segment's readable batches up to
+        ``next_offset`` are missing (a segment file gone, a file cut short): the segment
+        answers for them from now on, and reads of them raise CorruptSegmentError instead
+        of going on to the next segment. Recorded as a damaged range at the end of the
+        file (empty when no damaged bytes are there), which a repair fills by appending."""
+        if not any(end >= self.size for _, end, _ in self.damaged):
+            self.mark_damaged(self.size, self.size, problem)
+        self.next_offset = max(self.next_offset, next_offset)
 
     def first_invalid_in_tail(self) -> tuple[int, str] | None:
         """Check every batch from the last offset index entry to the end of the file:
@@ -505,6 +534,7 @@ class LogSegment:
         _, position = self.offset_index.lookup(2**62)
         if position >= self.size:
             return None if position == self.size else (position, "index points past the end")
+        start = position
         next_offset = self.base_offset
         with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as view:
             buf = memoryview(view)
@@ -520,6 +550,7 @@ class LogSegment:
                     position += header.size
             finally:
                 buf.release()
+        self.mark_verified(start, self.size)
         return None
 
     # -- appending -----------------------------------------------------------------------
@@ -719,6 +750,14 @@ class LogSegment:
             yield position, header
             position += header.size
 
+    def _missing(self, offset: int) -> CorruptSegmentError:
+        problem = next((p for start, _, p in self.damaged if start >= self.size), "missing")
+        return CorruptSegmentError(
+            f"{self.path}: offsets {offset}-{self.next_offset - 1} are missing ({problem})",
+            self.path,
+            self.size,
+        )
+
     def _corrupt(self, position: int, problem: str) -> CorruptSegmentError:
         return CorruptSegmentError(
             f"{self.path}: unreadable batch at position {position}: {problem}",
@@ -726,14 +765,90 @@ class LogSegment:
             position,
         )
 
-    def find_batch(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
-        """``(position, header)`` of the first batch whose last offset is >= ``offset``."""
-        _, index_position = self.offset_index.lookup(offset)
-        position = max(index_position, start_position)
-        for pos, header in self._scan_headers(position):
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """``(position, header)`` of the first batch whose last offset is >= ``offset``.
+
+        The offset index says where to start the walk, and is checked before it is
+        trusted (issue 20, item 3): an entry names a batch's last offset and start, so the
+        batch found where it points must end at that offset. A garbled entry pointing past
+        the batch asked for made a consumer at 1601 receive 1700 first, 99 records skipped
+        without a word. An entry that fails the check is reported, the walk starts from
+        the segment's first batch instead, and both indexes are built again from the
+        headers (``rebuild_indexes``). The check reads the header the walk reads first
+        anyway: it costs no extra read.
+        """
+        for attempt in range(2):
+            indexed_offset, position = self.offset_index.lookup(offset)
+            if not position:
+                break
+            header = self._indexed_header(indexed_offset, position)
+            if header is not None:
+                if header.last_offset >= offset:
+                    return position, header
+                return self._walk(position + header.size, offset)
+            if attempt == 0:
+                self.rebuild_indexes()
+        return self._walk(0, offset)
+
+    def _walk(self, position: int, offset: int) -> tuple[int, BatchHeader] | None:
+        for at, header in self._scan_headers(position):
             if header.last_offset >= offset:
-                return pos, header
+                return at, header
         return None
+
+    def _indexed_header(self, indexed_offset: int, position: int) -> BatchHeader | None:
+        """The header at an offset-index entry's position when it is the batch the entry
+        names; None (with a WARNING) when it is not."""
+        try:
+            header = self._header_at(position) if position < self.size else None
+        except RecordsError:
+            header = None
+        if (
+            header is not None
+            and header.last_offset == indexed_offset
+            and position + header.size <= self.size
+        ):
+            return header
+        found = "no batch" if header is None else f"a batch ending at {header.last_offset}"
+        log.warning(
+            "%s: offset index entry (offset %d, byte %d) does not match the log (%s there); "
+            "reading from the segment's first batch and rebuilding its indexes",
+            self.path,
+            indexed_offset,
+            position,
+            found,
+        )
+        return None
+
+    def rebuild_indexes(self) -> None:
+        """Build the offset and time indexes again from the batch headers, up to the first
+        batch that cannot be read (a garbled index found while serving). On an error
+        (ENOSPC reserving blocks) the indexes are left empty: lookups then walk from the
+        segment's first batch, slower and still right."""
+        offsets, times = self.offset_index, self.time_index
+        offsets.reset()
+        times.reset()
+        self._bytes_since_index_entry = 0
+        self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        self.first_batch_timestamp = None
+        try:
+            most = self.size // max(self.index_interval_bytes + 1, HEADER_SIZE) + 1
+            offsets.reserve(most)
+            times.reserve(most)
+            with contextlib.suppress(CorruptSegmentError):  # damage ends what is indexed
+                for at, header in self._scan_headers(0):
+                    self._index_batch(at, header.size, header.last_offset, header.max_timestamp)
+        except OSError as exc:
+            log.warning("%s: indexes not rebuilt (%s); lookups walk from the start", self.path, exc)
+            offsets.reset()
+            times.reset()
+        if self.state is SegmentState.CLOSED:
+            offsets.trim_to_valid_size()
+            times.trim_to_valid_size()
+        # Found again from the walk; the time index may have named a larger one.
+        ts, at = times.last_entry
+        if ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = ts, at
 
     def read(
         self,
@@ -750,7 +865,14 @@ class LogSegment:
         """
         limit = self.size if max_position is None else min(max_position, self.size)
         found = self.find_batch(offset)
-        if found is None or found[0] >= limit:
+        if found is None:
+            if offset < self.next_offset:
+                # The segment answers for offsets it holds no batch of (a file gone or cut
+                # short, ``mark_missing``): never go on to the next segment as if the
+                # offsets were not there (issue 20, item 2).
+                raise self._missing(offset)
+            return None
+        if found[0] >= limit:
             return None
         position, header = found
         size = min(limit - position, max_bytes)
@@ -760,8 +882,8 @@ class LogSegment:
             size = self._undamaged(position, size)
         if size <= 0:
             return None
-        # Take a lease (the fetch hot path: two attribute updates, no call).
-        file = self._file
+        # Take a lease (the fetch hot path: two attribute updates).
+        file = self._current_file()
         file.leases += 1
         end = position + size
         if end > file.leased_end:
@@ -775,10 +897,111 @@ class LogSegment:
         bytes under it. Unlike a fetch's slice it leaves ``leased_end`` alone: nothing
         reads its bytes after the release (no ``sendfile`` queue), so later truncations cut
         in place."""
-        file = self._file
+        file = self._current_file()
         file.leases += 1
         file.readers += 1
-        return _ReaderSlice(file.fd, 0, self.size, file)
+        return ReaderSlice(file.fd, 0, self.size, file)
+
+    def take_repaired(self, position: int, end: int) -> None:
+        """Bytes ``[position, end)`` were rewritten by a repair from a replica (whole
+        batches, checked, ``segment_patch``). When they reach past the end of the file it
+        grew: the segment takes the new batches into its size and indexes them. They were
+        CRC-checked and read back before: they count as verified."""
+        self.mark_verified(position, end)
+        if end <= self.size:
+            return
+        self.size = end
+        last_offset, last_position = self.offset_index.lookup(2**62)
+        self._bytes_since_index_entry = max(0, position - last_position)
+        for at, header in self._scan_headers(position):
+            if self.offset_index.entries and header.last_offset <= last_offset:
+                continue  # indexed before the file was cut
+            self._index_batch(at, header.size, header.last_offset, header.max_timestamp)
+        if self.state is SegmentState.CLOSED:
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
+
+    def is_verified(self, start: int, end: int) -> bool:
+        """Whether bytes ``[start, end)`` lie in one verified range."""
+        for first, last in self.verified:
+            if first <= start:
+                if end <= last:
+                    return True
+            else:
+                break
+        return False
+
+    def mark_verified(self, start: int, end: int) -> None:
+        """Bytes ``[start, end)`` hold whole batches read back and found whole."""
+        if start >= end:
+            return
+        merged: list[tuple[int, int]] = []
+        for first, last in sorted([*self.verified, (start, end)]):
+            if merged and first <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+            else:
+                merged.append((first, last))
+        self.verified = merged
+
+    def verify(self, start: int, end: int) -> list[tuple[int, int, str]]:
+        """CRC-check the batches beginning in ``[start, end)`` (``start`` a batch boundary)
+        that are not verified yet, reading them back from the file; the ones that pass
+        become verified. Returns the damage found (byte ranges and what is wrong), not
+        marked yet: ``Log`` marks and reports it."""
+        position = start
+        for first, last in self.verified:
+            if first <= position < last:
+                position = last  # verified ranges start and end at batch boundaries
+        if position >= end:
+            return []
+        problems, good = check_batches(self.fd, position, end, self.size)
+        for first, last in good:
+            self.mark_verified(first, last)
+        return problems
+
+    @property
+    def missing_offsets(self) -> tuple[int, int] | None:
+        """``(first, end)`` of the offsets this segment answers for but its file does not
+        hold (``mark_missing``), None when there are none."""
+        if not any(start >= self.size for start, _, _ in self.damaged):
+            return None
+        first = self.base_offset
+        for _, header in self._scan_headers(self._last_indexed_position()):
+            first = header.next_offset
+        return first, self.next_offset
+
+    def _last_indexed_position(self) -> int:
+        return self.offset_index.lookup(2**62)[1]
+
+    def is_marked_damaged(self, position: int) -> bool:
+        """Whether byte ``position`` lies in a range marked damaged."""
+        return any(start <= position < end for start, end, _ in self.damaged)
+
+    def locate_damage(self, position: int, problem: str) -> tuple[int, str]:
+        """Where damage a read met at ``position`` really starts, and what it is.
+
+        A file cut shorter than the segment knows (``size``) fails first wherever a walk
+        happened to reach past the cut, possibly far after it (an index entry there):
+        the damage starts at the batch the cut went through, found by walking headers
+        from the last index entry below the cut.
+        """
+        try:
+            actual = os.fstat(self.fd).st_size
+        except OSError:
+            return position, problem
+        if actual >= self.size:
+            return position, problem
+        start = 0
+        for _, entry_position in self.offset_index:
+            if entry_position >= actual:
+                break
+            start = entry_position
+        while start < actual:
+            header = self._header_at(start) if start + HEADER_SIZE <= actual else None
+            if header is None or start + header.size > actual:
+                break
+            start += header.size
+        return min(start, position), f"file cut to {actual} of {self.size} bytes"
 
     def mark_damaged(self, position: int, end: int, problem: str) -> None:
         """Never hand out bytes ``[position, end)`` again (the scrubber found them failing
@@ -802,7 +1025,7 @@ class LogSegment:
     @property
     def leases(self) -> int:
         """Leases outstanding on the segment's current file (retired files not counted)."""
-        return self._file.leases
+        return 0 if self._file is None else self._file.leases
 
     def position_of(self, offset: int) -> int:
         """Byte position where the batch starting at or containing ``offset`` begins, or the
@@ -825,19 +1048,34 @@ class LogSegment:
         whole-file lease, the file is not cut in place: the kept prefix moves to a new file
         (see the module docstring, copy-on-write).
         """
-        found = self.find_batch(offset)
-        if found is None:
-            return 0
-        position = found[0]
+        # Where to cut, and the first offset cut: the batch holding ``offset``; or the
+        # start of damage marked up to the end of the file (appends must not go after
+        # bytes that cannot be read); or, inside the missing offsets at the end
+        # (``mark_missing``), the end of the readable batches, the log end going with it.
+        try:
+            found = self.find_batch(offset)
+        except CorruptSegmentError as exc:
+            if not self.is_marked_damaged(exc.position):
+                raise
+            position, first_cut = exc.position, offset
+        else:
+            if found is not None:
+                position, first_cut = found[0], found[1].base_offset
+            elif offset < self.next_offset and self.damaged:
+                position, first_cut = self.size, offset
+            else:
+                return 0
         removed = self.size - position
         # Damage before the cut is copied along with the prefix: it stays marked.
         kept_damage = [d for d in self.damaged if d[0] < position]
-        if position < self._file.leased_end or self._file.readers > 0:
+        file = self._current_file()
+        if position < file.leased_end or file.readers > 0:
             self._replace_with_prefix(position)
         self.damaged = kept_damage
+        self.verified = [(a, min(b, position)) for a, b in self.verified if a < position]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        self.txn_index.truncate_to(found[1].base_offset)
+        self.txn_index.truncate_to(first_cut)
         os.ftruncate(self.fd, position)  # a no-op after a copy
         self.size = position
         # Re-derive running state from what is left.
@@ -849,6 +1087,10 @@ class LogSegment:
             self._note_timestamp(header.max_timestamp, header.last_offset)
             if self.first_batch_timestamp is None:
                 self.first_batch_timestamp = header.max_timestamp
+        # A cut at damage or missing offsets may end below ``offset``: no entry may name
+        # an offset (or a byte) past what is left.
+        self.offset_index.truncate_to(self.next_offset)
+        self.time_index.truncate_to(self.next_offset)
         _, last_indexed_position = self.offset_index.lookup(2**62)
         self._bytes_since_index_entry = self.size - last_indexed_position
         return removed
@@ -878,9 +1120,10 @@ class LogSegment:
         compaction swap, which renames cleaned files over live ones, uses it too)."""
         old = self._file
         self._file = SegmentFile(fd)
-        self.fd = fd
+        self._leased_end = 0  # a new inode: no lease ever named its bytes
         self.damaged = []  # marks were about the old file's bytes
-        old.retire()
+        if old is not None:
+            old.retire()
 
     def flush(self) -> None:
         os.fsync(self.fd)
@@ -910,7 +1153,7 @@ class LogSegment:
     def close(self) -> None:
         """Release the files (clean shutdown): trims the indexes to their entries. The
         ``.log`` fd stays open until the last lease on it is released."""
-        if self.fd < 0:
+        if self._closed:
             return
         if (
             self.state is SegmentState.ACTIVE
@@ -921,8 +1164,7 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
-        self._file.retire()
-        self.fd = -1
+        self._let_go()
 
     def rename_for_delete(self) -> None:
         """First step of an asynchronous delete: readers holding the fd still work."""
@@ -936,13 +1178,12 @@ class LogSegment:
     def delete(self) -> None:
         """Close and unlink all its files. Leased bytes stay readable: the ``.log`` fd
         (and with it the unlinked inode) is closed when the last lease is released."""
+        self.state = SegmentState.DELETED
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
         size = self.size
-        if self.fd >= 0:
-            self._file.retire()
-            self.fd = -1
+        self._let_go()
         if self.path.name.endswith(DELETED_SUFFIX) and size >= _BACKGROUND_UNLINK_BYTES:
             # Freeing a large file's blocks takes the filesystem ~0.1-1 s, and this runs on
             # the event loop (retention, a compaction swap's delayed delete): produce

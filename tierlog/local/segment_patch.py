@@ -16,6 +16,12 @@ batch's last offset and its start). The segment's indexes, offsets and the rest 
 file are thus untouched and stay right. A range may be repaired in several pieces: the
 mark then shrinks to what is left, and reads reach what was repaired at once.
 
+A range that runs to the end of its file (``open_ended``: a file cut short, a batch
+length that cannot be trusted, offsets whose segment file is gone, issue 20 items 1-2)
+may take more bytes than it has: the file grows, and the segment takes the new batches
+into its size and indexes (``LogSegment.take_repaired``). Only the offsets still have to
+fit, below the next segment's base.
+
 Threads: event loop only (the writes are short ``pwrite`` calls of at most one fetch
 answer, followed by ``fsync``).
 """
@@ -25,17 +31,14 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from crc32c import crc32c
 
 from tierlog.local import damage_marks
+from tierlog.local.log_segments import LogSegments
 from tierlog.local.segment import LogSegment, SegmentState
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, parse_header
-
-if TYPE_CHECKING:
-    from tierlog.local.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +60,22 @@ class DamagedRange:
     first_offset: int
     end_offset: int
 
+    @property
+    def open_ended(self) -> bool:
+        """The range runs to the end of a closed segment's file: more bytes than it has may
+        replace it (the active segment's end is where appends go)."""
+        return self.end >= self.segment.size and self.segment.state is SegmentState.CLOSED
 
-def damaged_ranges(topic_log: Log) -> list[DamagedRange]:
-    """Every damaged range of the log's closed segments, oldest first. A range whose
+
+def damaged_ranges(segments: LogSegments) -> list[DamagedRange]:
+    """Every damaged range of the log's segments, oldest first. A range whose
     bounding offsets cannot be read (the intact batch before or after it does not parse)
     is left out: nothing could be checked against it."""
     found: list[DamagedRange] = []
-    segments = topic_log.segments
     for n, segment in enumerate(segments):
-        if not segment.damaged or segment.state is not SegmentState.CLOSED:
+        # The active segment too: a read checks its bytes before serving them (issue 20,
+        # item 6); appends write only past its end, never inside a damaged range.
+        if not segment.damaged or segment.state is SegmentState.DELETED:
             continue
         next_base = segments[n + 1].base_offset if n + 1 < len(segments) else segment.next_offset
         for position, end, problem in list(segment.damaged):
@@ -117,7 +127,7 @@ def check_patch(damaged: DamagedRange, data: bytes | memoryview) -> int:
     size = len(view)
     if not size:
         raise PatchRefused("no batches offered")
-    if size > damaged.end - damaged.position:
+    if size > damaged.end - damaged.position and not damaged.open_ended:
         raise PatchRefused(
             f"{size} bytes offered for a damaged range of {damaged.end - damaged.position}"
         )
@@ -161,7 +171,7 @@ def check_patch(damaged: DamagedRange, data: bytes | memoryview) -> int:
 
 
 def apply_patch(
-    topic_log: Log, damaged: DamagedRange, data: bytes | memoryview
+    segments: LogSegments, damaged: DamagedRange, data: bytes | memoryview
 ) -> DamagedRange | None:
     """Write checked ``data`` over the start of ``damaged``, make it durable, and shrink
     the damage mark to what is left; returns the rest of the range, None when the whole
@@ -176,7 +186,7 @@ def apply_patch(
     mark = next(
         (m for m in segment.damaged if m[0] == damaged.position and m[1] == damaged.end), None
     )
-    if segment not in topic_log.segments or segment.fd < 0 or mark is None:
+    if segment not in segments or segment.fd < 0 or mark is None:
         raise PatchRefused(f"{segment.path}: the damaged range changed meanwhile")
     next_offset = check_patch(damaged, data)
     size = len(data)
@@ -188,14 +198,44 @@ def apply_patch(
         raise OSError(f"{segment.path}: the repaired bytes do not read back the same")
     rest_position = damaged.position + size
     segment.damaged.remove(mark)
+    segment.take_repaired(damaged.position, rest_position)
     if rest_position < damaged.end:
         segment.mark_damaged(rest_position, damaged.end, mark[2])
+    elif next_offset < damaged.end_offset:
+        # The file grew by these batches and more offsets are still to come.
+        segment.mark_missing(damaged.end_offset, mark[2])
     try:
-        damage_marks.save(topic_log)
+        damage_marks.save(segments)
     except OSError as exc:  # the repair stands; a restart would only mark it again
-        log.warning("%s: damage marks not saved (%s); kept in memory", topic_log.name, exc)
-    if rest_position >= damaged.end:
+        log.warning("%s: damage marks not saved (%s); kept in memory", segments.name, exc)
+    if rest_position >= damaged.end and next_offset >= damaged.end_offset:
         return None
     return DamagedRange(
-        segment, rest_position, damaged.end, mark[2], next_offset, damaged.end_offset
+        segment,
+        rest_position,
+        max(damaged.end, rest_position),
+        mark[2],
+        next_offset,
+        damaged.end_offset,
     )
+
+
+def accept_empty(segments: LogSegments, damaged: DamagedRange) -> None:
+    """A replica's committed log holds no batch in ``damaged``'s offsets (compaction
+    removed them there): offsets found missing (``LogSegment.mark_missing``) were a gap,
+    not a loss. The mark goes and the segment ends at its last batch again, so reads go
+    on to the next segment as they do over any compaction gap.
+
+    Raises:
+        PatchRefused: the range is damaged bytes (those did hold batches), or changed.
+    """
+    segment = damaged.segment
+    mark = (damaged.position, damaged.end)
+    if damaged.position != segment.size or segment not in segments:
+        raise PatchRefused(f"{segment.path}: bytes {mark} held batches; a replica must hold them")
+    segment.damaged = [d for d in segment.damaged if (d[0], d[1]) != mark]
+    segment.next_offset = damaged.first_offset
+    try:
+        damage_marks.save(segments)
+    except OSError as exc:
+        log.warning("%s: damage marks not saved (%s); kept in memory", segments.name, exc)

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from tierlog.local.log_segments import LogSegments
 from tierlog.local.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -52,9 +52,6 @@ from tierlog.local.segment import (
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import parse_header
 from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX, encode_entries
-
-if TYPE_CHECKING:
-    from tierlog.local.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -98,42 +95,52 @@ def discard_cleaned(directory: Path, base_offset: int) -> None:
         _path(directory, base_offset, suffix, CLEANED_SUFFIX).unlink(missing_ok=True)
 
 
-def swap_in(log: Log, replaced: Sequence[LogSegment], sizes: Sequence[int]) -> LogSegment:
-    """Replace ``replaced`` (consecutive closed segments of ``log``, which had ``sizes``
-    bytes when they were cleaned) with the cleaned files named by the first one's base.
+def swap_in(
+    segments: LogSegments,
+    replaced: Sequence[LogSegment],
+    sizes: Sequence[int],
+    *,
+    open_segment: Callable[[int], LogSegment],
+    retire: Callable[[list[LogSegment]], None],
+) -> LogSegment:
+    """Replace ``replaced`` (consecutive closed segments of ``segments``, which had
+    ``sizes`` bytes when they were cleaned) with the cleaned files named by the first
+    one's base. ``Log.replace_segments`` is the way in; it passes how it opens a segment
+    and how it retires removed ones (``file.delete.delay.ms``).
 
     Raises:
         StaleSwapError: the segments are no longer those that were cleaned; the cleaned
             files are deleted and the log is unchanged.
     """
-    directory = log.directory
+    directory = segments.directory
     base = replaced[0].base_offset
     try:
-        first = log.segments.index(replaced[0])
+        first = segments.index(replaced[0])
     except ValueError:
         first = -1
-    current = log.segments[first : first + len(replaced)] if first >= 0 else []
+    current = segments[first : first + len(replaced)] if first >= 0 else []
     if (
         list(current) != list(replaced)
-        or first + len(replaced) >= len(log.segments)  # the active segment is never replaced
+        or first + len(replaced) >= len(segments)  # the active segment is never replaced
         or any(s.state is not SegmentState.CLOSED for s in replaced)
         or [s.size for s in replaced] != list(sizes)
     ):
         discard_cleaned(directory, base)
-        raise StaleSwapError(f"{log.name}: segments from {base} changed while being cleaned")
+        raise StaleSwapError(f"{segments.name}: segments from {base} changed while being cleaned")
     _carry_txn_index(directory, base, replaced)
     for suffix in _SUFFIXES:
         cleaned = _path(directory, base, suffix, CLEANED_SUFFIX)
         if cleaned.exists():
             os.rename(cleaned, _path(directory, base, suffix, SWAP_SUFFIX))
     _fsync_dir(directory)
-    log._remove_segments(list(replaced))
+    next_base = segments[first + len(replaced)].base_offset
+    segments.remove_all(replaced)
+    retire(list(replaced))
     _promote(directory, base)
-    segment = log._open_segment(base)
-    segment.load(log.segments[first].base_offset)
+    segment = open_segment(base)
+    segment.load(next_base)
     segment.close_for_append()
-    log.segments.insert(first, segment)
-    log._bases.insert(first, base)
+    segments.insert(segment)
     return segment
 
 

@@ -10,7 +10,9 @@ documented in ``txn_index_codec``, which encodes and decodes them)::
 One entry per transaction aborted by a marker in the segment, in marker order (so
 ``last_offset`` rises). The file is created at the first entry only: a segment without
 aborted transactions has none, as in Kafka. The entries are also kept in memory (a
-segment rarely holds many aborts; 34 bytes each), so reads never touch the file.
+segment rarely holds many aborts; 34 bytes each), so reads never touch the file, and no
+file descriptor is held: the file is opened for each write and for the ``fsync`` of a
+flush (an abort is rare next to a batch; issue 20, item 8, counts descriptors).
 
 Owned by its ``LogSegment``, which renames and deletes it with its other files; not
 thread-safe (the log's event loop).
@@ -49,7 +51,8 @@ class TransactionIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._fd = -1
+        # Entries written since the last flush (their fsync is due).
+        self._dirty = False
         self.corrupt = False
         self._entries: list[AbortedTxn] = []
         try:
@@ -74,10 +77,13 @@ class TransactionIndex:
     def last_offset(self) -> int | None:
         return self._entries[-1].last_offset if self._entries else None
 
-    def _open(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
+    def _write(self, data: bytes, position: int) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, data, position)
+        finally:
+            os.close(fd)
+        self._dirty = True
 
     def append(self, txn: AbortedTxn) -> None:
         """Add an entry at the end of the file (creating it).
@@ -92,9 +98,7 @@ class TransactionIndex:
                 f"{self.path}: aborted transaction ending at {txn.last_offset} is not after "
                 f"the last one, ending at {last}"
             )
-        fd = self._open()
-        position = len(self._entries) * ENTRY_SIZE
-        os.pwrite(fd, encode_entry(txn), position)
+        self._write(encode_entry(txn), len(self._entries) * ENTRY_SIZE)
         self._entries.append(txn)
 
     def collect(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
@@ -116,27 +120,29 @@ class TransactionIndex:
             return
         self._entries = kept
         self.corrupt = False
-        if self._fd >= 0 or self.path.exists():
-            os.ftruncate(self._open(), len(kept) * ENTRY_SIZE)
+        if self.path.exists():
+            os.truncate(self.path, len(kept) * ENTRY_SIZE)
+            self._dirty = True
 
     def reset(self) -> None:
         """Forget every entry and remove the file (before rebuilding it by recovery)."""
         self._entries = []
         self.corrupt = False
-        self._close_fd()
+        self._dirty = False
         self.path.unlink(missing_ok=True)
 
     def flush(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
-
-    def _close_fd(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if not self._dirty:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dirty = False
 
     def close(self) -> None:
-        self._close_fd()
+        """Nothing to release (no descriptor is held); kept for the segment's symmetry."""
 
     def rename(self, new_path: Path) -> None:
         """Move the file (when there is one) to ``new_path``; later writes go there."""
@@ -145,7 +151,7 @@ class TransactionIndex:
         self.path = Path(new_path)
 
     def delete(self) -> None:
-        self._close_fd()
+        self._dirty = False
         self.path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:

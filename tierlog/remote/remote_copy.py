@@ -87,6 +87,19 @@ class SegmentFiles:
 
     @classmethod
     def of(cls, segment: LogSegment, log_: Log) -> SegmentFiles:
+        """Raises:
+        CorruptSegmentError: the segment answers for offsets its file does not hold (a
+            segment file gone or cut short, issue 20 item 2): its bytes would check out,
+            and the remote tier would then hold a silent gap. Offload stops before it,
+            as for damaged bytes (``upload``)."""
+        missing = segment.missing_offsets
+        if missing is not None:
+            raise CorruptSegmentError(
+                f"{segment.path}: not offloaded, offsets {missing[0]}-{missing[1] - 1} are "
+                "missing from it",
+                segment.path,
+                segment.size,
+            )
         stem = segment.path.with_suffix("")
         epochs = mf.segment_leader_epochs(
             log_.leader_epoch_cache.entries, segment.base_offset, segment.next_offset - 1

@@ -76,7 +76,8 @@ def run_local_demo(
         while offset < topic_log.log_end_offset:
             chunk = topic_log.read(offset, 1 << 20)
             assert chunk is not None
-            for header, decoded in iter_batches_records(chunk.read()):
+            data = chunk if isinstance(chunk, bytes) else chunk.read()
+            for header, decoded in iter_batches_records(data):
                 for record in decoded:
                     if record.offset < offset:
                         continue  # a fetch starts at the batch holding the offset
