@@ -38,10 +38,12 @@ def test_entities_are_kafkas_zookeeper_paths() -> None:
         entity_path({"group": "g"})
 
 
-def test_only_byte_rates_are_accepted() -> None:
+def test_kafkas_quota_keys_are_accepted() -> None:
     check_value(PRODUCER_BYTE_RATE, 1024)
+    check_value("request_percentage", 12.5)
+    check_value("controller_mutation_rate", 0.5)
     for key, value, reason in (
-        ("request_percentage", 50, "not enforced"),
+        ("request_percentage", 0, "> 0"),
         ("nonsense", 1, "unknown quota key"),
         (CONSUMER_BYTE_RATE, 0, "> 0"),
         (CONSUMER_BYTE_RATE, 1.5, "whole number"),
