@@ -26,6 +26,7 @@ from tierlog.broker.coordination.api import BrokerRegistration, Coordinator, Use
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.coordination.local_security import LocalAclStore, LocalUserConfigs
 from tierlog.broker.fetch_sessions import FetchSessionCache
+from tierlog.broker.handlers.fetch import replica_id_of
 from tierlog.broker.handlers.routes import HANDLERS
 from tierlog.broker.listeners import endpoints
 from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
@@ -539,7 +540,7 @@ class Broker:
             elapsed = time.perf_counter() - started
             metrics.record_request(request.api_key, elapsed, failed)
         quotas = self.services.quotas
-        if quotas is not None and request.api_key not in BROKER_ONLY_APIS:
+        if quotas is not None and not _sent_by_a_broker(request):
             # request_percentage: the time this request took, against the client's quota.
             throttle_ms = quotas.record_request_time(
                 elapsed, request.client_id, context.principal.name
@@ -554,6 +555,14 @@ class Broker:
 
 # Exempt from request_percentage, as Kafka exempts ClusterAction: what brokers send.
 BROKER_ONLY_APIS = frozenset({ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS})
+
+
+def _sent_by_a_broker(request: Request) -> bool:
+    """A broker-only API, or a follower's Fetch (it names its replica id): Kafka's
+    ClusterAction requests, which no client quota throttles."""
+    if request.api_key in BROKER_ONLY_APIS:
+        return True
+    return request.api_key == ApiKey.FETCH and replica_id_of(request) >= 0
 
 
 def with_throttle_time(response: Any, throttle_ms: int) -> Any:
