@@ -61,11 +61,36 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> N
 
 
 def add_acls(tools: KafkaDist, bootstrap: str) -> None:
-    run(tools, ACLS, bootstrap, "--add", "--allow-principal", "User:alice", "--operation",
-        "Read", "--topic", "orders", "--group", "billing")  # fmt: skip
-    run(tools, ACLS, bootstrap, "--add", "--deny-principal", "User:bob", "--deny-host",
-        "10.0.0.9", "--operation", "Write", "--topic", "etl-", "--resource-pattern-type",
-        "prefixed")  # fmt: skip
+    run(
+        tools,
+        ACLS,
+        bootstrap,
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Read",
+        "--topic",
+        "orders",
+        "--group",
+        "billing",
+    )
+    run(
+        tools,
+        ACLS,
+        bootstrap,
+        "--add",
+        "--deny-principal",
+        "User:bob",
+        "--deny-host",
+        "10.0.0.9",
+        "--operation",
+        "Write",
+        "--topic",
+        "etl-",
+        "--resource-pattern-type",
+        "prefixed",
+    )
 
 
 def test_kafka_acls_on_a_single_node(tools: KafkaDist, tmp_path: Path) -> None:
@@ -79,15 +104,34 @@ def test_kafka_acls_on_a_single_node(tools: KafkaDist, tmp_path: Path) -> None:
         assert "name=etl-, patternType=PREFIXED" in listed, listed
         assert "principal=User:bob, host=10.0.0.9, operation=WRITE, permissionType=DENY" in listed
         # MATCH: every pattern that applies to the topic etl-daily (the prefixed one).
-        matching = run(tools, ACLS, broker.bootstrap, "--list", "--topic", "etl-daily",
-                       "--resource-pattern-type", "match").stdout  # fmt: skip
+        matching = run(
+            tools,
+            ACLS,
+            broker.bootstrap,
+            "--list",
+            "--topic",
+            "etl-daily",
+            "--resource-pattern-type",
+            "match",
+        ).stdout
         assert "name=etl-, patternType=PREFIXED" in matching and "orders" not in matching
         broker.stop()
         broker.start()  # kept in the metadata store: a restart reads them back
         again = run(tools, ACLS, broker.bootstrap, "--list", "--topic", "orders").stdout
         assert "User:alice" in again, again
-        run(tools, ACLS, broker.bootstrap, "--remove", "--force", "--allow-principal",
-            "User:alice", "--operation", "Read", "--topic", "orders")  # fmt: skip
+        run(
+            tools,
+            ACLS,
+            broker.bootstrap,
+            "--remove",
+            "--force",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--topic",
+            "orders",
+        )
         gone = run(tools, ACLS, broker.bootstrap, "--list", "--topic", "orders").stdout
         assert "User:alice" not in gone, gone
         assert "User:bob" in run(tools, ACLS, broker.bootstrap, "--list").stdout
@@ -122,7 +166,7 @@ def test_kafka_acls_on_zookeeper_every_broker_follows(
                     "permissionType": "Allow",
                     "operation": "Describe",
                     "host": "*",
-                }  # fmt: skip
+                }
             ),
             makepath=True,
         )
@@ -141,15 +185,18 @@ def test_kafka_acls_on_zookeeper_every_broker_follows(
                     "operation": "Read",
                     "host": "*",
                 }
-            ],  # fmt: skip
+            ],
         }
         prefixed, _ = zk.get("/kafka-acl-extended/prefixed/Topic/etl-")
         assert json.loads(prefixed)["acls"][0]["permissionType"] == "Deny"
-        literal_changes = [zk.get(f"/kafka-acl-changes/{c}")[0]
-                           for c in zk.get_children("/kafka-acl-changes")]  # fmt: skip
+        literal_changes = [
+            zk.get(f"/kafka-acl-changes/{c}")[0] for c in zk.get_children("/kafka-acl-changes")
+        ]
         assert b"Topic:orders" in literal_changes or b"TOPIC:orders" in literal_changes
-        extended = [json.loads(zk.get(f"/kafka-acl-extended-changes/{c}")[0])
-                    for c in zk.get_children("/kafka-acl-extended-changes")]  # fmt: skip
+        extended = [
+            json.loads(zk.get(f"/kafka-acl-extended-changes/{c}")[0])
+            for c in zk.get_children("/kafka-acl-extended-changes")
+        ]
         assert {"name": "etl-", "patternType": "PREFIXED"}.items() <= extended[-1].items()
         # The other broker's cache followed the notifications.
         wait_until(
@@ -166,7 +213,7 @@ def test_kafka_acls_on_zookeeper_every_broker_follows(
                     "permissionType": "Allow",
                     "operation": "Read",
                     "host": "*",
-                }  # fmt: skip
+                }
             ),
         )
         zk.create("/kafka-acl-changes/acl_changes_", b"Topic:legacy", sequence=True)
@@ -213,10 +260,20 @@ def test_kafka_configs_scram_users_on_zookeeper(
     cluster2.start()
     bootstrap = cluster2.brokers[0].bootstrap
     password = "alice-s3cret-pw"
-    _configs(tools, bootstrap, "--alter", "--entity-type", "users", "--entity-name", "alice",
-             "--add-config", f"SCRAM-SHA-256=[iterations=8192,password={password}]")  # fmt: skip
-    described = _configs(tools, bootstrap, "--describe", "--entity-type", "users",
-                         "--entity-name", "alice").stdout  # fmt: skip
+    _configs(
+        tools,
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--add-config",
+        f"SCRAM-SHA-256=[iterations=8192,password={password}]",
+    )
+    described = _configs(
+        tools, bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice"
+    ).stdout
     assert "SCRAM-SHA-256=iterations=8192" in described, described
     zk = raw_client(zk_connect)
     try:
@@ -224,22 +281,44 @@ def test_kafka_configs_scram_users_on_zookeeper(
         stored = json.loads(data)
         assert stored["version"] == 1
         _check_scram(stored["config"]["SCRAM-SHA-256"], password, 8192)
-        changes = [json.loads(zk.get(f"/config/changes/{c}")[0])
-                   for c in zk.get_children("/config/changes")]  # fmt: skip
+        changes = [
+            json.loads(zk.get(f"/config/changes/{c}")[0])
+            for c in zk.get_children("/config/changes")
+        ]
         assert {"version": 2, "entity_path": "users/alice"} in changes
     finally:
         zk.stop()
         zk.close()
     # A quota on the same user keeps the credential (one znode holds both).
-    _configs(tools, bootstrap, "--alter", "--entity-type", "users", "--entity-name", "alice",
-             "--add-config", "producer_byte_rate=1048576")  # fmt: skip
-    again = _configs(tools, bootstrap, "--describe", "--entity-type", "users",
-                     "--entity-name", "alice").stdout  # fmt: skip
+    _configs(
+        tools,
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--add-config",
+        "producer_byte_rate=1048576",
+    )
+    again = _configs(
+        tools, bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice"
+    ).stdout
     assert "SCRAM-SHA-256=iterations=8192" in again, again
-    _configs(tools, bootstrap, "--alter", "--entity-type", "users", "--entity-name", "alice",
-             "--delete-config", "SCRAM-SHA-256")  # fmt: skip
-    gone = _configs(tools, bootstrap, "--describe", "--entity-type", "users",
-                    "--entity-name", "alice").stdout  # fmt: skip
+    _configs(
+        tools,
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--delete-config",
+        "SCRAM-SHA-256",
+    )
+    gone = _configs(
+        tools, bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice"
+    ).stdout
     assert "SCRAM-SHA-256" not in gone, gone
     for broker in cluster2.brokers:
         assert password not in broker.log_text()
@@ -249,17 +328,35 @@ def test_kafka_configs_scram_users_on_a_single_node(tools: KafkaDist, tmp_path: 
     broker = BrokerProcess(tmp_path / "data", SECURED).start()
     password = "bob-pw-0123456789"
     try:
-        _configs(tools, broker.bootstrap, "--alter", "--entity-type", "users",
-                 "--entity-name", "bob", "--add-config",
-                 f"SCRAM-SHA-512=[password={password}]")  # fmt: skip
+        _configs(
+            tools,
+            broker.bootstrap,
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "bob",
+            "--add-config",
+            f"SCRAM-SHA-512=[password={password}]",
+        )
         broker.stop()
         broker.start()
-        described = _configs(tools, broker.bootstrap, "--describe", "--entity-type", "users",
-                             "--entity-name", "bob").stdout  # fmt: skip
+        described = _configs(
+            tools, broker.bootstrap, "--describe", "--entity-type", "users", "--entity-name", "bob"
+        ).stdout
         assert "SCRAM-SHA-512=iterations=4096" in described, described
-        too_few = _configs(tools, broker.bootstrap, "--alter", "--entity-type", "users",
-                           "--entity-name", "bob", "--add-config",
-                           "SCRAM-SHA-256=[iterations=1000,password=x]", ok=False)  # fmt: skip
+        too_few = _configs(
+            tools,
+            broker.bootstrap,
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "bob",
+            "--add-config",
+            "SCRAM-SHA-256=[iterations=1000,password=x]",
+            ok=False,
+        )
         assert too_few.returncode != 0 and "iterations" in too_few.output.lower(), too_few.output
     finally:
         broker.stop()
