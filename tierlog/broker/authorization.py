@@ -24,6 +24,7 @@ broker's dispatch makes the ``RequestContext`` of each request from them
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from typing import Final
@@ -99,6 +100,35 @@ def _applies(check: Check, conditions: frozenset[When]) -> bool:
     return check.when is When.ALWAYS or check.when in conditions
 
 
+_ACTIONS_KEPT: Final = 4096
+
+
+@functools.cache
+def _per_resource_checks(
+    api_key: int, resource_type: ResourceType, holding: frozenset[When]
+) -> tuple[tuple[Check, bool], ...]:
+    """The checks of ``api_key`` answered per resource of ``resource_type`` (``denied``),
+    each with whether the cluster is asked first (its Allow covers every resource), worked
+    out once per API: the table does not change, and Produce asks on every request."""
+    found = []
+    for check in AUTHORIZATION[api_key].checks:
+        if not _applies(check, holding):
+            continue
+        fallback = check.fallback
+        if check.denial is Denial.PER_RESOURCE and check.resource is resource_type:
+            found.append((check, False))
+        elif (
+            check.resource is Res.CLUSTER
+            and check.denial is Denial.FILTERED
+            and fallback is not None
+            and fallback.resource is resource_type
+            and fallback.denial is Denial.PER_RESOURCE
+            and _applies(fallback, holding)
+        ):
+            found.append((check, True))
+    return tuple(found)
+
+
 class RequestAuthorizer:
     """Answers the table's checks for the request being handled (module docstring).
 
@@ -108,6 +138,11 @@ class RequestAuthorizer:
 
     def __init__(self, authorizer: Authorizer | None = None) -> None:
         self._authorizer = authorizer
+        # The Actions asked before, by (operation, resource type, name, log): a Produce
+        # asks the same few on every request, and building the frozen pattern and action
+        # took as long as the decision itself (bench/acl_produce.py). Bounded: cleared
+        # when full.
+        self._actions: dict[tuple[AclOperation, ResourceType, str, bool], Action] = {}
 
     @property
     def authorizer(self) -> Authorizer | None:
@@ -123,10 +158,19 @@ class RequestAuthorizer:
         """One decision for the current request (audited when refused and ``log``)."""
         if self._authorizer is None:
             return True
-        pattern = ResourcePattern(resource_type, name)
-        # Kafka's KafkaApis audits client-visible checks both ways: denials at INFO,
-        # grants at DEBUG (kafka.authorizer.logger at DEBUG shows them).
-        action = Action(operation, pattern, log_if_allowed=log, log_if_denied=log)
+        key = (operation, resource_type, name, log)
+        action = self._actions.get(key)
+        if action is None:
+            if len(self._actions) >= _ACTIONS_KEPT:
+                self._actions.clear()
+            # Kafka's KafkaApis audits client-visible checks both ways: denials at INFO,
+            # grants at DEBUG (kafka.authorizer.logger at DEBUG shows them).
+            action = self._actions[key] = Action(
+                operation,
+                ResourcePattern(resource_type, name),
+                log_if_allowed=log,
+                log_if_denied=log,
+            )
         [result] = self._authorizer.authorize(current_context(), [action])
         return result is AuthorizationResult.ALLOWED
 
@@ -183,37 +227,21 @@ class RequestAuthorizer:
         for a listing that only leaves the refused out (no audit line, as Kafka)."""
         if self._authorizer is None:
             return {}
-        holding = frozenset(conditions)
         refused: dict[str, int] = {}
         unique = list(dict.fromkeys(names))
-        for check in AUTHORIZATION[request.api_key].checks:
-            if not _applies(check, holding):
-                continue
-            per_resource = check.denial is Denial.PER_RESOURCE and check.resource is resource_type
-            fallback = check.fallback
-            cluster_first = (
-                check.resource is Res.CLUSTER
-                and check.denial is Denial.FILTERED
-                and fallback is not None
-                and fallback.resource is resource_type
-                and fallback.denial is Denial.PER_RESOURCE
-                and _applies(fallback, holding)
-            )
-            if per_resource:
-                for name in unique:
-                    if name not in refused and not self.allowed(
-                        check.operation, resource_type, name, log=log
-                    ):
-                        refused[name] = denial_error(resource_type)
-            elif cluster_first:
-                assert fallback is not None
+        for check, cluster_first in _per_resource_checks(
+            request.api_key, resource_type, frozenset(conditions)
+        ):
+            if cluster_first:
                 if self.allowed(check.operation, Res.CLUSTER, CLUSTER_NAME, log=False):
                     continue
-                for name in unique:
-                    if name not in refused and not self.allowed(
-                        fallback.operation, resource_type, name, log=log
-                    ):
-                        refused[name] = denial_error(resource_type)
+                assert check.fallback is not None
+                check = check.fallback
+            for name in unique:
+                if name not in refused and not self.allowed(
+                    check.operation, resource_type, name, log=log
+                ):
+                    refused[name] = denial_error(resource_type)
         return refused
 
     def visible(

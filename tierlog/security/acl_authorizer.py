@@ -158,8 +158,11 @@ class AclAuthorizer:
 
     def _authorize_one(self, context: RequestContext, action: Action) -> AuthorizationResult:
         ok = self.allowed(context.principal, context.client_host, action.operation, action.resource)
-        if (ok and action.log_if_allowed) or (not ok and action.log_if_denied):
-            level = logging.DEBUG if ok else logging.INFO
+        level = logging.DEBUG if ok else logging.INFO
+        logged = action.log_if_allowed if ok else action.log_if_denied
+        # The audit line's arguments only when it is written: grants are decided on every
+        # produce request, and their DEBUG line is usually off.
+        if logged and AUDIT_LOG.isEnabledFor(level):
             resource = action.resource
             AUDIT_LOG.log(
                 level,
