@@ -16,6 +16,7 @@ to the smallest, with the median of 5 rounds and their spread (``bench/reporting
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import sys
 import time
@@ -61,7 +62,7 @@ def build(size: int) -> AclAuthorizer:
                 AccessControlEntry("User:user-99", "10.0.0.9", AclOperation.ALL, DENY),
             )
         )
-    results = authorizer.create_acls(bindings)
+    results = asyncio.run(authorizer.create_acls(bindings))
     assert all(r.error is None for r in results)
     return authorizer
 

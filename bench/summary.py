@@ -69,6 +69,7 @@ BENCHES = (
     Bench("intake", ("intake.py", "--quick")),
     Bench("integrity", ("integrity.py", "--quick")),
     Bench("acl_authorizer", ("acl_authorizer.py", "--quick")),
+    Bench("acl_produce", ("acl_produce.py", "--quick")),
 )
 # Issue 26 item 4: the file:// remote tier's two ratios, checked in every summary.
 CHECKS = (

@@ -1,7 +1,8 @@
 """Connection limits against hostile or careless clients (issue 10, items 11 and 12): Kafka's
-``max.connections``, ``max.connections.per.ip`` and ``connections.max.idle.ms``, and
-tierlog's ``socket.request.receive.timeout.ms`` against slowloris, on a real broker process
-with raw sockets. Limits are small so every test is bounded to a few seconds."""
+``max.connections``, ``max.connections.per.ip``, ``max.connection.creation.rate`` (KIP-612)
+and ``connections.max.idle.ms``, and tierlog's ``socket.request.receive.timeout.ms`` against
+slowloris, on a real broker process with raw sockets. Limits are small so every test is
+bounded to a few seconds."""
 
 from __future__ import annotations
 
@@ -126,6 +127,22 @@ def test_max_connections_per_ip(start: StartBroker) -> None:
     for sock in kept:
         assert api_versions(sock)
         sock.close()
+
+
+def test_max_connection_creation_rate_delays_new_connections(start: StartBroker) -> None:
+    # KIP-612 with 1 per second: over Kafka's 11 one-second windows the first ten come
+    # within it at once, the next ones wait before their first request is read: the
+    # 13th about (13 / 10 s - 1) / 1 x 10 s = 3 s.
+    broker = start(**{"max.connection.creation.rate": "1"})
+    waited = []
+    for _ in range(13):
+        sock = connect(broker.port)
+        began = time.monotonic()
+        assert api_versions(sock)
+        waited.append(time.monotonic() - began)
+        sock.close()
+    assert max(waited[:5]) < 1.5, waited
+    assert waited[-1] > 2.0, waited
 
 
 def test_slowloris_request_is_bounded(start: StartBroker) -> None:

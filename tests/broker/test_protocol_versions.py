@@ -447,6 +447,53 @@ def list_transactions(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
 
 
+_ANY_ACL = {
+    "resource_type_filter": 1,
+    "resource_name_filter": None,
+    "pattern_type_filter": 1,
+    "principal_filter": None,
+    "host_filter": None,
+    "operation": 1,
+    "permission_type": 1,
+}
+
+
+def describe_acls(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return dict(_ANY_ACL)  # no authorizer here: SECURITY_DISABLED, well formed
+
+
+def create_acls(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    creation = {
+        "resource_type": 2,
+        "resource_name": TOPIC,
+        "resource_pattern_type": 3,
+        "principal": "User:alice",
+        "host": "*",
+        "operation": 3,
+        "permission_type": 3,
+    }
+    return {"creations": [creation]}
+
+
+def delete_acls(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"filters": [dict(_ANY_ACL)]}
+
+
+def describe_user_scram_credentials(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"users": None}
+
+
+def alter_user_scram_credentials(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    upsertion = {
+        "name": "alice",
+        "mechanism": 1,
+        "iterations": 4096,
+        "salt": b"s" * 16,
+        "salted_password": b"p" * 32,
+    }
+    return {"deletions": [], "upsertions": [upsertion]}
+
+
 REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
@@ -488,6 +535,11 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.DESCRIBE_PRODUCERS: describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
     ApiKey.LIST_TRANSACTIONS: list_transactions,
+    ApiKey.DESCRIBE_ACLS: describe_acls,
+    ApiKey.CREATE_ACLS: create_acls,
+    ApiKey.DELETE_ACLS: delete_acls,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
 }
 
 
@@ -535,6 +587,8 @@ MUST_SUCCEED = {
     ApiKey.LIST_TRANSACTIONS,
     ApiKey.DESCRIBE_CLIENT_QUOTAS,
     ApiKey.ALTER_CLIENT_QUOTAS,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
 }
 
 

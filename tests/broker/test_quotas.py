@@ -38,10 +38,12 @@ def test_entities_are_kafkas_zookeeper_paths() -> None:
         entity_path({"group": "g"})
 
 
-def test_only_byte_rates_are_accepted() -> None:
+def test_kafkas_quota_keys_are_accepted() -> None:
     check_value(PRODUCER_BYTE_RATE, 1024)
+    check_value("request_percentage", 12.5)
+    check_value("controller_mutation_rate", 0.5)
     for key, value, reason in (
-        ("request_percentage", 50, "not enforced"),
+        ("request_percentage", 0, "> 0"),
         ("nonsense", 1, "unknown quota key"),
         (CONSUMER_BYTE_RATE, 0, "> 0"),
         (CONSUMER_BYTE_RATE, 1.5, "whole number"),
@@ -129,3 +131,45 @@ def test_a_connection_throttle_runs_on_the_clock_given() -> None:
 
     asyncio.run(one_connection())
     assert manager.stats.throttle_ms["Produce"] == 60_000
+
+
+def test_a_users_quota_applies_to_that_principal_only() -> None:
+    quotas = {
+        "users/alice": {PRODUCER_BYTE_RATE: 1000.0},
+        "users/alice/clients/etl": {PRODUCER_BYTE_RATE: 100_000.0},
+    }
+    manager = ClientQuotaManager(lambda: quotas, samples=11, window_ms=1000, clock=ManualClock(0))
+    # ANONYMOUS (PLAINTEXT) and bob have no quota; alice has hers; alice's etl client its own.
+    assert manager.record(PRODUCER_BYTE_RATE, "app", 10**9) == 0
+    assert manager.record(PRODUCER_BYTE_RATE, "app", 10**9, user="bob") == 0
+    assert manager.record(PRODUCER_BYTE_RATE, "etl", 200_000, user="alice") == 0
+    assert manager.record(PRODUCER_BYTE_RATE, "app", 20_000, user="alice") == 10_000
+
+
+def test_request_percentage_counts_handling_time() -> None:
+    clock = ManualClock(0)
+    quotas = {"users/<default>": {"request_percentage": 10.0}}
+    manager = ClientQuotaManager(lambda: quotas, samples=11, window_ms=1000, clock=clock)
+    # 10% of a thread over the 10 s span is 1 s of handling: within, then 1 s over.
+    assert manager.record_request_time(1.0, "app", "ANONYMOUS") == 0
+    assert manager.record_request_time(1.0, "app", "ANONYMOUS") == 10_000
+    assert manager.record_request_time(1.0, "app", "other") == 0  # its own rate
+
+
+def test_controller_mutations_strict_refuses_while_over_and_lenient_only_throttles() -> None:
+    clock = ManualClock(0)
+    quotas = {"users/ANONYMOUS": {"controller_mutation_rate": 1.0}}
+    manager = ClientQuotaManager(lambda: quotas, samples=11, window_ms=1000, clock=clock)
+    # KIP-599: a burst is accepted while the rate is within the quota, even past it...
+    # 15 partitions over the 10 s span: 1.5 per second, 0.5 over, so 5 s to wait.
+    assert manager.admit_mutation(15, "app", "ANONYMOUS", strict=True) == (True, 5_000)
+    # ...then a strict request is refused until the rate is back under it,
+    accepted, throttle = manager.admit_mutation(1, "app", "ANONYMOUS", strict=True)
+    assert not accepted and throttle > 0
+    # a lenient one (older versions) is accepted and only throttled,
+    accepted, throttle = manager.admit_mutation(1, "app", "ANONYMOUS", strict=False)
+    assert accepted and throttle > 0
+    # and another user is not concerned.
+    assert manager.admit_mutation(30, "app", "bob", strict=True) == (True, 0)
+    clock.advance(60_000)
+    assert manager.admit_mutation(1, "app", "ANONYMOUS", strict=True)[0]

@@ -19,6 +19,7 @@ from kio.schema.fetch.v15.request import FetchRequest as FetchRequestV15
 from kio.schema.produce.v9.request import ProduceRequest
 
 from tests.local.conftest import make_batch
+from tierlog.broker.authorization import RequestAuthorizer
 from tierlog.broker.coordination.api import PartitionState
 from tierlog.broker.handlers.fetch import handle_fetch
 from tierlog.broker.handlers.offsets import handle_offset_for_leader_epoch
@@ -111,6 +112,7 @@ async def cluster(
         lifecycle=Lifecycle(),
         fetch_sessions=None,
         quotas=None,
+        authz=RequestAuthorizer(),
     )
     handlers: dict[int, Callable[[Any, Request], Awaitable[Any]]] = {
         ApiKey.FETCH: handle_fetch,

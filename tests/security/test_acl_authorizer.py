@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -45,7 +46,7 @@ def _binding(
 
 def _authorizer(*bindings: AclBinding, **kwargs: object) -> AclAuthorizer:
     authorizer = AclAuthorizer(**kwargs)  # type: ignore[arg-type]
-    assert all(r.error is None for r in authorizer.create_acls(bindings))
+    assert all(r.error is None for r in asyncio.run(authorizer.create_acls(bindings)))
     return authorizer
 
 
@@ -166,10 +167,10 @@ def test_describe_and_delete_acls_with_filters() -> None:
     match = AclBindingFilter(ResourcePatternFilter(TOPIC, "orders", PatternType.MATCH))
     assert len(authorizer.acls(match)) == 2
     alice = AclBindingFilter(entry=AccessControlEntryFilter(principal="User:alice"))
-    [result] = authorizer.delete_acls([alice])
+    [result] = asyncio.run(authorizer.delete_acls([alice]))
     assert result.error is None and len(result.deleted) == 2
     assert [b.entry.principal for b in authorizer.acls(AclBindingFilter())] == ["User:bob"]
-    [bad] = authorizer.create_acls([_binding("", "User:x", Op.READ)])
+    [bad] = asyncio.run(authorizer.create_acls([_binding("", "User:x", Op.READ)]))
     assert bad.error is not None and "empty" in bad.error
 
 
@@ -243,6 +244,6 @@ def test_index_decides_like_a_scan_of_every_acl(
     expected = _reference(bindings, str(principal), host, op, name, super_user, allow_if_none)
     assert authorizer.allowed(principal, host, op, _topic(name)) is expected
     # Removing everything again leaves an empty index.
-    authorizer.delete_acls([AclBindingFilter()])
+    asyncio.run(authorizer.delete_acls([AclBindingFilter()]))
     assert len(authorizer.cache) == 0
     assert authorizer.allowed(principal, host, op, _topic(name)) is (super_user or allow_if_none)

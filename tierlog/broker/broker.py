@@ -9,17 +9,24 @@ kept by running its scheduled tasks on that loop (``AsyncioScheduler``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kio.static.primitive import i32Timedelta
+
+from tierlog.broker.authorization import RequestAuthorizer, bind_request
 from tierlog.broker.cluster import ClusterMembership
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
+from tierlog.broker.coordination.api import BrokerRegistration, Coordinator, UserConfigs
 from tierlog.broker.coordination.local import LocalCoordinator
+from tierlog.broker.coordination.local_security import LocalAclStore, LocalUserConfigs
 from tierlog.broker.fetch_sessions import FetchSessionCache
+from tierlog.broker.handlers.fetch import replica_id_of
 from tierlog.broker.handlers.routes import HANDLERS
 from tierlog.broker.listeners import endpoints
 from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
@@ -40,10 +47,12 @@ from tierlog.compaction.remote_cleaner import RemoteCompactor
 from tierlog.local.dir_remover import DirRemover
 from tierlog.local.log_manager import LogManager, LogManagerTimings
 from tierlog.local.scrubber import Scrubber
-from tierlog.protocol import EncodedFetchResponse, Request
+from tierlog.protocol import ApiKey, EncodedFetchResponse, Request
 from tierlog.remote.api import RemoteStorageError
 from tierlog.remote.registry import open_store
 from tierlog.remote.remote_log_manager import RemoteLogManager
+from tierlog.security.api import AclStore, Authorizer
+from tierlog.security.registry import open_authorizer
 from tierlog.util.clock import Clock, SystemClock
 from tierlog.util.configdef import ConfigError
 from tierlog.util.scheduler import AsyncioScheduler
@@ -76,6 +85,7 @@ class Broker:
         self.scrubber: Scrubber | None = None
         self.repairer: SegmentRepairer | None = None
         self.cleaner: LogCleaner | None = None
+        self.authorizer: Authorizer | None = None
         # Deleted partitions' directories are unlinked off the event loop (dir_remover).
         self._dir_remover = DirRemover()
         self.port = 0
@@ -108,6 +118,8 @@ class Broker:
             coordinator = self.cluster.coordinator
             await self.cluster.connect()
         self.coordinator = coordinator
+        # Before anything is served: every request is authorized from the first one on.
+        self.authorizer = await self._open_authorizer(coordinator)
         for log_dir in config.log_dirs:
             check_or_write(log_dir, config.broker_id, coordinator.cluster_id)
         topic_configs = {
@@ -141,7 +153,9 @@ class Broker:
                 idle_ms=config["connections.max.idle.ms"],
                 request_receive_timeout_ms=config["socket.request.receive.timeout.ms"],
                 queued_max_request_bytes=config["queued.max.request.bytes"],
+                max_connection_creation_rate=config["max.connection.creation.rate"],
             ),
+            clock=self.clock,
         )
         self.port = await self.server.start()
         await coordinator.start(
@@ -209,6 +223,8 @@ class Broker:
             cleaner_state=lambda: None if self.cleaner is None else self.cleaner.describe(),
             transactions=transactions,
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
+            authz=RequestAuthorizer(self.authorizer),
+            user_configs=self._user_configs(coordinator),
             quotas=ClientQuotaManager(
                 coordinator.client_quotas,
                 samples=config["quota.window.num"],
@@ -258,6 +274,39 @@ class Broker:
             self.port,
             coordinator.cluster_id,
         )
+
+    def _user_configs(self, coordinator: Coordinator) -> UserConfigs:
+        if self.cluster is not None:
+            from tierlog.broker.coordination.zk_configs import ZkUserConfigs
+
+            return ZkUserConfigs(self.cluster.coordinator.zk.configs)
+        assert isinstance(coordinator, LocalCoordinator)
+        return LocalUserConfigs(coordinator)
+
+    async def _open_authorizer(self, coordinator: Coordinator) -> Authorizer | None:
+        """``authorizer.class.name``'s plugin with its ACLs loaded, kept where this mode
+        keeps metadata: ZooKeeper in Kafka's layout, or the single node's metadata store."""
+        config = self.config
+        name = config["authorizer.class.name"]
+        if not name:
+            return None
+        store: AclStore
+        if self.cluster is not None:
+            from tierlog.broker.coordination.zk_acls import ZkAclStore
+
+            store = ZkAclStore(self.cluster.coordinator.zk.acls)
+        else:
+            assert isinstance(coordinator, LocalCoordinator)
+            store = LocalAclStore(coordinator)
+        settings = {
+            "super.users": config["super.users"],
+            "allow.everyone.if.no.acl.found": str(config["allow.everyone.if.no.acl.found"]).lower(),
+        }
+        authorizer = open_authorizer(name, settings, store)
+        assert authorizer is not None
+        await authorizer.start()
+        log.info("authorizer %s: ACLs loaded", name)
+        return authorizer
 
     def _schedule_background_tasks(self, scheduler: AsyncioScheduler) -> None:
         config = self.config
@@ -441,6 +490,7 @@ class Broker:
             ("segment repair", self.repairer.stop if self.repairer else None),
             ("log cleaner", self.cleaner.stop if self.cleaner else None),
             ("remote tier", remote.close if remote else None),
+            ("authorizer", self.authorizer.close if self.authorizer else None),
             ("high watermarks", replicas.checkpoint_high_watermarks if replicas else None),
             ("logs", log_manager.shutdown if log_manager else None),
             ("deleted logs' removal", lambda: asyncio.to_thread(self._dir_remover.close)),
@@ -481,16 +531,52 @@ class Broker:
         if self.services.quotas is not None:
             # A throttled client's next request waits here (Kafka mutes its channel).
             await self.services.quotas.wait_if_throttled()
+        context = bind_request(request)  # who asks: the handlers' checks and quotas read it
         started = time.perf_counter()
         failed = True
         try:
             response = await handler(self.services, request)
             failed = False
         finally:
-            metrics.record_request(request.api_key, time.perf_counter() - started, failed)
+            elapsed = time.perf_counter() - started
+            metrics.record_request(request.api_key, elapsed, failed)
+        quotas = self.services.quotas
+        if quotas is not None and not _sent_by_a_broker(request):
+            # request_percentage: the time this request took, against the client's quota.
+            throttle_ms = quotas.record_request_time(
+                elapsed, request.client_id, context.principal.name
+            )
+            if throttle_ms:
+                quotas.throttle("Request", throttle_ms)
+                response = with_throttle_time(response, throttle_ms)
         if isinstance(response, EncodedFetchResponse):
             metrics.bytes_out += response.size
         return response
+
+
+# Exempt from request_percentage, as Kafka exempts ClusterAction: what brokers send.
+BROKER_ONLY_APIS = frozenset({ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS})
+
+
+def _sent_by_a_broker(request: Request) -> bool:
+    """A broker-only API, or a follower's Fetch (it names its replica id): Kafka's
+    ClusterAction requests, which no client quota throttles."""
+    if request.api_key in BROKER_ONLY_APIS:
+        return True
+    return request.api_key == ApiKey.FETCH and replica_id_of(request) >= 0
+
+
+def with_throttle_time(response: Any, throttle_ms: int) -> Any:
+    """``response`` telling the client to wait ``throttle_ms`` (KIP-219): a kio answer's
+    ``throttle_time`` is raised to it; hand-laid answers (Produce, Fetch) carry their own
+    byte-rate throttle and are left as they are (the connection is muted all the same)."""
+    if not dataclasses.is_dataclass(response) or isinstance(response, type):
+        return response
+    current = getattr(response, "throttle_time", None)
+    if not isinstance(current, datetime.timedelta):
+        return response
+    wanted = datetime.timedelta(milliseconds=throttle_ms)
+    return dataclasses.replace(response, throttle_time=i32Timedelta.parse(max(current, wanted)))
 
 
 def partition_leader_epoch(partition: Partition) -> Callable[[], int]:

@@ -23,6 +23,7 @@ from tierlog.remote.registry import check_url
 from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
 from tierlog.security.config_providers import is_provider_key
 from tierlog.security.config_providers import resolve as resolve_config_providers
+from tierlog.security.registry import AUTHORIZERS
 from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, between, one_of
 from tierlog.util.properties import load_properties
 
@@ -239,6 +240,14 @@ BROKER_CONFIG = ConfigDef(
             at_least(0),
         ),
         ConfigKey(
+            "max.connection.creation.rate",
+            "int",
+            2**31 - 1,
+            "new connections per second the broker takes on (KIP-612); past it a new "
+            "connection waits before it is served",
+            at_least(1),
+        ),
+        ConfigKey(
             "connections.max.idle.ms",
             "long",
             600_000,
@@ -444,6 +453,27 @@ BROKER_CONFIG = ConfigDef(
             "ZooKeeper ensemble; empty = single node with local coordination",
         ),
         ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session", at_least(1)),
+        ConfigKey(
+            "authorizer.class.name",
+            "string",
+            "",
+            "the ACL authorizer: kafka.security.authorizer.AclAuthorizer, "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer or "
+            "tierlog.security.AclAuthorizer; empty: no authorization",
+            one_of("", *AUTHORIZERS),
+        ),
+        ConfigKey(
+            "super.users",
+            "string",
+            "",
+            "principals allowed everything, semicolon separated (User:admin;User:broker)",
+        ),
+        ConfigKey(
+            "allow.everyone.if.no.acl.found",
+            "bool",
+            False,
+            "a resource with no ACL at all is open to everyone",
+        ),
         ConfigKey("replica.lag.time.max.ms", "long", 30000, "ISR lag bound", at_least(1)),
         ConfigKey("unclean.leader.election.enable", "bool", False, "elect out-of-sync replicas"),
         ConfigKey("fetch.max.bytes", "int", 55 << 20, "largest fetch response", at_least(0)),

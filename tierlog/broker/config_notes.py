@@ -77,6 +77,13 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     "message.max.bytes": _cw(),
     "socket.request.max.bytes": _ro(),
     "max.connections": _cw(),
+    "max.connection.creation.rate": _cw("at least 1 (Kafka also takes 0: no connections)"),
+    "authorizer.class.name": _ro(
+        "Kafka's AclAuthorizer and StandardAuthorizer names both open tierlog's ACL "
+        "authorizer (docs/security.md)"
+    ),
+    "super.users": _ro(),
+    "allow.everyone.if.no.acl.found": _ro(),
     "max.connections.per.ip": _cw(),
     "connections.max.idle.ms": _ro(),
     "socket.request.receive.timeout.ms": _ro(

@@ -5,8 +5,9 @@ A quota is set on an entity: a client id, a user, or both, each named or ``<defa
 (``kafka-configs --alter --entity-type clients --entity-name app --add-config
 producer_byte_rate=1048576``, which sends AlterClientQuotas). Entities are kept as
 Kafka's ZooKeeper paths (``clients/app``, ``users/<default>/clients/app``), which is
-also how the coordination layers store them. Every connection here is PLAINTEXT, so its
-user is Kafka's ``ANONYMOUS``.
+also how the coordination layers store them. The user is the name of the request's
+principal (``tierlog.broker.authorization``: ``ANONYMOUS`` on PLAINTEXT, the
+authenticated user otherwise).
 
 Which quota applies is Kafka's order, most specific first: user and client id, user and
 default client, user, default user and client id, default user and default client,
@@ -23,9 +24,21 @@ the answer is sent at once with it, and the broker reads nothing more from that
 connection until it has passed (Kafka mutes the channel). Produce counts the request's
 size, fetch (consumers only, not followers) the records sent.
 
-``request_percentage`` and ``controller_mutation_rate`` are refused (INVALID_REQUEST):
-tierlog does not enforce them, and a limit that is accepted and ignored is worse than
-none. Pure state and arithmetic, used from the event loop only.
+The same machinery counts two more quotas (Kafka's ``ClientRequestQuotaManager`` and
+``ControllerMutationQuotaManager``):
+
+- ``request_percentage``: time spent handling a client's requests, as a percentage of one
+  thread (100 = one second per second); every request's handling time is counted, and an
+  answer past the quota carries the throttle time, the connection muted as above. Requests
+  only brokers send (replica fetches, AlterPartition, WriteTxnMarkers) are exempt, as
+  Kafka exempts ClusterAction.
+- ``controller_mutation_rate`` (KIP-599): partitions created (CreateTopics,
+  CreatePartitions) or deleted (DeleteTopics) per second. Strict (the versions that know
+  THROTTLING_QUOTA_EXCEEDED, 89): a topic is refused with it while the rate is over the
+  quota, else accepted and counted even if it takes the rate over (Kafka's bursts);
+  older versions are always accepted and only throttled.
+
+Pure state and arithmetic, used from the event loop only.
 """
 
 from __future__ import annotations
@@ -40,8 +53,9 @@ from tierlog.util.clock import Clock, SystemClock
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
-# Kafka's other client quota keys: known, so refused with a reason rather than as unknown.
-UNENFORCED_KEYS = ("request_percentage", "controller_mutation_rate")
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
 USER = "user"
 CLIENT_ID = "client-id"
 IP = "ip"
@@ -92,11 +106,13 @@ def entity_components(path: str) -> dict[str, str | None]:
 
 
 def check_value(key: str, value: float) -> None:
-    """Raises QuotaError for a key tierlog does not enforce or a value Kafka refuses."""
-    if key in UNENFORCED_KEYS:
-        raise QuotaError(f"{key} is not enforced by tierlog (only byte-rate quotas are)")
-    if key not in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE):
+    """Raises QuotaError for an unknown key or a value Kafka refuses."""
+    if key not in QUOTA_KEYS:
         raise QuotaError(f"unknown quota key {key!r}")
+    if key in (REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE):
+        if not value > 0:
+            raise QuotaError(f"{key} must be > 0, got {value}")
+        return
     if value <= 0 or value != int(value) or value > 2**63 - 1:
         raise QuotaError(f"{key} must be a whole number of bytes per second > 0, got {value}")
 
@@ -162,8 +178,12 @@ class SampledRate:
 class QuotaStats:
     """For the metrics endpoint: throttled requests and the time they were told to wait."""
 
-    throttled: dict[str, int] = field(default_factory=lambda: {"Produce": 0, "Fetch": 0})
-    throttle_ms: dict[str, int] = field(default_factory=lambda: {"Produce": 0, "Fetch": 0})
+    throttled: dict[str, int] = field(
+        default_factory=lambda: {"Produce": 0, "Fetch": 0, "Request": 0, "ControllerMutation": 0}
+    )
+    throttle_ms: dict[str, int] = field(
+        default_factory=lambda: {"Produce": 0, "Fetch": 0, "Request": 0, "ControllerMutation": 0}
+    )
 
 
 class _ConnectionThrottle:
@@ -208,24 +228,55 @@ class ClientQuotaManager:
         self._rates: dict[tuple[str, str, str], SampledRate] = {}
         self.stats = QuotaStats()
 
-    def record(self, key: str, client_id: str | None, amount: int) -> int:
-        """Count ``amount`` bytes of a produce (``producer_byte_rate``) or fetch
-        (``consumer_byte_rate``) by ``client_id``; returns the throttle time in ms (0
-        when within its quota or when none applies)."""
-        quotas = self._quotas()
-        if not quotas:
-            return 0
-        found = applicable(quotas, ANONYMOUS, client_id or "", key)
+    def record(self, key: str, client_id: str | None, amount: float, user: str = ANONYMOUS) -> int:
+        """Count ``amount`` against quota ``key`` of ``user``/``client_id``: bytes of a
+        produce (``producer_byte_rate``) or fetch (``consumer_byte_rate``), percent-seconds
+        of handling (``request_percentage``), partitions (``controller_mutation_rate``);
+        returns the throttle time in ms (0 when within its quota or when none applies)."""
+        found = self._rate(key, user, client_id)
         if found is None:
             return 0
-        user_tag, client_tag, bound = found
+        rate, bound = found
         now = self._clock.monotonic_ms()
+        rate.record(amount, now)
+        return self._throttle_ms(rate, bound, now)
+
+    def _rate(self, key: str, user: str, client_id: str | None) -> tuple[SampledRate, float] | None:
+        quotas = self._quotas()
+        if not quotas:
+            return None
+        found = applicable(quotas, user, client_id or "", key)
+        if found is None:
+            return None
+        user_tag, client_tag, bound = found
         rate = self._rates.get((key, user_tag, client_tag))
         if rate is None:
             rate = self._rates[(key, user_tag, client_tag)] = SampledRate(
                 self.samples, self.window_ms
             )
-        rate.record(amount, now)
+        return rate, bound
+
+    def record_request_time(self, seconds: float, client_id: str | None, user: str) -> int:
+        """``request_percentage``: one request's handling time; the throttle time in ms."""
+        return self.record(REQUEST_PERCENTAGE, client_id, seconds * 100, user)
+
+    def admit_mutation(
+        self, partitions: int, client_id: str | None, user: str, *, strict: bool
+    ) -> tuple[bool, int]:
+        """``controller_mutation_rate`` (KIP-599) for one topic's ``partitions``: whether
+        it is accepted (a strict request is refused while the rate is over the quota;
+        otherwise it is counted) and the throttle time in ms."""
+        found = self._rate(CONTROLLER_MUTATION_RATE, user, client_id)
+        if found is None:
+            return True, 0
+        rate, bound = found
+        now = self._clock.monotonic_ms()
+        if strict and rate.rate(now) > bound:
+            return False, self._throttle_ms(rate, bound, now)
+        rate.record(partitions, now)
+        return True, self._throttle_ms(rate, bound, now)
+
+    def _throttle_ms(self, rate: SampledRate, bound: float, now: float) -> int:
         observed = rate.rate(now)
         if observed <= bound:
             return 0

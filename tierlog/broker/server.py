@@ -21,7 +21,10 @@ segment deleted or truncated meanwhile never changes the bytes sent.
 Hostile or careless clients are bounded here (``ConnectionLimits``, docs/limits.md): how many
 connections in all and per address (Kafka's ``max.connections`` and
 ``max.connections.per.ip``), how long a connection may sit idle between requests
-(``connections.max.idle.ms``) and how long one request may take to arrive once its first
+(``connections.max.idle.ms``), how fast new connections are taken on
+(``max.connection.creation.rate``, KIP-612: past it a new connection waits before its first
+request is read, as Kafka's acceptor waits before accepting) and how long one request may
+take to arrive once its first
 byte has (``socket.request.receive.timeout.ms``, tierlog's own: Kafka has no such bound, so a
 client sending one byte a second held a connection and its buffer forever), and how many
 bytes of requests may be held at once (``queued.max.request.bytes``, ``RequestMemoryPool``).
@@ -40,6 +43,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from tierlog.broker.quotas import SampledRate
 from tierlog.client.frame_stream import FrameStream
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
@@ -50,6 +54,8 @@ from tierlog.protocol import (
     encode_response,
 )
 from tierlog.protocol.framing import FrameReceiver
+from tierlog.security.principal import ANONYMOUS, KafkaPrincipal
+from tierlog.util.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,12 @@ Handler = Callable[[Request], Awaitable[Any]]
 # The address of the client whose request is being handled ("/127.0.0.1", Kafka's form),
 # set per connection task; consumer groups report it as the member's client host.
 CLIENT_ADDRESS: ContextVar[str] = ContextVar("client_address", default="")
+# Who the connection is (``tierlog.broker.authorization`` makes each request's context from
+# it): PLAINTEXT connections are User:ANONYMOUS; authentication (TLS client certificates,
+# SASL) will set it per connection task, beside CLIENT_ADDRESS.
+CONNECTION_PRINCIPAL: ContextVar[KafkaPrincipal] = ContextVar(
+    "connection_principal", default=ANONYMOUS
+)
 # Drain the socket's buffer when more than this is queued, so a slow reader cannot make
 # the broker hold unbounded response bytes in memory.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -87,6 +99,7 @@ class ConnectionLimits:
     idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     queued_max_request_bytes: int = -1
+    max_connection_creation_rate: int = UNLIMITED
 
 
 class RequestMemoryPool:
@@ -146,6 +159,7 @@ class ConnectionStats:
     refused_per_ip: int = 0
     closed_idle: int = 0
     closed_slow_request: int = 0
+    throttled_creation: int = 0
 
 
 class KafkaServer:
@@ -156,6 +170,7 @@ class KafkaServer:
         port: int,
         max_frame_bytes: int,
         limits: ConnectionLimits | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.dispatch = dispatch
         self.host = host
@@ -170,6 +185,11 @@ class KafkaServer:
         # Kafka: a pool only when queued.max.request.bytes > 0 (-1, its default, is none).
         capacity = self.limits.queued_max_request_bytes
         self.memory_pool = RequestMemoryPool(capacity) if capacity > 0 else None
+        self._clock: Clock = clock or SystemClock()
+        # KIP-612: connections created per second, over Kafka's quota windows (11 x 1 s).
+        self._creations = (
+            SampledRate(11, 1000) if self.limits.max_connection_creation_rate < UNLIMITED else None
+        )
 
     @property
     def connection_count(self) -> int:
@@ -245,6 +265,7 @@ class KafkaServer:
             return
         self._connections.add(task)
         self._per_ip[ip] += 1
+        delay_ms = self._creation_delay_ms()
         CLIENT_ADDRESS.set(f"/{ip}" if peer else "")
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -254,6 +275,8 @@ class KafkaServer:
         pool = self.memory_pool
         held = 0  # bytes this connection holds in the pool
         try:
+            if delay_ms > 0:
+                await asyncio.sleep(delay_ms / 1000)
             while True:
                 # Between requests the idle limit applies; inside one, the receive limit,
                 # counted from its first byte, so trickling bytes does not extend it.
@@ -305,6 +328,21 @@ class KafkaServer:
             if not self._per_ip[ip]:
                 del self._per_ip[ip]
             stream.close()
+
+    def _creation_delay_ms(self) -> int:
+        """How long a new connection waits for ``max.connection.creation.rate`` (Kafka's
+        ``ConnectionQuotas``: the rate's throttle time once it is over the bound)."""
+        rate = self._creations
+        if rate is None:
+            return 0
+        bound = self.limits.max_connection_creation_rate
+        now = self._clock.monotonic_ms()
+        rate.record(1, now)
+        observed = rate.rate(now)
+        if observed <= bound:
+            return 0
+        self.stats.throttled_creation += 1
+        return int(min((observed - bound) / bound * rate.window_size_ms(now), 11 * 1000))
 
     def _timed_out(self, peer: Any, buffered: int, partial: bool) -> None:
         if partial:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tierlog.broker.authorization import RequestAuthorizer
 from tierlog.broker.cleaner_state import CleanerStates
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.coordination.api import Coordinator, PartitionState
+from tierlog.broker.coordination.api import Coordinator, PartitionState, UserConfigs
 from tierlog.broker.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -90,6 +91,9 @@ class BrokerServices:
     cleaner_state: the log cleaner's state of every compacted log here
         (``LogCleaner.describe``), None when the cleaner is off; read on the event loop.
     transactions: the transaction coordinator, its topic and the marker writer.
+    authz: the authorization checks of Kafka's table for the request being handled
+        (``tierlog.broker.authorization``); with no authorizer every check passes.
+    user_configs: users' configs (SCRAM credentials), where this mode keeps them.
     quotas: client byte-rate quotas (produce and fetch throttling).
     fetch_sessions: incremental fetch sessions (KIP-227); None: none are opened.
     """
@@ -107,5 +111,7 @@ class BrokerServices:
     controller: Controller | None = None
     cleaner_state: Callable[[], CleanerStates | None] = lambda: None
     transactions: Transactions | None = None
+    authz: RequestAuthorizer = field(default_factory=RequestAuthorizer)
+    user_configs: UserConfigs | None = None
     quotas: ClientQuotaManager | None = None
     fetch_sessions: FetchSessionCache | None = None

@@ -67,6 +67,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     DESCRIBE_LOG_DIRS = 35
     ALTER_CONFIGS = 33
@@ -79,6 +82,8 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -167,6 +172,14 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
         ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        # ACLs: Kafka 4 answers v1-v3 of each (v0, without pattern types, was removed by
+        # KIP-896); v2 is flexible, v3 only adds the USER resource type (KIP-679).
+        ApiKey.DESCRIBE_ACLS: (1, 3),
+        ApiKey.CREATE_ACLS: (1, 3),
+        ApiKey.DELETE_ACLS: (1, 3),
+        # SCRAM credentials (KIP-554): one version each; the client sends salted passwords.
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
         # ElectLeaders: v0 is preferred-only (KIP-183), v1 adds the election type (KIP-460:
         # PREFERRED or UNCLEAN) and a top-level error, v2 is flexible; all of kio's.
         ApiKey.ELECT_LEADERS: (0, 2),

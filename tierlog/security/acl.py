@@ -15,6 +15,7 @@ a Deny of Read does not deny Describe.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, Self
@@ -45,6 +46,7 @@ WILDCARD_HOST: Final = "*"
 CLUSTER_NAME: Final = "kafka-cluster"
 
 
+@functools.cache
 def _camel(enum_name: str) -> str:
     # Kafka's SecurityUtils.toPascalCase: TRANSACTIONAL_ID -> TransactionalId
     return "".join(part.capitalize() for part in enum_name.split("_"))

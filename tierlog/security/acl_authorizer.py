@@ -14,21 +14,28 @@ A decision for (principal, host, operation, resource), in Kafka's order:
 5. otherwise denied.
 
 Each denial logs one line on ``kafka.authorizer.logger`` (allowed actions too when the
-action asks, at DEBUG), in Kafka's words: principal, operation, host, resource, API.
-In this stage the ACLs live in memory (single-node mode's store and tests); the
-ZooKeeper-backed store feeds the same cache through ``AclCache.set_entries``.
+action asks, at DEBUG: set the logger to DEBUG to see grants, as with Kafka's log4j), in
+Kafka's words: principal, operation, host, resource, API.
+
+The ACLs are kept by an ``AclStore`` (ZooKeeper in Kafka's layout, the single node's
+metadata store, or memory) and decided from an ``AclCache`` on the event loop. A change
+is written to the store first, pattern by pattern (the store makes it atomic against other
+writers), and the cache takes the entries the store answers; changes made elsewhere (other
+brokers, ``kafka-acls``) reach the cache through ``AclStore.follow``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from tierlog.security.acl import (
     IMPLIED_BY,
     WILDCARD_HOST,
     WILDCARD_RESOURCE,
+    AccessControlEntry,
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -39,11 +46,15 @@ from tierlog.security.acl import (
     validate_new_binding,
 )
 from tierlog.security.acl_cache import AclCache
+from tierlog.security.acl_memory_store import MemoryAclStore
 from tierlog.security.api import (
     AclCreateResult,
     AclDeleteResult,
+    AclStore,
+    AclStoreError,
     Action,
     AuthorizationResult,
+    Entries,
     RequestContext,
 )
 from tierlog.security.errors import InvalidAclError, SecurityConfigError
@@ -83,21 +94,32 @@ class AclAuthorizer:
         self,
         super_users: Iterable[KafkaPrincipal] = (),
         allow_everyone_if_no_acl_found: bool = False,
-        cache: AclCache | None = None,
+        store: AclStore | None = None,
     ) -> None:
         self._super_users = frozenset(super_users)
         self._allow_if_no_acls = allow_everyone_if_no_acl_found
-        self._cache = AclCache() if cache is None else cache
+        self._store: AclStore = MemoryAclStore() if store is None else store
+        self._cache = AclCache()
 
     @classmethod
-    def from_config(cls, config: dict[str, str]) -> AclAuthorizer:
-        """From ``super.users`` and ``allow.everyone.if.no.acl.found`` (strings)."""
+    def from_config(cls, config: dict[str, str], store: AclStore | None = None) -> AclAuthorizer:
+        """From ``super.users`` and ``allow.everyone.if.no.acl.found`` (strings), keeping
+        its ACLs in ``store`` (memory when None)."""
         allow = str(config.get("allow.everyone.if.no.acl.found", "false")).strip().lower()
         if allow not in ("true", "false"):
             raise SecurityConfigError(
                 "allow.everyone.if.no.acl.found", f"expected true or false, got {allow!r}"
             )
-        return cls(parse_super_users(config.get("super.users")), allow == "true")
+        return cls(parse_super_users(config.get("super.users")), allow == "true", store)
+
+    async def start(self) -> None:
+        """Loads every stored ACL into the cache and follows changes made elsewhere."""
+        for pattern, entries in (await self._store.load()).items():
+            self._cache.set_entries(pattern, frozenset(entries))
+        self._store.follow(self._cache.set_entries)
+
+    async def close(self) -> None:
+        await self._store.close()
 
     # --- decisions -----------------------------------------------------------------------
 
@@ -136,8 +158,11 @@ class AclAuthorizer:
 
     def _authorize_one(self, context: RequestContext, action: Action) -> AuthorizationResult:
         ok = self.allowed(context.principal, context.client_host, action.operation, action.resource)
-        if (ok and action.log_if_allowed) or (not ok and action.log_if_denied):
-            level = logging.DEBUG if ok else logging.INFO
+        level = logging.DEBUG if ok else logging.INFO
+        logged = action.log_if_allowed if ok else action.log_if_denied
+        # The audit line's arguments only when it is written: grants are decided on every
+        # produce request, and their DEBUG line is usually off.
+        if logged and AUDIT_LOG.isEnabledFor(level):
             resource = action.resource
             AUDIT_LOG.log(
                 level,
@@ -210,28 +235,71 @@ class AclAuthorizer:
     def acls(self, filter: AclBindingFilter) -> list[AclBinding]:
         return [binding for binding in self._cache.bindings() if filter.matches(binding)]
 
-    def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]:
-        results = []
-        for binding in bindings:
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]:
+        """Each binding's result, in order; valid bindings are written one pattern at a
+        time (a pattern's new entries in one store update)."""
+        errors: dict[int, str] = {}
+        store_failed: set[int] = set()
+        by_pattern: dict[ResourcePattern, list[int]] = defaultdict(list)
+        for index, binding in enumerate(bindings):
             try:
                 validate_new_binding(binding)
             except InvalidAclError as exc:
-                results.append(AclCreateResult(binding, str(exc)))
+                errors[index] = str(exc)
                 continue
-            self._cache.add(binding)
-            results.append(AclCreateResult(binding))
-        return results
+            by_pattern[binding.pattern].append(index)
+        for pattern, indexes in by_pattern.items():
+            added = frozenset(bindings[i].entry for i in indexes)
+            try:
+                stored = await self._store.update(pattern, _adding(added))
+            except AclStoreError as exc:
+                errors.update((i, str(exc)) for i in indexes)
+                store_failed.update(indexes)
+                continue
+            self._cache.set_entries(pattern, stored)
+        return [
+            AclCreateResult(b, errors.get(i), i in store_failed) for i, b in enumerate(bindings)
+        ]
 
-    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
-        results = []
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        """Each filter's deleted bindings (what it matched when asked), or its error."""
+        matched: list[tuple[AclBinding, ...] | str] = []
+        doomed: dict[ResourcePattern, set[AccessControlEntry]] = defaultdict(set)
         for acl_filter in filters:
             try:
                 acl_filter.check()
             except InvalidAclError as exc:
-                results.append(AclDeleteResult(acl_filter, error=str(exc)))
+                matched.append(str(exc))
                 continue
-            doomed = tuple(self.acls(acl_filter))
-            for binding in doomed:
-                self._cache.remove(binding)
-            results.append(AclDeleteResult(acl_filter, doomed))
+            found = tuple(self.acls(acl_filter))
+            matched.append(found)
+            for binding in found:
+                doomed[binding.pattern].add(binding.entry)
+        failed: dict[ResourcePattern, str] = {}
+        for pattern, entries in doomed.items():
+            gone = frozenset(entries)
+            try:
+                stored = await self._store.update(pattern, _removing(gone))
+            except AclStoreError as exc:
+                failed[pattern] = str(exc)
+                continue
+            self._cache.set_entries(pattern, stored)
+        results = []
+        for acl_filter, outcome in zip(filters, matched, strict=True):
+            if isinstance(outcome, str):
+                results.append(AclDeleteResult(acl_filter, error=outcome))
+                continue
+            error = next((failed[b.pattern] for b in outcome if b.pattern in failed), None)
+            if error is not None:
+                results.append(AclDeleteResult(acl_filter, error=error, store_failed=True))
+            else:
+                results.append(AclDeleteResult(acl_filter, outcome))
         return results
+
+
+def _adding(added: frozenset[AccessControlEntry]) -> Callable[[Entries], Entries]:
+    return lambda current: current | added
+
+
+def _removing(gone: frozenset[AccessControlEntry]) -> Callable[[Entries], Entries]:
+    return lambda current: current - gone

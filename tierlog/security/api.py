@@ -11,16 +11,20 @@ and are opened by name through ``tierlog.security.registry``.
 * ``Authorizer`` (Kafka's ``org.apache.kafka.server.authorizer.Authorizer``) decides
   ``Action`` lists for a ``RequestContext`` and keeps the ACLs that CreateAcls,
   DescribeAcls and DeleteAcls change. Neither interface knows the other's mechanism.
+* ``AclStore``: where an authorizer keeps its ACLs (ZooKeeper in Kafka's layout, the
+  single node's metadata store, or memory), one resource pattern's entries at a time,
+  with changes made elsewhere (another broker, ``kafka-acls``) announced to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
 from tierlog.security.acl import (
+    AccessControlEntry,
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -35,6 +39,8 @@ if TYPE_CHECKING:  # the ACL side needs no SASL (nor the protocol codecs it impo
 __all__ = [
     "AclCreateResult",
     "AclDeleteResult",
+    "AclStore",
+    "AclStoreError",
     "Action",
     "Authenticator",
     "AuthorizationResult",
@@ -122,23 +128,70 @@ class AuthorizationResult(Enum):
 
 @dataclass(frozen=True)
 class AclCreateResult:
-    """``error`` is ``None`` on success, else the reason (INVALID_REQUEST etc.)."""
+    """``error`` is ``None`` on success, else the reason: an invalid binding
+    (INVALID_REQUEST), or with ``store_failed`` one the store could not keep."""
 
     binding: AclBinding
     error: str | None = None
+    store_failed: bool = False
 
 
 @dataclass(frozen=True)
 class AclDeleteResult:
-    """The bindings one DeleteAcls filter removed, or its ``error``."""
+    """The bindings one DeleteAcls filter removed, or its ``error`` (``store_failed``: as
+    in ``AclCreateResult``)."""
 
     filter: AclBindingFilter
     deleted: tuple[AclBinding, ...] = ()
     error: str | None = None
+    store_failed: bool = False
+
+
+class AclStoreError(Exception):
+    """An ACL change the store could not make durable (ZooKeeper unreachable, disk full);
+    the message says why, for the CreateAcls/DeleteAcls answer."""
+
+
+Entries = frozenset[AccessControlEntry]
+
+
+class AclStore(Protocol):
+    """Where ACLs are kept, one resource pattern's entries at a time (Kafka's ZooKeeper
+    layout: one znode per pattern)."""
+
+    async def load(self) -> Mapping[ResourcePattern, Entries]:
+        """Every stored pattern with its entries (at start-up)."""
+        ...
+
+    async def update(
+        self, pattern: ResourcePattern, change: Callable[[Entries], Entries]
+    ) -> Entries:
+        """Replace ``pattern``'s entries by ``change(current)``, atomically against other
+        writers (ZooKeeper: conditional on the znode's version, retried), and announce it;
+        returns the entries now stored.
+
+        Raises:
+            AclStoreError: the change could not be made durable.
+        """
+        ...
+
+    def follow(self, on_change: Callable[[ResourcePattern, Entries], None]) -> None:
+        """Call ``on_change`` on the event loop with a pattern's entries whenever another
+        writer changed them (an empty set: the pattern is gone)."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 class Authorizer(Protocol):
-    """Kafka's Authorizer: decisions and the ACLs behind them."""
+    """Kafka's Authorizer: decisions and the ACLs behind them. ACL changes are
+    coroutines (Kafka's return futures): they are durable when they return."""
+
+    async def start(self) -> None:
+        """Load the ACLs and follow changes made elsewhere; before any decision."""
+        ...
+
+    async def close(self) -> None: ...
 
     def authorize(
         self, context: RequestContext, actions: Sequence[Action]
@@ -153,6 +206,6 @@ class Authorizer(Protocol):
 
     def acls(self, filter: AclBindingFilter) -> list[AclBinding]: ...
 
-    def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]: ...
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]: ...
 
-    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]: ...
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]: ...

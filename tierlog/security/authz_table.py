@@ -173,7 +173,7 @@ _ROWS: Final = (
         19,
         "CreateTopics",
         Check(Op.CREATE, Res.CLUSTER, denial=_FILTERED, fallback=Check(Op.CREATE, Res.TOPIC)),
-        Check(Op.DESCRIBE_CONFIGS, Res.TOPIC),
+        Check(Op.DESCRIBE_CONFIGS, Res.TOPIC, denial=_FILTERED),
         note="DescribeConfigs decides whether the new topic's configs are returned",
     ),
     _row(20, "DeleteTopics", Check(Op.DESCRIBE, Res.TOPIC), Check(Op.DELETE, Res.TOPIC)),
@@ -278,8 +278,9 @@ _ROWS: Final = (
     _row(66, "ListTransactions", Check(Op.DESCRIBE, Res.TRANSACTIONAL_ID, denial=_FILTERED)),
 )
 
-# API keys that security brings (not yet in protocol.versions): SaslHandshake,
-# SaslAuthenticate, the three ACL APIs and the two SCRAM credential APIs (KIP-554).
+# API keys that security brings: SaslHandshake and SaslAuthenticate (with authentication,
+# not yet in protocol.versions), the three ACL APIs and the two SCRAM credential APIs
+# (KIP-554).
 SECURITY_APIS: Final = frozenset({17, 29, 30, 31, 36, 50, 51})
 
 AUTHORIZATION: Final[Mapping[int, ApiAuthorization]] = MappingProxyType(

@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
-from tierlog.security.api import Authorizer
+from tierlog.security.api import AclStore, Authorizer
 from tierlog.security.errors import SecurityConfigError
 
 __all__ = ["AUTHENTICATORS", "AUTHORIZERS", "authenticator_class", "open_authorizer"]
@@ -44,10 +44,12 @@ def _load(table: Mapping[str, str], name: str, key: str) -> Any:
     return getattr(importlib.import_module(module_name), attribute)
 
 
-def open_authorizer(name: str | None, config: Mapping[str, str]) -> Authorizer | None:
+def open_authorizer(
+    name: str | None, config: Mapping[str, str], store: AclStore | None = None
+) -> Authorizer | None:
     """The authorizer ``authorizer.class.name`` names, configured from ``config``
-    (``super.users``, ``allow.everyone.if.no.acl.found``); ``None`` when the name is empty
-    (no authorization, Kafka's default).
+    (``super.users``, ``allow.everyone.if.no.acl.found``) and keeping its ACLs in ``store``
+    (memory when None); ``None`` when the name is empty (no authorization, Kafka's default).
 
     Raises:
         SecurityConfigError: an unknown class name, or a bad setting.
@@ -55,7 +57,7 @@ def open_authorizer(name: str | None, config: Mapping[str, str]) -> Authorizer |
     if not name or not name.strip():
         return None
     plugin = _load(AUTHORIZERS, name, "authorizer.class.name")
-    return cast(Authorizer, plugin.from_config(dict(config)))
+    return cast(Authorizer, plugin.from_config(dict(config), store))
 
 
 def authenticator_class(name: str | None) -> Any:

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from tests.broker.group.helpers import FakeLog, make_coordinator, run, stable_group
+from tierlog.broker.authorization import RequestAuthorizer
 from tierlog.broker.group.placement import OFFSETS_TOPIC
 from tierlog.broker.handlers.groups import handle_offset_fetch, handle_txn_offset_commit
 from tierlog.broker.txn.verification import VerificationGuards
@@ -82,7 +83,7 @@ def test_txn_offset_commit_every_version_then_require_stable() -> None:
     async def go() -> None:
         log = FakeLog()
         c = make_coordinator(log)
-        services = SimpleNamespace(groups=c, transactions=None)
+        services = SimpleNamespace(groups=c, transactions=None, authz=RequestAuthorizer())
         for version in range(5):
             response = await handle_txn_offset_commit(
                 services,  # type: ignore[arg-type]
@@ -128,7 +129,7 @@ def test_txn_offset_commit_every_version_then_require_stable() -> None:
 def test_txn_offset_commit_v3_member_fields_are_checked() -> None:
     async def go() -> None:
         c = make_coordinator()
-        services = SimpleNamespace(groups=c, transactions=None)
+        services = SimpleNamespace(groups=c, transactions=None, authz=RequestAuthorizer())
         leader, _ = await stable_group(c, 2)
         stale = txn_commit_request(
             3, {0: 1}, member_id=leader.member_id, generation_id=leader.generation_id + 1
@@ -178,7 +179,9 @@ def services_with(c: Any, transactions: FakeTransactions, entry: Any = None) -> 
     state = SimpleNamespace(last_entry=lambda pid: entry)
     hosted = SimpleNamespace(is_leader=True, local=SimpleNamespace(producer_state=state))
     replicas = SimpleNamespace(partition=lambda topic, index: hosted)
-    return SimpleNamespace(groups=c, transactions=transactions, replicas=replicas)
+    return SimpleNamespace(
+        groups=c, transactions=transactions, replicas=replicas, authz=RequestAuthorizer()
+    )
 
 
 def test_txn_offset_commit_is_verified_with_the_transaction_coordinator() -> None:

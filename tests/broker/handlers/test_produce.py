@@ -15,6 +15,7 @@ import kio.schema.produce.v9.request as produce_v9
 import pytest
 
 from tests.local.conftest import T0
+from tierlog.broker.authorization import RequestAuthorizer
 from tierlog.broker.coordination.api import PartitionState
 from tierlog.broker.handlers.produce import handle_produce
 from tierlog.broker.partition import Partition
@@ -76,7 +77,12 @@ def make_services(tmp_path: Path, *, owned: bool, remote_code: int = 0, enabled:
         _verify_remotely=verify_remotely,
     )
     transactions.verify_produce = functools.partial(Transactions.verify_produce, transactions)
-    services = SimpleNamespace(replicas=Replicas(partition), transactions=transactions, quotas=None)
+    services = SimpleNamespace(
+        replicas=Replicas(partition),
+        transactions=transactions,
+        quotas=None,
+        authz=RequestAuthorizer(),
+    )
     return services, partition
 
 

@@ -98,6 +98,25 @@ class MetadataChange:
     partitions: frozenset[tuple[str, int]] = frozenset()
 
 
+class UserConfigs(Protocol):
+    """Users' entity configs (Kafka's ``/config/users/<user>``): SCRAM credentials, by
+    mechanism name (``SCRAM-SHA-256`` -> ``salt=..,stored_key=..,server_key=..,iterations=..``).
+    ZooKeeper: the znode Kafka's tools write, beside the user's quotas, announced with a
+    config change; single node: the metadata store (``local_security``)."""
+
+    async def describe(self, users: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """The configs of ``users`` (every user with a config when None); users without
+        one are left out."""
+        ...
+
+    async def alter(
+        self, user: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Replace ``user``'s config by ``change(current)`` atomically against other
+        writers, durably; returns it."""
+        ...
+
+
 class Coordinator(Protocol):
     cluster_id: str
 

@@ -17,6 +17,13 @@ There is one broker, which is also the controller. Two files in the first log di
     {"deleted": "orders"}
     {"next_producer_id": 3000}
     {"client_quotas": "clients/app", "values": {"producer_byte_rate": 1048576.0}}
+    {"record": "acls", "key": "/kafka-acl/Topic/orders", "value": {"version": 1, "acls": [..]}}
+    {"record": "users", "key": "alice", "value": {"SCRAM-SHA-256": "salt=...,..."}}
+
+Security's records (``RECORD_KINDS``) are kept as ZooKeeper keeps them, keyed the same way:
+ACLs by their znode path with Kafka's JSON (``tierlog.security.acl_zk``), user configs (SCRAM
+credentials) by user name with Kafka's config map; ``local_security`` reads and writes them.
+A value of null removes the key.
 
 Why a journal: the snapshot used to be rewritten and fsynced on every change, so creating
 the n-th topic wrote all n (1,000 auto-created topics: 500,000 topic records written).
@@ -44,6 +51,10 @@ of, and then nothing could be deleted to free space. ``tierlog-metadata.reserve`
 (``RESERVE_BYTES`` of zeros) keeps room aside: a write holding a deletion that fails with
 ENOSPC removes the reserve and tries again; the reserve is written back at the next write
 that finds room.
+
+Size: past the ~600-line guideline because the snapshot, the journal's group commit, the
+full-disk reserve and the ``Coordinator`` methods that use them are one mechanism; what is
+built on it without needing its internals lives beside it (``local_security``).
 
 Start-up reads the snapshot, then replays the journal. A last line without its newline is
 a write the broker died in the middle of, never acknowledged: it is dropped (and logged).
@@ -96,6 +107,8 @@ VERSION = 1
 # Fold the journal into the snapshot only past this many lines, so a broker with few
 # topics does not rewrite its snapshot every few changes.
 COMPACT_MIN_LINES = 1000
+# Keyed records kept for the security layer (``local_security``), each a snapshot section.
+RECORD_KINDS = ("acls", "users")
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +190,7 @@ class LocalCoordinator:
         self._group_frees_space = False
         self._topics: dict[str, TopicMetadata] = {}
         self._client_quotas: dict[str, dict[str, float]] = {}
+        self._records: dict[str, dict[str, Any]] = {kind: {} for kind in RECORD_KINDS}
         self._me: BrokerRegistration | None = None
         self._listeners: list[Callable[[MetadataChange | None], None]] = []
         self.cluster_id = new_cluster_id()
@@ -207,6 +221,8 @@ class LocalCoordinator:
                 self._topics[name] = _topic_from_record(name, t)
             for entity, values in doc.get("client_quotas", {}).items():
                 self._client_quotas[str(entity)] = {str(k): float(v) for k, v in values.items()}
+            for kind in RECORD_KINDS:
+                self._records[kind] = dict(doc.get(kind, {}))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # Refuse to start rather than forget topics: the logs on disk would be orphaned.
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -256,6 +272,8 @@ class LocalCoordinator:
             self._next_producer_id = int(change["next_producer_id"])
         elif "client_quotas" in change:
             self._set_quotas(str(change["client_quotas"]), change["values"])
+        elif change.get("record") in RECORD_KINDS:
+            self._set_record(change["record"], str(change["key"]), change["value"])
         else:
             raise ValueError(f"unknown change {sorted(change)}")
 
@@ -266,6 +284,7 @@ class LocalCoordinator:
             "next_producer_id": self._next_producer_id,
             "topics": {name: _topic_record(t) for name, t in self._topics.items()},
             "client_quotas": self._client_quotas,
+            **self._records,
         }
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
@@ -562,6 +581,31 @@ class LocalCoordinator:
         else:
             quotas.pop(entity, None)
         self._client_quotas = quotas
+
+    def records(self, kind: str) -> dict[str, Any]:
+        """The ``kind`` records (one of ``RECORD_KINDS``), key -> value (do not change it)."""
+        return self._records[kind]
+
+    async def update_record(
+        self, kind: str, key: str, change: Callable[[Any | None], Any | None]
+    ) -> Any | None:
+        """Replace the record by ``change(current)`` (None removes it), durably, one change
+        at a time; returns the new value."""
+        async with self._serial:
+            value = change(self._records[kind].get(key))
+            await self._commit(
+                {"record": kind, "key": key, "value": value},
+                lambda: self._set_record(kind, key, value),
+            )
+            return value
+
+    def _set_record(self, kind: str, key: str, value: Any | None) -> None:
+        records = dict(self._records[kind])  # replaced whole, as the quotas are
+        if value is None:
+            records.pop(key, None)
+        else:
+            records[key] = value
+        self._records[kind] = records
 
     async def _replace(self, topic: TopicMetadata) -> None:
         await self._commit(

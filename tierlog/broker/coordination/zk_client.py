@@ -14,12 +14,12 @@ here each ZooKeeper concern is its own small module over a shared session
 - ``topics`` (``zk_topics``): assignments, topic creation and growth, deletion requests;
 - ``configs`` (``zk_configs``): entity configs and their change notifications (topic
   overrides, client quotas);
-- ``producer_ids`` (``zk_producer_ids``): producer id blocks.
+- ``producer_ids`` (``zk_producer_ids``): producer id blocks;
+- ``acls`` (``zk_acls``): ACLs in Kafka's layout (``/kafka-acl``, ``/kafka-acl-extended``
+  and their change notifications; paths and JSON from ``tierlog.security.acl_zk``).
 
 Paths and JSON come from ``zk_data``; errors from ``zk_errors``. The security and Kafka 4
-work add their concerns the same way, one module each over the session, built here: ACLs
-(``/kafka-acl``, ``/kafka-acl-extended`` and their change notifications; their paths and
-JSON are the security layer's sans-I/O codec, ``tierlog.security.acl_zk``), SCRAM
+work add their concerns the same way, one module each over the session, built here: SCRAM
 credentials (``/config/users/<user>``, an entity config beside the user's quotas: through
 ``zk_configs``, with ``tierlog.security.scram_credentials`` for the value) and dynamic
 broker configs (``/config/brokers/<id>`` and ``/config/brokers/<default>``, the same).
@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tierlog.broker.coordination.zk_acls import ZkAcls
 from tierlog.broker.coordination.zk_brokers import BrokerRegistry
 from tierlog.broker.coordination.zk_configs import EntityConfigs
 from tierlog.broker.coordination.zk_controller import ControllerElection
@@ -72,6 +73,7 @@ class ZkClient:
         self.topics = TopicAdmin(session)
         self.configs = EntityConfigs(session)
         self.producer_ids = ProducerIdBlocks(session)
+        self.acls = ZkAcls(session, clock)
 
     def start(self) -> None:
         """Connect; see ``ZkSession.start``."""

@@ -7,19 +7,22 @@ naming the entity (``topics/<t>``, ``clients/<c>``, ``users/<u>``,
 (``zk_cache``). Topic overrides and client quotas live here today. SCRAM credentials
 (``/config/users/<user>``, beside the user's quotas) and dynamic broker configs
 (``/config/brokers/<id>`` and ``/config/brokers/<default>``) are the same kind of entity
-and belong here too, each a few methods over ``_replace``.
+and belong here too, each a few methods over ``_replace``: a user's znode holds both its
+quotas and its credentials, so each write keeps the other's keys (``alter_user``, a
+conditional read-modify-write; quota writes keep every non-numeric key).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Mapping
 
 from tierlog.broker.coordination import zk_data
 from tierlog.broker.coordination.api import UnknownTopicError
-from tierlog.broker.coordination.zk_session import ZkSession
+from tierlog.broker.coordination.zk_session import MAX_ATTEMPTS, ZkSession
 
 try:
-    from kazoo.exceptions import NoNodeError
+    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 except ImportError as e:  # pragma: no cover - zk_session says how to install it
     raise ImportError(f"cluster mode needs kazoo ({e}): pip install 'tierlog[cluster]'") from e
 
@@ -94,12 +97,67 @@ class EntityConfigs:
 
     def set_client_quotas(self, entity: str, values: Mapping[str, float]) -> None:
         """Replace ``entity``'s quotas and announce the change (Kafka's
-        ``changeClientIdConfig`` / ``changeUserOrUserClientIdConfig``)."""
-        self._replace(
-            zk_data.config_znode_path(entity),
-            zk_data.encode_config({k: _quota_text(v) for k, v in values.items()}),
-            entity,
-        )
+        ``changeClientIdConfig`` / ``changeUserOrUserClientIdConfig``); a user's other
+        keys (SCRAM credentials) are kept."""
+        quotas = {k: _quota_text(v) for k, v in values.items()}
+
+        def change(current: dict[str, str]) -> dict[str, str]:
+            return {**{k: v for k, v in current.items() if not _is_number(v)}, **quotas}
+
+        self._alter(entity, change)
+
+    # -- users (SCRAM credentials beside the quotas) ----------------------------------------
+
+    def users(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """The configs of ``names`` (every user under ``/config/users`` when None), by
+        user name; users without a config are left out."""
+        users_type = zk_data.USERS_CONFIG_TYPE
+        if names is None:
+            segments = self._session.children(zk_data.config_type_path(users_type))
+        else:
+            segments = [zk_data.sanitize(name) for name in names]
+        found = {}
+        for segment in segments:
+            path = zk_data.config_znode_path(f"{users_type}/{segment}")
+            got = self._session.get(path)
+            config = zk_data.decode_config_at(path, got.data) if got is not None else {}
+            if config:
+                found[zk_data.desanitize(segment)] = config
+        return found
+
+    def alter_user(
+        self, user: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Replace ``user``'s config by ``change(current)`` conditionally on the znode's
+        version, and announce it (``users/<sanitized user>``)."""
+        return self._alter(f"{zk_data.USERS_CONFIG_TYPE}/{zk_data.sanitize(user)}", change)
+
+    def _alter(
+        self, entity: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        kazoo = self._session.kazoo
+        path = zk_data.config_znode_path(entity)
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                data, stat = kazoo.get(path)
+                current, version = zk_data.decode_config_at(path, data), stat.version
+            except NoNodeError:
+                current, version = {}, None
+            new = change(dict(current))
+            try:
+                if version is None:
+                    kazoo.create(path, zk_data.encode_config(new), makepath=True)
+                else:
+                    kazoo.set(path, zk_data.encode_config(new), version=version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # another writer won since the read: read again
+            kazoo.create(
+                zk_data.config_change_prefix_path(),
+                zk_data.encode_config_change(entity),
+                sequence=True,
+            )
+            return new
+        raise RuntimeError(f"{path}: too many concurrent updates, gave up")
 
     # -- one write path for every entity --------------------------------------------------------
 
@@ -116,6 +174,29 @@ class EntityConfigs:
             zk_data.encode_config_change(entity),
             sequence=True,
         )
+
+
+class ZkUserConfigs:
+    """``UserConfigs`` over ``EntityConfigs`` (ZooKeeper calls off the event loop)."""
+
+    def __init__(self, configs: EntityConfigs) -> None:
+        self._configs = configs
+
+    async def describe(self, users: list[str] | None = None) -> dict[str, dict[str, str]]:
+        return await asyncio.to_thread(self._configs.users, users)
+
+    async def alter(
+        self, user: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        return await asyncio.to_thread(self._configs.alter_user, user, change)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _quota_text(value: float) -> str:

@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote
 
 from tierlog.broker.coordination.api import CoordinationError
 
@@ -596,6 +597,16 @@ def decode_config_at(path: str, data: bytes | None) -> dict[str, str]:
     if bad:
         raise ZkDataError(path, f"config values are not strings: {bad}")
     return dict(config)
+
+
+def sanitize(name: str) -> str:
+    """A user or client id as one path segment, as Kafka's ``Sanitizer.sanitize`` writes it:
+    URL-encoded (Java's ``URLEncoder``, with ``*`` as ``%2A`` and a space as ``%20``)."""
+    return quote(name, safe="-._*").replace("*", "%2A").replace("~", "%7E")
+
+
+def desanitize(segment: str) -> str:
+    return unquote(segment)
 
 
 def config_change_entity_path(entity_type: str, name: str) -> str:

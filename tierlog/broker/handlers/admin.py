@@ -20,11 +20,14 @@ from tierlog.broker.handlers.metadata import (
     create_in_groups,
     request_response_type,
 )
+from tierlog.broker.handlers.quotas import MutationQuota
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field
+from tierlog.security.acl import CLUSTER_NAME, ResourceType
+from tierlog.security.authz_table import When
 from tierlog.util.configdef import ConfigKey
 
 if TYPE_CHECKING:
@@ -52,6 +55,10 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
     # Kafka refuses every entry of a topic named more than once in one request.
     names = [t.name for t in body.topics]
     repeated = {name for name in names if names.count(name) > 1}
+    # Create on the cluster, else on each topic; configs answered only where DescribeConfigs.
+    denied = services.authz.denied(request, ResourceType.TOPIC, names)
+    configs_visible = set(services.authz.visible(request, ResourceType.TOPIC, names))
+    mutations = MutationQuota(services, request)
     answers = []
     # Checked and to be created: (its answer, the spec, its config overrides).
     pending: list[tuple[dict[str, Any], TopicSpec]] = []
@@ -69,6 +76,10 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
         if t.name in repeated:
             answer["error_code"] = ErrorCode.invalid_request
             answer["error_message"] = f"topic {t.name!r} appears more than once in the request"
+            continue
+        if t.name in denied:
+            answer["error_code"] = denied[t.name]
+            answer["error_message"] = "Authorization failed."
             continue
         try:
             configs = {c.name: c.value for c in t.configs}
@@ -101,8 +112,14 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
             )
             answer["num_partitions"] = len(replicas) if replicas else partitions
             answer["replication_factor"] = len(next(iter(replicas.values()))) if replicas else rf
-            answer["configs"] = _created_configs(services, configs)
+            if t.name in configs_visible:
+                answer["configs"] = _created_configs(services, configs)
+            else:
+                answer["topic_config_error_code"] = ErrorCode.topic_authorization_failed
             if not validate_only:
+                refused = mutations.admit(len(replicas) if replicas else partitions)
+                if refused:
+                    raise TopicError(refused, "The throttling quota has been exceeded.")
                 pending.append((answer, TopicSpec(t.name, partitions, rf, configs, replicas)))
         except Exception as exc:
             answer["error_code"] = error_code(exc)
@@ -123,7 +140,8 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
                 answer["topic_id"] = result.topic_id
                 answer["num_partitions"] = result.partitions
                 answer["replication_factor"] = len(result.replicas[0])
-    return build(request_response_type(request), {"throttle_time": 0, "topics": answers})
+    throttle_ms = mutations.done()
+    return build(request_response_type(request), {"throttle_time": throttle_ms, "topics": answers})
 
 
 def _created_configs(services: BrokerServices, configs: dict[str, str]) -> list[dict[str, Any]]:
@@ -145,10 +163,13 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> An
         wanted = [(t.name, field(t, "topic_id")) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
+    mutations = MutationQuota(services, request)
     answers = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             name = services.replicas.topic_name(topic_id)
+        # Describe and Delete on the topic.
+        refused = services.authz.denied(request, ResourceType.TOPIC, [name] if name else [])
         answer: dict[str, Any] = {
             "name": name,
             "topic_id": topic_id or ZERO_UUID,
@@ -156,6 +177,8 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> An
             "error_message": None,
         }
         try:
+            if name in refused:
+                raise TopicError(refused[name], "Authorization failed.")
             if name is None:
                 raise TopicError(ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}")
             if not services.config["delete.topic.enable"]:
@@ -168,26 +191,41 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> An
             topic = services.cluster.topic(name)
             if topic is not None:
                 answer["topic_id"] = topic.topic_id
+                throttled = mutations.admit(topic.partitions)
+                if throttled:
+                    raise TopicError(throttled, "The throttling quota has been exceeded.")
             await services.replicas.delete_topic(name)
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
         answers.append(answer)
-    return build(request_response_type(request), {"throttle_time": 0, "responses": answers})
+    throttle_ms = mutations.done()
+    return build(
+        request_response_type(request), {"throttle_time": throttle_ms, "responses": answers}
+    )
 
 
 async def handle_create_partitions(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    denied = services.authz.denied(request, ResourceType.TOPIC, (t.name for t in body.topics))
+    mutations = MutationQuota(services, request)
     results = []
     for t in body.topics:
         result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
+            if t.name in denied:
+                raise TopicError(denied[t.name], "Authorization failed.")
             if t.name in INTERNAL_TOPICS:
                 raise TopicError(
                     ErrorCode.invalid_topic_exception, f"{t.name} is an internal topic"
                 )
             # Null (or empty) assignments: the broker places the new partitions.
             assignments = [list(a.broker_ids) for a in t.assignments or ()] or None
+            current = services.cluster.topic(t.name)
+            if not body.validate_only and current is not None and t.count > current.partitions:
+                throttled = mutations.admit(t.count - current.partitions)
+                if throttled:
+                    raise TopicError(throttled, "The throttling quota has been exceeded.")
             await services.replicas.add_partitions(
                 t.name, t.count, validate_only=body.validate_only, assignments=assignments
             )
@@ -195,7 +233,8 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
             result["error_code"] = error_code(exc)
             result["error_message"] = str(exc)
         results.append(result)
-    return build(request_response_type(request), {"throttle_time": 0, "results": results})
+    throttle_ms = mutations.done()
+    return build(request_response_type(request), {"throttle_time": throttle_ms, "results": results})
 
 
 def topic_configs(services: BrokerServices, overrides: dict[str, str]) -> list[dict[str, Any]]:
@@ -279,6 +318,11 @@ async def handle_describe_configs(services: BrokerServices, request: Request) ->
             "resource_name": resource.resource_name,
             "configs": [],
         }
+        refused = _config_refused(services, request, resource)
+        if refused:
+            result["error_code"] = refused
+            results.append(result)
+            continue
         if resource.resource_type == RESOURCE_TOPIC:
             topic = services.cluster.topic(resource.resource_name)
             if topic is None:
@@ -303,6 +347,16 @@ async def handle_describe_configs(services: BrokerServices, request: Request) ->
         result["configs"] = entries
         results.append(result)
     return build(request_response_type(request), {"throttle_time": 0, "results": results})
+
+
+def _config_refused(services: BrokerServices, request: Request, resource: Any) -> int:
+    """The table's check of one config resource: (Describe|Alter)Configs on the topic, or
+    on the cluster for a broker (or broker logger) resource."""
+    if resource.resource_type == RESOURCE_TOPIC:
+        name, kind, condition = resource.resource_name, ResourceType.TOPIC, When.TOPIC_RESOURCE
+    else:
+        name, kind, condition = CLUSTER_NAME, ResourceType.CLUSTER, When.BROKER_RESOURCE
+    return services.authz.denied(request, kind, [name], condition).get(name, 0)
 
 
 def _check_alterable(resource: Any) -> None:
@@ -333,6 +387,9 @@ async def handle_alter_configs(services: BrokerServices, request: Request) -> An
             "resource_name": resource.resource_name,
         }
         try:
+            refused = _config_refused(services, request, resource)
+            if refused:
+                raise TopicError(refused, "Authorization failed.")
             # AlterConfigs replaces the whole set of overrides (not incremental).
             new = {c.name: c.value for c in resource.configs if c.value is not None}
             await _alter(services, resource, new, body.validate_only)
@@ -354,6 +411,9 @@ async def handle_incremental_alter_configs(services: BrokerServices, request: Re
             "resource_name": resource.resource_name,
         }
         try:
+            refused = _config_refused(services, request, resource)
+            if refused:
+                raise TopicError(refused, "Authorization failed.")
             if resource.resource_type == RESOURCE_BROKER and all(
                 c.config_operation == OP_DELETE for c in resource.configs
             ):

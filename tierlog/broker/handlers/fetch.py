@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.authorization import current_context
 from tierlog.broker.errors import error_code
 from tierlog.broker.fetch_sessions import (
     FINAL_EPOCH,
@@ -51,6 +52,8 @@ from tierlog.protocol import (
 )
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import field, millis
+from tierlog.security.acl import ResourceType
+from tierlog.security.authz_table import When
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
@@ -146,6 +149,34 @@ def _plan(
             )
         )
     return list(topics.values()), wanted
+
+
+def _authorize(
+    services: BrokerServices,
+    request: Request,
+    entries: list[SessionPartition],
+    wanted: list[_Wanted],
+    from_follower: bool,
+) -> None:
+    """Kafka's checks: a follower's fetch needs ClusterAction (else every partition is
+    TOPIC_AUTHORIZATION_FAILED, as KafkaApis answers), a consumer's Read on each topic; a
+    refused partition is not read (and a topic not describable is not told apart from
+    one that does not exist: the same code either way)."""
+    authz = services.authz
+    denied: dict[str, int] = {}
+    if from_follower:
+        if authz.request_error(request, None, When.FOLLOWER):
+            denied = {e.topic: int(ErrorCode.topic_authorization_failed) for e in entries}
+    else:
+        named = [e.topic for e in entries if e.topic]
+        denied = authz.denied(request, ResourceType.TOPIC, named, When.CONSUMER)
+    if not denied:
+        return
+    for entry, w in zip(entries, wanted, strict=True):
+        code = denied.get(entry.topic)
+        if code:
+            w.answer.error_code = code
+            w.partition = None
 
 
 # How one partition is read: (wanted, byte limit, first with data?) -> ReadResult.
@@ -282,8 +313,11 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
             )
         _update_session(session, requested, body.forgotten_topics_data, by_id)
         entries = list(session.partitions.values())
+    entries = list(entries)
     topics, wanted = _plan(services, entries, by_id)
     from_follower = replica_id >= 0
+    if services.authz.enabled:
+        _authorize(services, request, entries, wanted, from_follower)
     read_committed = field(body, "isolation_level", 0) == READ_COMMITTED
     max_bytes = field(body, "max_bytes", 2**31 - 1)
     max_bytes = min(max_bytes, services.config["fetch.max.bytes"])
@@ -321,7 +355,9 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
     quotas = services.quotas
     if quotas is not None and not from_follower:
         # Followers replicate under no client quota (Kafka throttles them separately).
-        throttle_ms = quotas.record(CONSUMER_BYTE_RATE, request.client_id, total)
+        throttle_ms = quotas.record(
+            CONSUMER_BYTE_RATE, request.client_id, total, current_context().principal.name
+        )
         quotas.throttle("Fetch", throttle_ms)
     answered_session = NO_SESSION
     if session is not None:

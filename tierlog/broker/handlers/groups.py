@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.authorization import OPERATIONS_NOT_REQUESTED
 from tierlog.broker.group.placement import OFFSETS_TOPIC
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.handlers.transactions import transaction_coordinator_for
@@ -18,6 +20,8 @@ from tierlog.broker.server import CLIENT_ADDRESS
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field, millis
+from tierlog.security.acl import ResourceType
+from tierlog.security.authz_table import When
 
 if TYPE_CHECKING:
     from tierlog.broker.group import FetchedOffset
@@ -25,6 +29,12 @@ if TYPE_CHECKING:
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+GROUP = ResourceType.GROUP
+
+
+def _group_error(services: BrokerServices, request: Request, group_id: str) -> int:
+    """The request's whole-request checks on its group (Read for the group APIs)."""
+    return services.authz.request_error(request, {GROUP: group_id})
 
 
 def _answer(request: Request, data: dict[str, Any]) -> Any:
@@ -77,17 +87,41 @@ async def _coordinator_for(services: BrokerServices, key: str, key_type: int) ->
 async def handle_find_coordinator(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     key_type = field(body, "key_type", KEY_TYPE_GROUP)
+    keys = body.coordinator_keys if request.api_version >= 4 else [body.key]
+    # Describe on the group or the transactional id the key names.
+    resource, condition = (
+        (ResourceType.TRANSACTIONAL_ID, When.TRANSACTION_KEY)
+        if key_type == KEY_TYPE_TRANSACTION
+        else (GROUP, When.GROUP_KEY)
+    )
+    denied = services.authz.denied(request, resource, keys, condition)
+    answers = []
+    for key in keys:
+        if key in denied:
+            answer = {"error_code": denied[key], "error_message": None, "node_id": -1}
+            answers.append({"key": key, **answer, "host": "", "port": -1})
+        else:
+            answers.append({"key": key, **(await _coordinator_for(services, key, key_type))})
     if request.api_version >= 4:
-        coordinators = [
-            {"key": key, **(await _coordinator_for(services, key, key_type))}
-            for key in body.coordinator_keys
-        ]
-        return _answer(request, {"coordinators": coordinators})
-    return _answer(request, await _coordinator_for(services, body.key, key_type))
+        return _answer(request, {"coordinators": answers})
+    return _answer(request, answers[0])
 
 
 async def handle_join_group(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    refused = _group_error(services, request, body.group_id)
+    if refused:
+        return _answer(
+            request,
+            {
+                "error_code": refused,
+                "generation_id": -1,
+                "protocol_name": None if request.api_version >= 7 else "",
+                "leader": "",
+                "member_id": "",
+                "members": [],
+            },
+        )
     session_ms = millis(body.session_timeout)
     result = await services.groups.join_group(
         body.group_id,
@@ -130,6 +164,9 @@ async def handle_join_group(services: BrokerServices, request: Request) -> Any:
 
 async def handle_sync_group(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    refused = _group_error(services, request, body.group_id)
+    if refused:
+        return _answer(request, {"error_code": refused, "assignment": b""})
     result = await services.groups.sync_group(
         body.group_id,
         body.member_id,
@@ -152,6 +189,9 @@ async def handle_sync_group(services: BrokerServices, request: Request) -> Any:
 
 async def handle_heartbeat(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    refused = _group_error(services, request, body.group_id)
+    if refused:
+        return _answer(request, {"error_code": refused})
     result = services.groups.heartbeat(
         body.group_id, body.member_id, body.generation_id, field(body, "group_instance_id")
     )
@@ -160,6 +200,9 @@ async def handle_heartbeat(services: BrokerServices, request: Request) -> Any:
 
 async def handle_leave_group(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    refused = _group_error(services, request, body.group_id)
+    if refused:
+        return _answer(request, {"error_code": refused, "members": []})
     if request.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
@@ -210,15 +253,30 @@ def _commit_topics(
 async def handle_offset_commit(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     offsets = _commit_entries(body)
+    refused = _group_error(services, request, body.group_id)
+    if refused:
+        return _answer(request, {"topics": _commit_topics(offsets, {}, refused)})
+    # Read on each topic: refused partitions answer TOPIC_AUTHORIZATION_FAILED.
+    denied = services.authz.denied(request, ResourceType.TOPIC, (t for t, _ in offsets))
+    if denied:
+        result_partitions = {tp: denied[tp[0]] for tp in offsets if tp[0] in denied}
+        allowed = {tp: v for tp, v in offsets.items() if tp[0] not in denied}
+        if not allowed:
+            return _answer(request, {"topics": _commit_topics(offsets, result_partitions, 0)})
     retention = field(body, "retention_time")
     result = await services.groups.commit_offsets(
         body.group_id,
         body.member_id,
         body.generation_id_or_member_epoch,
-        offsets,
+        allowed if denied else offsets,
         group_instance_id=field(body, "group_instance_id"),
         retention_time_ms=millis(retention) if retention is not None else -1,
     )
+    if denied:
+        codes = {tp: result.partitions.get(tp, result.error) for tp in allowed}
+        return _answer(
+            request, {"topics": _commit_topics(offsets, {**codes, **result_partitions}, 0)}
+        )
     return _answer(request, {"topics": _commit_topics(offsets, result.partitions, result.error)})
 
 
@@ -231,6 +289,15 @@ async def handle_txn_offset_commit(services: BrokerServices, request: Request) -
     (KIP-890 part 1, ``_verify_txn_offsets``)."""
     body: Any = request.body
     offsets = _commit_entries(body)
+    # Write on the transactional id and Read on the group (whole request), Read on topics.
+    names = {ResourceType.TRANSACTIONAL_ID: body.transactional_id, GROUP: body.group_id}
+    refused = services.authz.request_error(request, names)
+    if refused:
+        return _answer(request, {"topics": _commit_topics(offsets, {}, refused)})
+    denied = services.authz.denied(request, ResourceType.TOPIC, (t for t, _ in offsets))
+    if denied:
+        codes = {tp: denied.get(tp[0], ErrorCode.unknown_topic_or_partition) for tp in offsets}
+        return _answer(request, {"topics": _commit_topics(offsets, codes, 0)})
     error, guard = await _verify_txn_offsets(services, body)
     if error:
         return _answer(request, {"topics": _commit_topics(offsets, {}, error)})
@@ -309,6 +376,34 @@ def _wanted(topics: Any) -> list[tuple[str, int]] | None:
     return [(t.name, p) for t in topics for p in t.partition_indexes]
 
 
+def _group_error_per_group(services: BrokerServices, request: Request, group_id: str) -> int:
+    """OffsetFetch: Describe on the group, answered in the group's error code."""
+    denied = services.authz.denied(request, GROUP, [group_id])
+    return denied.get(group_id, 0)
+
+
+def _describable(
+    services: BrokerServices,
+    request: Request,
+    asked: Any,
+    partitions: dict[tuple[str, int], FetchedOffset],
+) -> dict[tuple[str, int], FetchedOffset]:
+    """Kafka: offsets of topics the principal may not Describe are marked
+    TOPIC_AUTHORIZATION_FAILED when asked for by name, left out when every partition was
+    asked for."""
+    denied = services.authz.denied(
+        request, ResourceType.TOPIC, {t for t, _ in partitions}, log=asked is not None
+    )
+    if not denied:
+        return partitions
+    if asked is None:
+        return {tp: f for tp, f in partitions.items() if tp[0] not in denied}
+    return {
+        tp: (replace(f, offset=-1, metadata="", error=denied[tp[0]]) if tp[0] in denied else f)
+        for tp, f in partitions.items()
+    }
+
+
 async def handle_offset_fetch(services: BrokerServices, request: Request) -> Any:
     """OffsetFetch v1-v9. ``require_stable`` (v7+, KIP-447): a partition whose offset is
     pending in an open transaction answers UNSTABLE_OFFSET_COMMIT (per partition; the
@@ -318,21 +413,30 @@ async def handle_offset_fetch(services: BrokerServices, request: Request) -> Any
     if request.api_version >= 8:
         groups = []
         for g in body.groups:
+            refused = _group_error_per_group(services, request, g.group_id)
+            if refused:
+                groups.append({"group_id": g.group_id, "topics": [], "error_code": refused})
+                continue
             result = services.groups.fetch_offsets(
                 g.group_id, _wanted(g.topics), require_stable=stable
             )
             groups.append(
                 {
                     "group_id": g.group_id,
-                    "topics": _fetched(result.partitions),
+                    "topics": _fetched(
+                        _describable(services, request, g.topics, result.partitions)
+                    ),
                     "error_code": result.error,
                 }
             )
         return _answer(request, {"groups": groups})
+    refused = _group_error_per_group(services, request, body.group_id)
+    if refused:
+        return _answer(request, {"topics": [], "error_code": refused})
     result = services.groups.fetch_offsets(
         body.group_id, _wanted(body.topics), require_stable=stable
     )
-    topics = _fetched(result.partitions)
+    topics = _fetched(_describable(services, request, body.topics, result.partitions))
     if request.api_version < 2 and result.error:
         # v0/v1 have no top-level error: it is reported on every partition.
         for t in topics:
@@ -346,6 +450,8 @@ async def handle_list_groups(services: BrokerServices, request: Request) -> Any:
     result = services.groups.list_groups(
         field(body, "states_filter") or None, field(body, "types_filter") or None
     )
+    # Describe on the cluster, else only the groups the principal may Describe.
+    visible = set(services.authz.visible(request, GROUP, [g.group_id for g in result.groups]))
     return _answer(
         request,
         {
@@ -358,6 +464,7 @@ async def handle_list_groups(services: BrokerServices, request: Request) -> Any:
                     "group_type": g.group_type,
                 }
                 for g in result.groups
+                if g.group_id in visible
             ],
         },
     )
@@ -365,9 +472,12 @@ async def handle_list_groups(services: BrokerServices, request: Request) -> Any:
 
 async def handle_describe_groups(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    authz = services.authz
+    denied = authz.denied(request, GROUP, body.groups)
     described = services.groups.describe_groups(
-        body.groups, not_found_error=request.api_version >= 6
+        [g for g in body.groups if g not in denied], not_found_error=request.api_version >= 6
     )
+    operations = field(body, "include_authorized_operations", False)
     return _answer(
         request,
         {
@@ -390,8 +500,24 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
                         }
                         for m in g.members
                     ],
+                    # KIP-430
+                    "authorized_operations": authz.authorized_operations(GROUP, g.group_id)
+                    if operations
+                    else OPERATIONS_NOT_REQUESTED,
                 }
                 for g in described
+            ]
+            + [
+                {
+                    "error_code": code,
+                    "error_message": None,
+                    "group_id": group,
+                    "group_state": "",
+                    "protocol_type": "",
+                    "protocol_data": "",
+                    "members": [],
+                }
+                for group, code in denied.items()
             ]
         },
     )
@@ -399,16 +525,24 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
 
 async def handle_delete_groups(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
-    results = await services.groups.delete_groups(body.groups_names)
-    return _answer(
-        request, {"results": [{"group_id": r.group_id, "error_code": r.error} for r in results]}
-    )
+    denied = services.authz.denied(request, GROUP, body.groups_names)
+    results = await services.groups.delete_groups([g for g in body.groups_names if g not in denied])
+    answers = [{"group_id": r.group_id, "error_code": r.error} for r in results]
+    answers += [{"group_id": g, "error_code": code} for g, code in denied.items()]
+    return _answer(request, {"results": answers})
 
 
 async def handle_offset_delete(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     wanted = [(str(t.name), int(p.partition_index)) for t in body.topics for p in t.partitions]
-    error, partitions = await services.groups.delete_offsets(body.group_id, wanted)
+    refused = _group_error(services, request, body.group_id)
+    if refused:
+        return _answer(request, {"error_code": refused, "topics": []})
+    denied = services.authz.denied(request, ResourceType.TOPIC, (t for t, _ in wanted))
+    error, partitions = await services.groups.delete_offsets(
+        body.group_id, [tp for tp in wanted if tp[0] not in denied]
+    )
+    partitions = {**partitions, **{tp: denied[tp[0]] for tp in wanted if tp[0] in denied}}
     by_topic: dict[str, list[dict[str, int]]] = {}
     for (topic, index), code in partitions.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": code})

@@ -16,6 +16,13 @@ if TYPE_CHECKING:
 
 async def handle_describe_log_dirs(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    refused = services.authz.request_error(request)  # Describe on the cluster
+    if refused:
+        # v3+ carries the code; older versions answer no dirs (Kafka).
+        return build(
+            request_response_type(request),
+            {"throttle_time": 0, "error_code": refused, "results": []},
+        )
     replicas = services.replicas
     log_manager = replicas.log_manager
     wanted: set[tuple[str, int]] | None = None

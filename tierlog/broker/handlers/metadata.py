@@ -9,12 +9,15 @@ from dataclasses import dataclass
 from dataclasses import field as field_
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.authorization import OPERATIONS_NOT_REQUESTED
 from tierlog.broker.coordination.api import TopicCollisionError, TopicExistsError, TopicMetadata
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
 from tierlog.protocol import Request, api_versions_response
 from tierlog.protocol.codec import response_type_for
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field
+from tierlog.security.acl import CLUSTER_NAME, ResourceType
+from tierlog.security.authz_table import When
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
@@ -90,15 +93,22 @@ def topic_entry(services: BrokerServices, name: str) -> dict[str, Any]:
     }
 
 
+def _refused_entry(name: str, code: int) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": ZERO_UUID, "partitions": []}
+
+
 async def handle_metadata(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    authz = services.authz
     requested = body.topics
     if request.api_version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     topics: list[dict[str, Any]] = []
     if requested is None:
+        # Topics the principal may not Describe are left out, without an error.
         names = sorted(services.cluster.topics())
-        topics = [topic_entry(services, name) for name in names]
+        hidden = authz.denied(request, ResourceType.TOPIC, names, log=False)
+        topics = [topic_entry(services, name) for name in names if name not in hidden]
     else:
         allow_create = field(body, "allow_auto_topic_creation", True)
         # (name, topic id asked for); name None: an unknown topic id.
@@ -109,12 +119,17 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
             if name is None and topic_id:
                 name = services.replicas.topic_name(topic_id)
             wanted_topics.append((name, topic_id))
-        refused: dict[str, int] = {}
+        named = [n for n, _ in wanted_topics if n is not None]
+        # Describe on each topic named; a missing one to be auto-created also needs Create
+        # (on the cluster, else on the topic). Either refusal is TOPIC_AUTHORIZATION_FAILED,
+        # so a name the principal may not see does not leak whether it exists.
+        refused = authz.denied(request, ResourceType.TOPIC, named)
         if allow_create:
-            missing = [
-                n for n, _ in wanted_topics if n is not None and services.cluster.topic(n) is None
-            ]
-            refused = await auto_create(services, list(dict.fromkeys(missing)))
+            missing = [n for n in named if n not in refused and services.cluster.topic(n) is None]
+            if services.config["auto.create.topics.enable"]:
+                refused.update(authz.denied(request, ResourceType.TOPIC, missing, When.AUTO_CREATE))
+                missing = [n for n in missing if n not in refused]
+            refused.update(await auto_create(services, list(dict.fromkeys(missing))))
         for name, topic_id in wanted_topics:
             if name is None:
                 topics.append(
@@ -126,16 +141,19 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
                     }
                 )
             elif name in refused:
-                topics.append(
-                    {
-                        "error_code": refused[name],
-                        "name": name,
-                        "topic_id": ZERO_UUID,
-                        "partitions": [],
-                    }
-                )
+                topics.append(_refused_entry(name, refused[name]))
             else:
                 topics.append(topic_entry(services, name))
+    if field(body, "include_topic_authorized_operations", False):
+        # KIP-430: what the principal may do on each topic answered.
+        for entry in topics:
+            if entry["error_code"] == 0 and entry["name"] is not None:
+                entry["topic_authorized_operations"] = authz.authorized_operations(
+                    ResourceType.TOPIC, entry["name"]
+                )
+    cluster_operations = OPERATIONS_NOT_REQUESTED
+    if field(body, "include_cluster_authorized_operations", False):
+        cluster_operations = authz.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     response_type = request_response_type(request)
     return build(
         response_type,
@@ -145,6 +163,7 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
             "cluster_id": services.cluster.cluster_id,
             "controller_id": services.cluster.controller_id(),
             "topics": topics,
+            "cluster_authorized_operations": cluster_operations,
             "error_code": 0,
         },
     )

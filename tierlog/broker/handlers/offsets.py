@@ -10,6 +10,7 @@ from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field
+from tierlog.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
@@ -24,6 +25,7 @@ async def handle_list_offsets(services: BrokerServices, request: Request) -> Any
     # fetchOffsetForTimestamp): its "latest" is the LSO, and a timestamp lookup never
     # answers an offset it cannot read yet.
     read_committed = field(body, "isolation_level", 0) == READ_COMMITTED
+    denied = services.authz.denied(request, ResourceType.TOPIC, (t.name for t in body.topics))
     topics = []
     for topic in body.topics:
         answers = []
@@ -36,7 +38,9 @@ async def handle_list_offsets(services: BrokerServices, request: Request) -> Any
                 "leader_epoch": -1,
             }
             partition = services.replicas.partition(topic.name, p.partition_index)
-            if partition is None:
+            if topic.name in denied:
+                answer["error_code"] = denied[topic.name]
+            elif partition is None:
                 answer["error_code"] = ErrorCode.unknown_topic_or_partition
             else:
                 try:
@@ -55,6 +59,8 @@ async def handle_list_offsets(services: BrokerServices, request: Request) -> Any
 
 async def handle_offset_for_leader_epoch(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    # ClusterAction (followers), else Describe on each topic (consumers).
+    denied = services.authz.denied(request, ResourceType.TOPIC, (t.topic for t in body.topics))
     topics = []
     for topic in body.topics:
         answers = []
@@ -66,7 +72,9 @@ async def handle_offset_for_leader_epoch(services: BrokerServices, request: Requ
                 "end_offset": -1,
             }
             partition = services.replicas.partition(topic.topic, p.partition)
-            if partition is None:
+            if topic.topic in denied:
+                answer["error_code"] = denied[topic.topic]
+            elif partition is None:
                 answer["error_code"] = ErrorCode.unknown_topic_or_partition
             else:
                 try:
@@ -83,6 +91,7 @@ async def handle_offset_for_leader_epoch(services: BrokerServices, request: Requ
 
 async def handle_delete_records(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    denied = services.authz.denied(request, ResourceType.TOPIC, (t.name for t in body.topics))
     topics = []
     for topic in body.topics:
         answers = []
@@ -92,6 +101,10 @@ async def handle_delete_records(services: BrokerServices, request: Request) -> A
                 "error_code": 0,
                 "low_watermark": -1,
             }
+            if topic.name in denied:
+                answer["error_code"] = denied[topic.name]
+                answers.append(answer)
+                continue
             try:
                 answer["low_watermark"] = await services.replicas.delete_records(
                     topic.name, p.partition_index, p.offset

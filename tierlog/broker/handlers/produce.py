@@ -26,6 +26,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.authorization import current_context
 from tierlog.broker.errors import error_code
 from tierlog.broker.quotas import PRODUCER_BYTE_RATE
 from tierlog.broker.replica_manager import INTERNAL_TOPICS
@@ -35,6 +36,8 @@ from tierlog.protocol.kio_build import millis
 from tierlog.protocol.produce_encoder import PartitionAnswer, encode_produce_response
 from tierlog.records.header import HEADER_SIZE, Attr, parse_header
 from tierlog.records.keys import KEY_CHECK_MAX_BYTES, KeysChecked, check_keys
+from tierlog.security.acl import ResourceType
+from tierlog.security.authz_table import When
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
@@ -61,9 +64,18 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
         refuse = ErrorCode.invalid_required_acks
     elif body.transactional_id is None and _has_transactional_batches(body):
         refuse = ErrorCode.transactional_id_authorization_failed
+    authz = services.authz
+    denied: dict[str, int] = {}
+    if authz.enabled and refuse is None:
+        # Write on the transactional id (for a transactional producer), Write on each topic.
+        names = {ResourceType.TRANSACTIONAL_ID: body.transactional_id}
+        conditions = (When.TRANSACTIONAL,) if body.transactional_id is not None else ()
+        refuse = authz.request_error(request, names, *conditions) or None
+        denied = authz.denied(request, ResourceType.TOPIC, (t.name for t in body.topic_data))
     verified: dict[tuple[str, int], tuple[int, object | None]] = {}
     verifying = (
         refuse is None
+        and not denied
         and body.transactional_id is not None
         and services.transactions is not None
         and services.transactions.verification_enabled
@@ -82,6 +94,9 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
             index = data.index
             if refuse is not None:
                 answers.append((index, refuse, -1, -1, -1))
+                continue
+            if topic.name in denied:
+                answers.append((index, denied[topic.name], -1, -1, -1))
                 continue
             if data.records is None:
                 answers.append((index, ErrorCode.invalid_record, -1, -1, -1))
@@ -141,7 +156,9 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
     throttle_ms = 0
     quotas = services.quotas
     if quotas is not None:
-        throttle_ms = quotas.record(PRODUCER_BYTE_RATE, request.client_id, request.size)
+        throttle_ms = quotas.record(
+            PRODUCER_BYTE_RATE, request.client_id, request.size, current_context().principal.name
+        )
         quotas.throttle("Produce", throttle_ms)
     if acks == 0:
         return None

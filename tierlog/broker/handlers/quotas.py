@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.authorization import current_context
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.quotas import (
     QuotaError,
@@ -14,7 +15,7 @@ from tierlog.broker.quotas import (
     entity_components,
     entity_path,
 )
-from tierlog.protocol import Request
+from tierlog.protocol import ApiKey, Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build
 
@@ -22,6 +23,41 @@ if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+# The first versions that know THROTTLING_QUOTA_EXCEEDED (KIP-599): strict from there on.
+STRICT_MUTATION_VERSIONS: dict[int, int] = {
+    ApiKey.CREATE_TOPICS: 6,
+    ApiKey.CREATE_PARTITIONS: 3,
+    ApiKey.DELETE_TOPICS: 5,
+}
+
+
+class MutationQuota:
+    """One CreateTopics/CreatePartitions/DeleteTopics request's ``controller_mutation_rate``
+    (KIP-599): ``admit`` each topic's partitions; ``throttle_ms`` for the answer."""
+
+    def __init__(self, services: BrokerServices, request: Request) -> None:
+        self._quotas = services.quotas
+        self._client_id = request.client_id
+        self._user = current_context().principal.name
+        self._strict = request.api_version >= STRICT_MUTATION_VERSIONS[request.api_key]
+        self.throttle_ms = 0
+
+    def admit(self, partitions: int) -> int:
+        """0, or THROTTLING_QUOTA_EXCEEDED for a topic refused."""
+        if self._quotas is None:
+            return 0
+        accepted, throttle = self._quotas.admit_mutation(
+            partitions, self._client_id, self._user, strict=self._strict
+        )
+        if throttle > self.throttle_ms:
+            self.throttle_ms = throttle
+        return 0 if accepted else int(ErrorCode.throttling_quota_exceeded)
+
+    def done(self) -> int:
+        """The throttle time of the answer; the connection is muted for it (KIP-219)."""
+        if self._quotas is not None and self.throttle_ms:
+            self._quotas.throttle("ControllerMutation", self.throttle_ms)
+        return self.throttle_ms
 
 
 def _answer(request: Request, data: dict[str, Any]) -> Any:
@@ -45,6 +81,9 @@ async def handle_describe_client_quotas(services: BrokerServices, request: Reque
     body: Any = request.body
     components = list(body.components)
     kinds = [str(c.entity_type) for c in components]
+    refused = services.authz.request_error(request)  # DescribeConfigs on the cluster
+    if refused:
+        return _answer(request, {"error_code": refused, "error_message": None, "entries": None})
     problem = None
     if len(set(kinds)) != len(kinds):
         problem = "an entity type is named twice"
@@ -76,11 +115,15 @@ async def handle_describe_client_quotas(services: BrokerServices, request: Reque
 async def handle_alter_client_quotas(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     cluster = services.cluster
-    results = []
+    refused = services.authz.request_error(request)  # AlterConfigs on the cluster
+    results: list[dict[str, Any]] = []
     for entry in body.entries:
         entity = [
             {"entity_type": str(e.entity_type), "entity_name": e.entity_name} for e in entry.entity
         ]
+        if refused:
+            results.append({"error_code": refused, "error_message": None, "entity": entity})
+            continue
         try:
             kinds = [e["entity_type"] for e in entity]
             if len(set(kinds)) != len(kinds):

@@ -82,9 +82,11 @@ async def handle_elect_leaders(services: BrokerServices, request: Request) -> An
         if body.topic_partitions is None
         else [(t.topic, int(p)) for t in body.topic_partitions for p in t.partitions]
     )
-    top_error = NONE
+    top_error = services.authz.request_error(request)  # Alter on the cluster
     results: dict[tuple[str, int], int] = {}
-    if election_type not in (0, 1):
+    if top_error:
+        pass
+    elif election_type not in (0, 1):
         top_error = INVALID_REQUEST
     elif services.controller is None:
         for topic, p in wanted or []:
@@ -131,9 +133,11 @@ async def handle_alter_partition_reassignments(services: BrokerServices, request
         for p in topic.partitions:
             replicas = None if p.replicas is None else [int(r) for r in p.replicas]
             wanted[(topic.name, int(p.partition_index))] = replicas
-    top_error, top_message = NONE, None
+    top_error, top_message = services.authz.request_error(request), None
     outcomes: dict[tuple[str, int], tuple[int, str]] = {}
-    if services.controller is None:
+    if top_error:
+        pass
+    elif services.controller is None:
         outcomes = {tp: _single_node_reassignment(services, tp, r) for tp, r in wanted.items()}
     else:
         try:
@@ -188,9 +192,9 @@ async def handle_list_partition_reassignments(services: BrokerServices, request:
         if body.topics is None
         else [(t.name, int(p)) for t in body.topics for p in t.partition_indexes]
     )
-    top_error, top_message = NONE, None
+    top_error, top_message = services.authz.request_error(request), None
     ongoing: dict[tuple[str, int], Any] = {}
-    if services.controller is not None:
+    if not top_error and services.controller is not None:
         try:
             ongoing = await _ask_controller(
                 services, lambda c: c.list_partition_reassignments(wanted)

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 async def handle_alter_partition(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     response_type = request_response_type(request)
+    refused = services.authz.request_error(request)  # ClusterAction: brokers only
+    if refused:
+        return build(response_type, {"throttle_time": 0, "error_code": refused, "topics": []})
     if services.alter_partition is None:
         return build(response_type, {"error_code": ErrorCode.not_controller, "topics": []})
     topics = []

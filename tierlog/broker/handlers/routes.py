@@ -10,6 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.handlers.acls import (
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+)
 from tierlog.broker.handlers.admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -51,6 +56,10 @@ from tierlog.broker.handlers.reassignment import (
     handle_list_partition_reassignments,
 )
 from tierlog.broker.handlers.replication import handle_alter_partition
+from tierlog.broker.handlers.scram_credentials import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from tierlog.broker.handlers.transactions import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -110,4 +119,9 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
     ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }

@@ -21,6 +21,10 @@ from tierlog.broker.txn.markers import OFFSETS_TOPIC, Marker
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field, millis
+from tierlog.security.acl import ResourceType
+from tierlog.security.authz_table import When
+
+TXN_ID, TOPIC = ResourceType.TRANSACTIONAL_ID, ResourceType.TOPIC
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
@@ -69,6 +73,12 @@ async def transaction_coordinator_for(services: BrokerServices, key: str) -> dic
 async def handle_init_producer_id(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     answer: dict[str, Any] = {"error_code": 0, "producer_id": -1, "producer_epoch": -1}
+    # Write on the transactional id; an idempotent producer needs IdempotentWrite on the
+    # cluster, or Write on some topic (KIP-679).
+    condition = When.IDEMPOTENT if body.transactional_id is None else When.TRANSACTIONAL
+    refused = services.authz.request_error(request, {TXN_ID: body.transactional_id}, condition)
+    if refused:
+        return _answer(request, {**answer, "error_code": refused})
     if body.transactional_id is None:
         # An idempotent producer gets a fresh id every time (epoch 0), as from Kafka.
         answer.update(producer_id=await services.producer_ids.next_id(), producer_epoch=0)
@@ -144,8 +154,20 @@ def _topic_results(codes: dict[tuple[str, int], int]) -> list[dict[str, Any]]:
 async def handle_add_partitions_to_txn(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     fenced = _fenced(request, 2)
+    authz = services.authz
     if request.api_version <= 3:
         topics = {t.name: [int(p) for p in t.partitions] for t in body.v3_and_below_topics}
+        # Write on the transactional id, then on each topic; one refusal fails the rest
+        # with OPERATION_NOT_ATTEMPTED (Kafka).
+        wanted = [(t, i) for t, indexes in topics.items() for i in indexes]
+        txn_id = body.v3_and_below_transactional_id
+        refused = authz.request_error(request, {TXN_ID: txn_id}, When.CLIENT_VERSION)
+        denied = {} if refused else authz.denied(request, TOPIC, topics, When.CLIENT_VERSION)
+        if refused or denied:
+            codes = {
+                tp: refused or denied.get(tp[0], int(E.operation_not_attempted)) for tp in wanted
+            }
+            return _answer(request, {"results_by_topic_v3_and_below": _topic_results(codes)})
         codes = await _add_partitions(
             services,
             body.v3_and_below_transactional_id,
@@ -156,7 +178,10 @@ async def handle_add_partitions_to_txn(services: BrokerServices, request: Reques
             fenced=fenced,
         )
         return _answer(request, {"results_by_topic_v3_and_below": _topic_results(codes)})
-    # v4+: brokers batch several transactions, verify-only (KIP-890).
+    # v4+: brokers batch several transactions, verify-only (KIP-890): ClusterAction.
+    refused = authz.request_error(request, None, When.BROKER_VERSION)
+    if refused:
+        return _answer(request, {"error_code": refused, "results_by_transaction": []})
     results = []
     for txn in body.transactions:
         topics = {t.name: [int(p) for p in t.partitions] for t in txn.topics}
@@ -177,6 +202,10 @@ async def handle_add_partitions_to_txn(services: BrokerServices, request: Reques
 
 async def handle_add_offsets_to_txn(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    names = {TXN_ID: body.transactional_id, ResourceType.GROUP: body.group_id}
+    refused = services.authz.request_error(request, names)
+    if refused:
+        return _answer(request, {"error_code": refused})
     transactions = _txns(services)
     offsets_topic = services.offsets_topic
     try:
@@ -196,6 +225,9 @@ async def handle_add_offsets_to_txn(services: BrokerServices, request: Request) 
 
 async def handle_end_txn(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    refused = services.authz.request_error(request, {TXN_ID: body.transactional_id})
+    if refused:
+        return _answer(request, {"error_code": refused})
     code = await _txns(services).coordinator.end_txn(
         body.transactional_id,
         int(body.producer_id),
@@ -218,7 +250,11 @@ async def handle_write_txn_markers(services: BrokerServices, request: Request) -
         )
         for m in body.markers
     ]
-    codes = await _txns(services).write_markers(markers)
+    refused = services.authz.request_error(request)  # Alter, else ClusterAction
+    if refused:
+        codes = {(m.producer_id, tp): refused for m in markers for tp in m.partitions}
+    else:
+        codes = await _txns(services).write_markers(markers)
     return build(
         request_response_type(request),
         {
@@ -248,9 +284,13 @@ async def handle_write_txn_markers(services: BrokerServices, request: Request) -
 async def handle_describe_transactions(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     coordinator = _txns(services).coordinator
+    authz = services.authz
+    denied = authz.denied(request, TXN_ID, body.transactional_ids)
     states = []
     for transactional_id in body.transactional_ids:
         code, md = coordinator.describe(transactional_id)
+        if transactional_id in denied:
+            code, md = denied[transactional_id], None
         state: dict[str, Any] = {
             "error_code": code,
             "transactional_id": transactional_id,
@@ -268,9 +308,11 @@ async def handle_describe_transactions(services: BrokerServices, request: Reques
                 transaction_start_time=md.start_ms if md.start_ms >= 0 else NO_START_TIME,
                 producer_id=md.producer_id,
                 producer_epoch=md.producer_epoch,
+                # Topics the principal may not Describe are left out (Kafka).
                 topics=[
                     {"topic": topic, "partitions": indexes}
                     for topic, indexes in topic_partitions(md.partitions).items()
+                    if authz.visible(request, TOPIC, [topic])
                 ],
             )
         states.append(state)
@@ -305,6 +347,8 @@ async def handle_list_transactions(services: BrokerServices, request: Request) -
             int(field(body, "duration_filter", -1)),
             id_pattern,
         )
+        visible = set(services.authz.visible(request, TXN_ID, (m.transactional_id for m in found)))
+        found = [md for md in found if md.transactional_id in visible]
     return _answer(
         request,
         {
@@ -324,6 +368,7 @@ async def handle_list_transactions(services: BrokerServices, request: Request) -
 
 async def handle_describe_producers(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
+    denied = services.authz.denied(request, TOPIC, (t.name for t in body.topics))
     topics = []
     for topic in body.topics:
         answers = []
@@ -333,6 +378,10 @@ async def handle_describe_producers(services: BrokerServices, request: Request) 
                 "error_code": 0,
                 "active_producers": [],
             }
+            if topic.name in denied:
+                answer["error_code"] = denied[topic.name]
+                answers.append(answer)
+                continue
             partition = services.replicas.partition(topic.name, int(index))
             # Any replica answers from its own producer state, as Kafka's
             # Partition.activeProducerState: the admin client sends to the leader unless

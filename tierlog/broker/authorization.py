@@ -1,0 +1,287 @@
+"""The handlers' one seam to authorization: who asks (a ``RequestContext`` per request) and
+what the checks of Kafka's table (``tierlog.security.authz_table``) answer for it.
+
+A handler never names an operation: it says which API it serves (the request), which
+resources it touches and which of the table's conditions hold (``When``), and gets Kafka's
+error codes back:
+
+- ``request_error``: the checks whose refusal fails the whole request (JoinGroup's Read on
+  the group, EndTxn's Write on the transactional id, DescribeAcls' Describe on the
+  cluster...); 0 when they pass.
+- ``denied``: per resource, the code of each refused name (Produce's Write on a topic).
+  A cluster check with a per-resource fallback (CreateTopics: Create on the cluster, else
+  Create on each topic) is tried first, silently.
+- ``visible``: the names a filtering check keeps (Metadata's listing of every topic,
+  ListGroups, ListTransactions): the others are left out without an error.
+- ``authorized_operations``: KIP-430's bit field for Metadata, DescribeGroups and
+  DescribeCluster.
+
+Who asks: the network layer sets ``CONNECTION_PRINCIPAL`` in each connection's task
+(``User:ANONYMOUS`` until authentication says otherwise) and ``CLIENT_ADDRESS``; the
+broker's dispatch makes the ``RequestContext`` of each request from them
+(``bind_request``). With no authorizer configured every check passes, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
+from typing import Final
+
+from tierlog.broker.server import CLIENT_ADDRESS, CONNECTION_PRINCIPAL
+from tierlog.protocol import Request
+from tierlog.security.acl import CLUSTER_NAME, AclOperation, ResourcePattern, ResourceType
+from tierlog.security.api import Action, AuthorizationResult, Authorizer, RequestContext
+from tierlog.security.authz_table import AUTHORIZATION, Check, Denial, When, denial_error
+from tierlog.security.principal import ANONYMOUS
+
+__all__ = [
+    "CONNECTION_PRINCIPAL",
+    "OPERATIONS_NOT_REQUESTED",
+    "SUPPORTED_OPERATIONS",
+    "RequestAuthorizer",
+    "bind_request",
+    "current_context",
+]
+
+_REQUEST_CONTEXT: ContextVar[RequestContext | None] = ContextVar("request_context", default=None)
+
+Op, Res = AclOperation, ResourceType
+# KIP-430: the operations reported per resource type (Kafka's supported operations of
+# Topic, Group and Cluster in AclEntry.supportedOperations).
+SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[AclOperation, ...]]] = {
+    Res.TOPIC: (
+        Op.READ,
+        Op.WRITE,
+        Op.CREATE,
+        Op.DESCRIBE,
+        Op.DELETE,
+        Op.ALTER,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    ),
+    Res.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
+    Res.CLUSTER: (
+        Op.CREATE,
+        Op.CLUSTER_ACTION,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+        Op.IDEMPOTENT_WRITE,
+        Op.ALTER,
+        Op.DESCRIBE,
+    ),
+    Res.TRANSACTIONAL_ID: (Op.DESCRIBE, Op.WRITE),
+}
+# What the authorized-operations fields hold when the client did not ask (Int.MinValue).
+OPERATIONS_NOT_REQUESTED: Final = -(2**31)
+
+
+def bind_request(request: Request) -> RequestContext:
+    """Make (and keep, for this request's handler) the context of ``request``."""
+    address = CLIENT_ADDRESS.get()
+    context = RequestContext(
+        principal=CONNECTION_PRINCIPAL.get(),
+        client_host=address[1:] if address.startswith("/") else address,
+        api_key=request.api_key,
+        client_id=request.client_id,
+    )
+    _REQUEST_CONTEXT.set(context)
+    return context
+
+
+def current_context() -> RequestContext:
+    """The context of the request being handled (ANONYMOUS on no host outside one)."""
+    context = _REQUEST_CONTEXT.get()
+    return context if context is not None else RequestContext(ANONYMOUS, "")
+
+
+def _applies(check: Check, conditions: frozenset[When]) -> bool:
+    return check.when is When.ALWAYS or check.when in conditions
+
+
+_ACTIONS_KEPT: Final = 4096
+
+
+@functools.cache
+def _per_resource_checks(
+    api_key: int, resource_type: ResourceType, holding: frozenset[When]
+) -> tuple[tuple[Check, bool], ...]:
+    """The checks of ``api_key`` answered per resource of ``resource_type`` (``denied``),
+    each with whether the cluster is asked first (its Allow covers every resource), worked
+    out once per API: the table does not change, and Produce asks on every request."""
+    found = []
+    for check in AUTHORIZATION[api_key].checks:
+        if not _applies(check, holding):
+            continue
+        fallback = check.fallback
+        if check.denial is Denial.PER_RESOURCE and check.resource is resource_type:
+            found.append((check, False))
+        elif (
+            check.resource is Res.CLUSTER
+            and check.denial is Denial.FILTERED
+            and fallback is not None
+            and fallback.resource is resource_type
+            and fallback.denial is Denial.PER_RESOURCE
+            and _applies(fallback, holding)
+        ):
+            found.append((check, True))
+    return tuple(found)
+
+
+class RequestAuthorizer:
+    """Answers the table's checks for the request being handled (module docstring).
+
+    Args:
+        authorizer: ``authorizer.class.name``'s plugin; None: no authorization.
+    """
+
+    def __init__(self, authorizer: Authorizer | None = None) -> None:
+        self._authorizer = authorizer
+        # The Actions asked before, by (operation, resource type, name, log): a Produce
+        # asks the same few on every request, and building the frozen pattern and action
+        # took as long as the decision itself (bench/acl_produce.py). Bounded: cleared
+        # when full.
+        self._actions: dict[tuple[AclOperation, ResourceType, str, bool], Action] = {}
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        return self._authorizer
+
+    @property
+    def enabled(self) -> bool:
+        return self._authorizer is not None
+
+    def allowed(
+        self, operation: AclOperation, resource_type: ResourceType, name: str, *, log: bool = True
+    ) -> bool:
+        """One decision for the current request (audited when refused and ``log``)."""
+        if self._authorizer is None:
+            return True
+        key = (operation, resource_type, name, log)
+        action = self._actions.get(key)
+        if action is None:
+            if len(self._actions) >= _ACTIONS_KEPT:
+                self._actions.clear()
+            # Kafka's KafkaApis audits client-visible checks both ways: denials at INFO,
+            # grants at DEBUG (kafka.authorizer.logger at DEBUG shows them).
+            action = self._actions[key] = Action(
+                operation,
+                ResourcePattern(resource_type, name),
+                log_if_allowed=log,
+                log_if_denied=log,
+            )
+        [result] = self._authorizer.authorize(current_context(), [action])
+        return result is AuthorizationResult.ALLOWED
+
+    def _passes(self, check: Check, name: str, conditions: frozenset[When], log: bool) -> bool:
+        if self.allowed(check.operation, check.resource, name, log=log and not check.fallback):
+            return True
+        fallback = check.fallback
+        if fallback is None or not _applies(fallback, conditions):
+            return False
+        if fallback.denial is Denial.BY_RESOURCE_TYPE:
+            assert self._authorizer is not None
+            result = self._authorizer.authorize_by_resource_type(
+                current_context(), fallback.operation, fallback.resource
+            )
+            return result is AuthorizationResult.ALLOWED
+        fallback_name = CLUSTER_NAME if fallback.resource is Res.CLUSTER else name
+        return self.allowed(fallback.operation, fallback.resource, fallback_name, log=log)
+
+    def request_error(
+        self,
+        request: Request,
+        names: Mapping[ResourceType, str] | None = None,
+        *conditions: When,
+    ) -> int:
+        """Kafka's code for the first refused whole-request check of ``request``'s API,
+        else 0. ``names``: the group, transactional id... the request names (the cluster
+        needs none); a check on a resource not named does not apply."""
+        if self._authorizer is None:
+            return 0
+        holding = frozenset(conditions)
+        for check in AUTHORIZATION[request.api_key].checks:
+            if check.denial is not Denial.REQUEST or not _applies(check, holding):
+                continue
+            if check.resource is Res.CLUSTER:
+                name: str | None = CLUSTER_NAME
+            else:
+                name = (names or {}).get(check.resource)
+            if name is None:
+                continue
+            if not self._passes(check, name, holding, log=True):
+                return denial_error(check.resource)
+        return 0
+
+    def denied(
+        self,
+        request: Request,
+        resource_type: ResourceType,
+        names: Iterable[str],
+        *conditions: When,
+        log: bool = True,
+    ) -> dict[str, int]:
+        """Each of ``names`` (resources of ``resource_type``) that a per-resource check
+        refuses, with Kafka's code; names allowed are not in the answer. ``log=False``
+        for a listing that only leaves the refused out (no audit line, as Kafka)."""
+        if self._authorizer is None:
+            return {}
+        refused: dict[str, int] = {}
+        unique = list(dict.fromkeys(names))
+        for check, cluster_first in _per_resource_checks(
+            request.api_key, resource_type, frozenset(conditions)
+        ):
+            if cluster_first:
+                if self.allowed(check.operation, Res.CLUSTER, CLUSTER_NAME, log=False):
+                    continue
+                assert check.fallback is not None
+                check = check.fallback
+            for name in unique:
+                if name not in refused and not self.allowed(
+                    check.operation, resource_type, name, log=log
+                ):
+                    refused[name] = denial_error(resource_type)
+        return refused
+
+    def visible(
+        self,
+        request: Request,
+        resource_type: ResourceType,
+        names: Iterable[str],
+        *conditions: When,
+    ) -> list[str]:
+        """The names a filtering check keeps (no error for the others, no audit line)."""
+        kept = list(names)
+        if self._authorizer is None:
+            return kept
+        holding = frozenset(conditions)
+        for check in AUTHORIZATION[request.api_key].checks:
+            if check.denial is not Denial.FILTERED or not _applies(check, holding):
+                continue
+            if check.resource is resource_type:
+                kept = [
+                    n for n in kept if self.allowed(check.operation, resource_type, n, log=False)
+                ]
+                continue
+            fallback = check.fallback
+            if (
+                check.resource is Res.CLUSTER
+                and fallback is not None
+                and fallback.resource is resource_type
+                and fallback.denial is Denial.FILTERED
+            ):
+                if self.allowed(check.operation, Res.CLUSTER, CLUSTER_NAME, log=False):
+                    continue
+                kept = [
+                    n for n in kept if self.allowed(fallback.operation, resource_type, n, log=False)
+                ]
+        return kept
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """KIP-430: bit ``1 << operation`` set for each supported operation allowed."""
+        bits = 0
+        for operation in SUPPORTED_OPERATIONS.get(resource_type, ()):
+            if self.allowed(operation, resource_type, name, log=False):
+                bits |= 1 << operation
+        return bits
