@@ -487,6 +487,22 @@ BROKER_CONFIG = ConfigDef(
         ),
         ConfigKey("metrics.http.host", "string", "127.0.0.1", "address of the metrics endpoint"),
         ConfigKey(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            "long",
+            2**63 - 1,
+            "bytes per second copied when replicas move between log.dirs "
+            "(AlterReplicaLogDirs); Long.MAX = no limit",
+            at_least(1),
+        ),
+        ConfigKey(
+            "telemetry.max.bytes",
+            "int",
+            1 << 20,
+            "largest client-metrics push accepted (KIP-714); pushes are exported on the "
+            "metrics endpoint",
+            at_least(1),
+        ),
+        ConfigKey(
             "replica.high.watermark.checkpoint.interval.ms",
             "long",
             5000,

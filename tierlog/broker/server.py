@@ -57,6 +57,10 @@ Handler = Callable[[Request], Awaitable[Any]]
 # The address of the client whose request is being handled ("/127.0.0.1", Kafka's form),
 # set per connection task; consumer groups report it as the member's client host.
 CLIENT_ADDRESS: ContextVar[str] = ContextVar("client_address", default="")
+# The client's source port, and the software name and version its ApiVersions request gave
+# (v3+, KIP-511); client-metrics subscriptions match on them (KIP-714).
+CLIENT_PORT: ContextVar[int | None] = ContextVar("client_port", default=None)
+CLIENT_SOFTWARE: ContextVar[tuple[str, str] | None] = ContextVar("client_software", default=None)
 # Drain the socket's buffer when more than this is queued, so a slow reader cannot make
 # the broker hold unbounded response bytes in memory.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -246,6 +250,7 @@ class KafkaServer:
         self._connections.add(task)
         self._per_ip[ip] += 1
         CLIENT_ADDRESS.set(f"/{ip}" if peer else "")
+        CLIENT_PORT.set(peer[1] if peer and len(peer) > 1 else None)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

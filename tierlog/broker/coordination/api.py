@@ -15,6 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+# The config entity type of client-metrics subscriptions (KIP-714), Kafka's ConfigType name.
+CLIENT_METRICS_ENTITY = "client-metrics"
+
 
 class CoordinationError(Exception):
     """Base class."""
@@ -137,6 +140,19 @@ class Coordinator(Protocol):
 
     async def set_client_quotas(self, entity: str, values: dict[str, float]) -> None:
         """Replace the quotas of ``entity`` (an empty dict removes the entity)."""
+        ...
+
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Configs of every entity of ``entity_type`` other than topics and quotas
+        (``client-metrics``, Kafka's ``/config/<type>/<name>`` layout): name -> key ->
+        value; entities without configs are left out."""
+        ...
+
+    async def set_entity_configs(
+        self, entity_type: str, name: str, configs: dict[str, str]
+    ) -> None:
+        """Replace the configs of one entity (an empty dict removes it); returns once this
+        broker sees the change."""
         ...
 
     async def alter_partition(

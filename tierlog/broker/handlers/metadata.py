@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.coordination.api import TopicCollisionError, TopicExistsError, TopicMetadata
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
+from tierlog.broker.server import CLIENT_SOFTWARE
 from tierlog.protocol import Request, api_versions_response
 from tierlog.protocol.codec import response_type_for
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field
+from tierlog.protocol.versions import TELEMETRY_APIS
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
@@ -31,7 +33,12 @@ async def handle_api_versions(services: BrokerServices, request: Request) -> Any
     # An unknown version was already turned into a v0 request by the codec; the answer must
     # still carry error 35 (KIP-511), which ``api_versions_response`` adds only when given
     # the version that was asked for: passing ``response_version`` (0) answered "no error".
-    return api_versions_response(request.api_version)
+    name = field(request.body, "client_software_name", None)
+    if name:
+        CLIENT_SOFTWARE.set((name, field(request.body, "client_software_version", "") or ""))
+    # Client metrics are announced only when the broker can export them (KIP-714).
+    hidden = TELEMETRY_APIS if services.client_metrics is None else frozenset()
+    return api_versions_response(request.api_version, hidden=hidden)
 
 
 def broker_entries(services: BrokerServices) -> list[dict[str, Any]]:
