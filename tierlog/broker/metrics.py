@@ -258,8 +258,11 @@ def _client_metrics(manager: ClientMetricsManager) -> Iterator[Any]:
         key = (series.name, series.counter)
         family = families.get(key)
         if family is None:
+            # A counter's samples end in _total (OpenMetrics); Kafka's sums already do
+            # (record.send.total), which must not become ..._total_total.
+            name = series.name.removesuffix("_total") if series.counter else series.name
             kind = "counter" if series.counter else "gauge"
-            family = families[key] = Metric(series.name, "pushed by clients (KIP-714)", kind)
+            family = families[key] = Metric(name, "pushed by clients (KIP-714)", kind)
         sample_name = f"{family.name}_total" if series.counter else family.name
         family.add_sample(sample_name, dict(series.labels), series.value)
     yield from families.values()

@@ -5,7 +5,9 @@ Rules are Kafka's ``ClientMetricsManager`` / ``ClientMetricsInstance``:
 
 - GetTelemetrySubscriptions with the zero UUID gets a new client instance id. A request
   before the push interval has passed since the last one is THROTTLING_QUOTA_EXCEEDED,
-  unless the subscriptions changed since (the client must learn the new ones at once).
+  unless the subscriptions changed since, or the last push was refused
+  UNKNOWN_SUBSCRIPTION_ID or UNSUPPORTED_COMPRESSION_TYPE (the client must learn the new
+  ones at once).
 - PushTelemetry is refused INVALID_REQUEST after the client said it was terminating,
   THROTTLING_QUOTA_EXCEEDED before its interval (the first push after a
   GetTelemetrySubscriptions is always accepted: clients jitter the interval by +-50%),
@@ -97,6 +99,7 @@ class _Instance:
     subscription_version: int
     last_get_ms: int = -1
     last_push_ms: int = -1
+    asked_since_push: bool = False
     terminating: bool = False
     last_error: ErrorCode = ErrorCode.none
     seen_ms: int = 0
@@ -174,15 +177,20 @@ class ClientMetricsManager:
             instance_id = self._new_id()
         instance = self._instance(instance_id, client, now)
         last = max(instance.last_get_ms, instance.last_push_ms)
-        if last >= 0 and now - last < instance.target.interval_ms:
-            # Kafka means "unless the last error was UNKNOWN_SUBSCRIPTION_ID or
-            # UNSUPPORTED_COMPRESSION_TYPE" but its condition is always true; a changed
-            # subscription already resets the instance (``_instance``).
+        # A client told its subscription or codec is wrong must learn the right ones at
+        # once: Kafka's intent (its condition, written with ``||``, is always true and
+        # throttles such a client for a whole interval).
+        relearn = instance.last_error in (
+            ErrorCode.unknown_subscription_id,
+            ErrorCode.unsupported_compression_type,
+        )
+        if last >= 0 and now - last < instance.target.interval_ms and not relearn:
             raise TelemetryError(
                 ErrorCode.throttling_quota_exceeded,
                 f"client {instance_id} asked again before its push interval",
             )
         instance.last_get_ms = now
+        instance.asked_since_push = True
         instance.last_error = ErrorCode.none
         return instance_id, instance.target
 
@@ -232,13 +240,16 @@ class ClientMetricsManager:
                 ErrorCode.invalid_request, f"client {name} already said it was terminating"
             )
         now = self._clock.monotonic_ms()
+        # The first push after a GetTelemetrySubscriptions is accepted whenever it comes
+        # (Kafka: lastGet > lastPush; a flag, so two requests in one millisecond count).
         accepted = (
-            instance.last_get_ms > instance.last_push_ms
+            instance.asked_since_push
             or instance.last_push_ms < 0
             or now - instance.last_push_ms >= instance.target.interval_ms
         )
         if accepted:
             instance.last_push_ms = now
+            instance.asked_since_push = False
         elif not terminating:
             raise TelemetryError(
                 ErrorCode.throttling_quota_exceeded,

@@ -21,17 +21,20 @@ protobuf readers do. The messages and field numbers (opentelemetry-proto,
 
 Protobuf wire types: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 (3 and 4, groups,
 are obsolete and refused). A payload that does not parse raises ``OtlpError``; the broker
-answers it INVALID_RECORD, as Kafka does when its receiver fails.
+answers it INVALID_RECORD, as Kafka does when its receiver fails. ``fuzz_one_input`` is
+the fuzz entry point (atheris-compatible); tests/broker/client_metrics/test_otlp.py drives
+it with hypothesis.
 """
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DataPoint", "OtlpError", "parse_metrics_data"]
+__all__ = ["DataPoint", "OtlpError", "fuzz_one_input", "parse_metrics_data"]
 
 _DOUBLE: Final = struct.Struct("<d")
 _INT64: Final = struct.Struct("<q")
@@ -232,3 +235,9 @@ def parse_metrics_data(payload: bytes) -> list[DataPoint]:
                 if n == 2:
                     points.extend(_metric(_message(metric), resource))
     return points
+
+
+def fuzz_one_input(data: bytes) -> None:
+    """Anything but ``OtlpError`` escaping is a bug."""
+    with contextlib.suppress(OtlpError):
+        parse_metrics_data(data)
