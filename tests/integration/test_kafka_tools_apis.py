@@ -6,20 +6,30 @@ of type 16), a Java producer pushing its metrics (GetTelemetrySubscriptions, Pus
 KIP-714) that the broker's Prometheus endpoint then shows with the client's id, and
 ``kafka-cluster cluster-id`` / ``kafka-topics --describe`` (DescribeCluster,
 DescribeTopicPartitions: the broker's request counters prove the tools used them rather
-than falling back to Metadata)."""
+than falling back to Metadata), and ``kafka-reassign-partitions`` with ``log_dirs`` plus
+``kafka-log-dirs`` (AlterReplicaLogDirs, DescribeLogDirs)."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.broker.harness import BrokerProcess
 from tests.integration import kafka_tools
-from tests.integration.kafka_tools import CONFIGS, TOPICS, KafkaDist, KafkaUnavailable
+from tests.integration.kafka_tools import (
+    CONFIGS,
+    REASSIGN,
+    TOPICS,
+    KafkaDist,
+    KafkaUnavailable,
+)
 from tierlog.protocol.api_catalog import CATALOG, ApiStatus
 
 pytestmark = pytest.mark.timeout(
@@ -30,6 +40,7 @@ API_VERSIONS = "org.apache.kafka.tools.BrokerApiVersionsCommand"
 CLIENT_METRICS = "org.apache.kafka.tools.ClientMetricsCommand"
 CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 LISTED_API = re.compile(r"^\s*(\w+)\((\d+)\): (UNSUPPORTED|[\d to]+ \[usable: \d+\])", re.M)
 
 
@@ -180,3 +191,60 @@ def test_cluster_id_and_topic_describe_use_the_new_apis(
     assert "PartitionCount: 3" in out
     assert re.findall(r"Partition: (\d+)\s+Leader: 0", out) == ["0", "1", "2"]
     assert requests_of(broker, "DescribeTopicPartitions") > before
+
+
+def test_reassign_partitions_moves_replicas_between_log_dirs(
+    tools: KafkaDist, tmp_path: Path
+) -> None:
+    """kafka-reassign-partitions with ``log_dirs`` in its plan sends AlterReplicaLogDirs
+    and its --verify reads DescribeLogDirs; kafka-log-dirs shows the result."""
+    a, b = (tmp_path / "a").resolve(), (tmp_path / "b").resolve()
+    broker = BrokerProcess(tmp_path / "data", {"log.dirs": f"{a},{b}"}).start()
+    try:
+        bootstrap = ["--bootstrap-server", broker.bootstrap]
+        run(tools, TOPICS, [*bootstrap, "--create", "--topic", "dirs", "--partitions", "2"])
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(2000):
+            producer.produce("dirs", value=b"%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "partitions": [
+                        {"topic": "dirs", "partition": p, "replicas": [0], "log_dirs": [str(b)]}
+                        for p in (0, 1)
+                    ],
+                }
+            )
+        )
+        out = run(tools, REASSIGN, [*bootstrap, "--execute", "--reassignment-json-file", str(plan)])
+        assert f"Successfully started moving log directory to {b} for replica dirs-0" in out
+        verify = [*bootstrap, "--verify", "--reassignment-json-file", str(plan)]
+        deadline = time.monotonic() + 60
+        while "Reassignment of replica dirs-0-0 completed" not in (
+            out := run(tools, REASSIGN, verify)
+        ) or ("Reassignment of replica dirs-1-0 completed" not in out):
+            assert time.monotonic() < deadline, out
+            time.sleep(1)
+        described = run(tools, LOG_DIRS, [*bootstrap, "--describe", "--topic-list", "dirs"])
+        report = json.loads(described.strip().splitlines()[-1])
+        where = {
+            p["partition"]: d["logDir"]
+            for d in report["brokers"][0]["logDirs"]
+            for p in d["partitions"]
+        }
+        assert where == {"dirs-0": str(b), "dirs-1": str(b)}
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dirs"})
+        consumer.assign([TopicPartition("dirs", p, 0) for p in (0, 1)])
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while len(seen) < 2000 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.add(msg.value())
+        consumer.close()
+        assert seen == {b"%d" % i for i in range(2000)}
+    finally:
+        broker.stop()
