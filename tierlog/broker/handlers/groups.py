@@ -12,12 +12,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.group.placement import OFFSETS_TOPIC
+from tierlog.broker.handlers.authorized_ops import authorized_operations
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.handlers.transactions import transaction_coordinator_for
 from tierlog.broker.server import CLIENT_ADDRESS
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field, millis
+from tierlog.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from tierlog.broker.group import FetchedOffset
@@ -368,6 +370,7 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
     described = services.groups.describe_groups(
         body.groups, not_found_error=request.api_version >= 6
     )
+    with_ops = field(body, "include_authorized_operations", False)
     return _answer(
         request,
         {
@@ -390,6 +393,10 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
                         }
                         for m in g.members
                     ],
+                    # KIP-430 (v3+), when asked.
+                    "authorized_operations": authorized_operations(
+                        services, request, ResourceType.GROUP, g.group_id, requested=with_ops
+                    ),
                 }
                 for g in described
             ]

@@ -10,6 +10,7 @@ from dataclasses import field as field_
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.coordination.api import TopicCollisionError, TopicExistsError, TopicMetadata
+from tierlog.broker.handlers.authorized_ops import authorized_operations
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
 from tierlog.broker.server import CLIENT_SOFTWARE
 from tierlog.protocol import Request, api_versions_response
@@ -17,6 +18,7 @@ from tierlog.protocol.codec import response_type_for
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field
 from tierlog.protocol.versions import TELEMETRY_APIS
+from tierlog.security.acl import CLUSTER_NAME, ResourceType
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
@@ -143,6 +145,13 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
                 )
             else:
                 topics.append(topic_entry(services, name))
+    # KIP-430 (v8+): the operations the principal may perform, when asked.
+    with_topic_ops = field(body, "include_topic_authorized_operations", False)
+    for entry in topics:
+        if not entry["error_code"]:
+            entry["topic_authorized_operations"] = authorized_operations(
+                services, request, ResourceType.TOPIC, entry["name"], requested=with_topic_ops
+            )
     response_type = request_response_type(request)
     return build(
         response_type,
@@ -153,6 +162,13 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
             "controller_id": services.cluster.controller_id(),
             "topics": topics,
             "error_code": 0,
+            "cluster_authorized_operations": authorized_operations(
+                services,
+                request,
+                ResourceType.CLUSTER,
+                CLUSTER_NAME,
+                requested=field(body, "include_cluster_authorized_operations", False),
+            ),
         },
     )
 
