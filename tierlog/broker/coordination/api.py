@@ -177,6 +177,13 @@ class Coordinator(Protocol):
         (Kafka's ``/latest_producer_id_block``)."""
         ...
 
+    async def wait_for_topics(
+        self, predicate: Callable[[dict[str, TopicMetadata]], bool], timeout_s: float
+    ) -> bool:
+        """Wait until ``predicate(topics())`` holds as this broker sees the metadata (its
+        cache, in a cluster); False if it does not within ``timeout_s``."""
+        ...
+
     def on_change(self, callback: Callable[[MetadataChange | None], None]) -> None:
         """Call ``callback`` after any metadata change (topics, states, brokers), with what
         changed, or None when anything may have (start-up, a full re-read)."""

@@ -572,6 +572,12 @@ class LocalCoordinator:
             quotas.pop(entity, None)
         self._client_quotas = quotas
 
+    async def wait_for_topics(
+        self, predicate: Callable[[dict[str, TopicMetadata]], bool], timeout_s: float
+    ) -> bool:
+        # One node: a change is in topics() by the time the call making it returns.
+        return predicate(self._topics)
+
     def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
         return self._entity_configs.get(entity_type, {})
 

@@ -227,6 +227,15 @@ class ZkCoordinator:
             f"the new quotas of {entity}",
         )
 
+    async def wait_for_topics(
+        self, predicate: Callable[[dict[str, TopicMetadata]], bool], timeout_s: float
+    ) -> bool:
+        try:
+            await self.wait_for(lambda s: predicate(s.topics), "topic metadata", timeout_s)
+        except CoordinationError:
+            return False
+        return True
+
     def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
         return self._snapshot.entity_configs.get(entity_type, {})
 
