@@ -128,6 +128,9 @@ class Broker:
                 retention_check_interval_ms=config["log.retention.check.interval.ms"],
                 checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
                 producer_id_expiration_ms=config["producer.id.expiration.ms"],
+                producer_expiration_check_interval_ms=config[
+                    "producer.id.expiration.check.interval.ms"
+                ],
             ),
         )
         log_manager.startup(topic_configs)

@@ -134,4 +134,12 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     ),
     "metrics.http.host": _ro(_OWN),
     "replica.high.watermark.checkpoint.interval.ms": _ro(),
+    "telemetry.max.bytes": _ro(),
+    "replica.alter.log.dirs.io.max.bytes.per.second": KafkaNotes(
+        PER_BROKER, "a dynamic-only quota key in Kafka; here set in server.properties"
+    ),
+    "log.local.retention.ms": _cw(),
+    "log.local.retention.bytes": _cw(),
+    "producer.id.expiration.check.interval.ms": _ro(),
+    "max.request.partition.size.limit": _ro(),
 }

@@ -413,7 +413,7 @@ def _apply_op(
         return
     key = TOPIC_CONFIG.keys.get(name)
     if key is None:
-        raise TopicError(ErrorCode.invalid_config, f"config {name!r}: unknown configuration key")
+        raise TopicError(ErrorCode.invalid_config, f"config {name!r}: {TOPIC_CONFIG.refusal(name)}")
     if op == OP_SET:
         configs[name] = value or ""
     elif op == OP_DELETE:

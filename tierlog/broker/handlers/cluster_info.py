@@ -10,7 +10,7 @@ absent, never fenced (v2's ``is_fenced``).
 
 DescribeTopicPartitions (KIP-966) is Metadata for topics alone, paged: topics in name order
 from the request's cursor, at most ``response_partition_limit`` partitions (and at most
-``MAX_PARTITIONS``, Kafka's ``max.request.partition.size.limit`` default) per answer, and a
+``max.request.partition.size.limit``) per answer, and a
 ``next_cursor`` naming where the next page starts. tierlog has no eligible leader replicas
 (KIP-966's ELR is KRaft's), so those lists are empty.
 """
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
 
 ENDPOINT_BROKERS: Final = 1
-MAX_PARTITIONS: Final = 2000
 
 
 async def handle_describe_cluster(services: BrokerServices, request: Request) -> Any:
@@ -75,7 +74,8 @@ async def handle_describe_cluster(services: BrokerServices, request: Request) ->
 async def handle_describe_topic_partitions(services: BrokerServices, request: Request) -> Any:
     body: Any = request.body
     cursor = body.cursor
-    limit = max(1, min(int(body.response_partition_limit), MAX_PARTITIONS))
+    bound = services.config["max.request.partition.size.limit"]
+    limit = max(1, min(int(body.response_partition_limit), bound))
     asked = sorted({t.name for t in body.topics})
     names = asked or sorted(services.cluster.topics())
     if cursor is not None:
