@@ -4,8 +4,9 @@ key is honoured or refused with a reason; none is accepted and ignored).
 ``BROKER_CONFIG`` (``tierlog.broker.config``) is what tierlog honours; this is the rest of
 Kafka's broker keys, as data beside it: ``BROKER_CONFIG`` refuses a key named here with
 "not supported: <reason>" instead of "unknown configuration key", and
-``tierlog.tools.config_reference`` lists the refusals in docs/configuration.md. A rule names one key, or
-a prefix (ending in ``.``) covering a family; the most specific rule wins.
+``tierlog.tools.config_reference`` lists the refusals in docs/configuration.md. A rule
+names one key, or a prefix (ending in ``.``) covering a family; the most specific rule
+wins.
 ``KAFKA_BROKER_KEYS`` is every key of Kafka 4.4's ``KafkaConfig`` (its ``configDef()``) plus
 the dynamic-only broker keys (``DynamicConfig.Broker``'s quota keys);
 ``tests/broker/test_config_refused.py`` holds that each one resolves to honoured or refused.

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Final
 
 from tierlog.local import log_dir_move
 from tierlog.local.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
-from tierlog.local.txn_index_codec import TXN_INDEX_SUFFIX
 from tierlog.protocol.errors import ErrorCode
+from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX
 
 if TYPE_CHECKING:
     from tierlog.broker.partition import Partition

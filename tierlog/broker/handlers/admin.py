@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker import cleaner_state
 from tierlog.broker.config import BROKER_CONFIG
+from tierlog.broker.errors import error_code
 from tierlog.broker.handlers.config_resources import (
     RESOURCE_CLIENT_METRICS,
     alter_client_metrics,
     describe_client_metrics,
     incremental_alter_client_metrics,
 )
-from tierlog.broker.errors import error_code
 from tierlog.broker.handlers.metadata import (
     ZERO_UUID,
     TopicSpec,

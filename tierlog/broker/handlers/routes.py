@@ -18,6 +18,11 @@ from tierlog.broker.handlers.admin import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from tierlog.broker.handlers.cluster_info import (
+    handle_describe_cluster,
+    handle_describe_topic_partitions,
+)
+from tierlog.broker.handlers.config_resources import handle_list_config_resources
 from tierlog.broker.handlers.fetch import handle_fetch
 from tierlog.broker.handlers.groups import (
     handle_delete_groups,
@@ -33,11 +38,6 @@ from tierlog.broker.handlers.groups import (
     handle_sync_group,
     handle_txn_offset_commit,
 )
-from tierlog.broker.handlers.cluster_info import (
-    handle_describe_cluster,
-    handle_describe_topic_partitions,
-)
-from tierlog.broker.handlers.config_resources import handle_list_config_resources
 from tierlog.broker.handlers.log_dirs import (
     handle_alter_replica_log_dirs,
     handle_describe_log_dirs,
