@@ -439,6 +439,13 @@ SPECS: tuple[Spec, ...] = (
         (When.TOPIC_RESOURCE,),
         2,
     ),
+    Spec(
+        34,
+        lambda e: {
+            "dirs": [{"path": "/nowhere", "topics": [{"name": TOPIC, "partitions": [0]}]}],
+        },
+        version=2,
+    ),
     Spec(35, lambda e: {"topics": None}, version=4),
     Spec(
         37,
@@ -541,6 +548,13 @@ SPECS: tuple[Spec, ...] = (
         version=2,
     ),
     Spec(
+        60,
+        lambda e: {"include_cluster_authorized_operations": True},
+        version=0,
+        # Describing needs nothing; the cluster's operations are 0 without Describe.
+        listed=lambda r: r.cluster_authorized_operations > 0,
+    ),
+    Spec(
         61,
         lambda e: {"topics": [{"name": TOPIC, "partition_indexes": [0]}]},
         {Res.TOPIC: TOPIC},
@@ -559,6 +573,29 @@ SPECS: tuple[Spec, ...] = (
         {Res.TRANSACTIONAL_ID: TXN},
         version=0,
         listed=lambda r: any(t.transactional_id == TXN for t in r.transaction_states),
+    ),
+    Spec(71, lambda e: {"client_instance_id": NO_ID}, version=0),
+    Spec(
+        72,
+        lambda e: {
+            "client_instance_id": NO_ID,
+            "subscription_id": 0,
+            "terminating": False,
+            "compression_type": 0,
+            "metrics": b"",
+        },
+        version=0,
+    ),
+    Spec(74, lambda e: {}, version=0),
+    Spec(
+        75,
+        lambda e: {
+            "topics": [{"name": TOPIC}],
+            "response_partition_limit": 2000,
+            "cursor": None,
+        },
+        {Res.TOPIC: TOPIC},
+        version=0,
     ),
 )
 
@@ -804,6 +841,10 @@ def test_without_the_acl_refused_with_it_allowed(
     try:
         _reset_client_acls(admin)
         without = _call(client, spec, version, env)
+        if not AUTHORIZATION[spec.api_key].checks:
+            # KafkaApis checks nothing for it (KIP-714's telemetry): answered without ACLs.
+            assert not error_codes(without) & AUTHORIZATION_CODES, f"{spec.id}: {without}"
+            return
         refusal = expected_refusal(spec)
         if refusal is None:
             assert spec.listed is not None, f"{spec.id}: only filtering checks, say what lists"

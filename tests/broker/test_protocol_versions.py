@@ -15,6 +15,7 @@ import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -246,6 +247,43 @@ def offset_for_leader_epoch(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
 
 def describe_log_dirs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {"topics": None}
+
+
+def alter_replica_log_dirs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    # Into the dir the partition is already in: nothing moves, and the answer is NONE.
+    return {"dirs": [{"path": ctx["log_dir"], "topics": [{"name": TOPIC, "partitions": [0]}]}]}
+
+
+def describe_cluster(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "include_cluster_authorized_operations": True,
+        "endpoint_type": 1,
+        "include_fenced_brokers": True,
+    }
+
+
+def get_telemetry_subscriptions(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"client_instance_id": None}
+
+
+def push_telemetry(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    # An instance the broker never gave out: it gets a state of its own, whose
+    # subscription id is not 0: UNKNOWN_SUBSCRIPTION_ID, a well-formed refusal.
+    return {
+        "client_instance_id": uuid.UUID(int=99),
+        "subscription_id": 0,
+        "terminating": False,
+        "compression_type": 0,
+        "metrics": b"",
+    }
+
+
+def list_config_resources(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"resource_types": [RESOURCE_TOPIC, RESOURCE_BROKER]}
+
+
+def describe_topic_partitions(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"topics": [{"name": TOPIC}], "response_partition_limit": 100, "cursor": None}
 
 
 def describe_configs(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
@@ -540,6 +578,12 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.DELETE_ACLS: delete_acls,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: get_telemetry_subscriptions,
+    ApiKey.PUSH_TELEMETRY: push_telemetry,
+    ApiKey.LIST_CONFIG_RESOURCES: list_config_resources,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions,
 }
 
 
@@ -589,6 +633,11 @@ MUST_SUCCEED = {
     ApiKey.ALTER_CLIENT_QUOTAS,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.ALTER_REPLICA_LOG_DIRS,
+    ApiKey.DESCRIBE_CLUSTER,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+    ApiKey.LIST_CONFIG_RESOURCES,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS,
 }
 
 
@@ -697,6 +746,16 @@ CHECKS: dict[int, Callable[[int, Any, dict[str, Any]], None]] = {
 
 
 @pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """The broker with its metrics endpoint on: the client-metrics APIs are announced."""
+    process = BrokerProcess(tmp_path / "data", {"metrics.http.port": "0"}).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
 def prepared(broker: BrokerProcess) -> Iterator[tuple[RawClient, dict[str, Any]]]:
     """A raw connection, topic ``pv`` with data, ``pv-grow`` to add partitions to and one
     ``pv-doomed-<v>`` per DeleteTopics version."""
@@ -726,7 +785,7 @@ def prepared(broker: BrokerProcess) -> Iterator[tuple[RawClient, dict[str, Any]]
             )
         )
         assert [int(t.error_code) for t in created.topics] == [0] * len(topics)
-        ctx = {"topic_id": created.topics[0].topic_id}
+        ctx = {"topic_id": created.topics[0].topic_id, "log_dir": str(broker.data_dir.resolve())}
         # The first FindCoordinator creates __consumer_offsets; until it is loaded the
         # group APIs answer COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR, as Kafka does.
         deadline = time.monotonic() + 15

@@ -172,6 +172,22 @@ def test_topics_created_deleted_and_reconfigured_are_read_by_topic(env: Any) -> 
     assert not [p for p in watched if "/brokers/topics/orders" in p], watched
 
 
+def test_client_metrics_resources_are_read_when_announced(env: Any) -> None:
+    admin, _lease, c = env
+    first = c.cache.update()
+    assert first is not None and first[0].entity_configs == {"client-metrics": {}}
+    admin.configs.set_entity("client-metrics", "all", {"metrics": "*", "interval.ms": "1000"})
+    snapshot, _change = c.next()
+    assert snapshot.entity_configs["client-metrics"] == {
+        "all": {"metrics": "*", "interval.ms": "1000"}
+    }
+    assert zk_data.topic_config_path("orders") not in c.zk.read  # only what was named
+    admin.configs.set_entity("client-metrics", "all", {})
+    snapshot, _change = c.next()
+    assert snapshot.entity_configs["client-metrics"] == {}
+    c.quiet()
+
+
 def test_a_lost_connection_or_session_means_one_full_read(env: Any, zk_connect: str) -> None:
     admin, lease, c = env
     c.cache.update()

@@ -53,3 +53,14 @@ def test_client_quotas_in_kafkas_layout(new_client: ClientFactory) -> None:
         "producer_byte_rate": "1048576"  # as Kafka writes a whole byte rate
     }
     assert notifications(b) == ["clients/app", "users/alice", "users/alice/clients/etl"]
+
+
+def test_client_metrics_resources_are_entities_of_their_own(new_client: ClientFactory) -> None:
+    a, b = new_client(), new_client()
+    assert b.configs.entities(zk_data.CLIENT_METRICS_CONFIG_TYPE) == {}  # no /config/... yet
+    a.configs.set_entity(zk_data.CLIENT_METRICS_CONFIG_TYPE, "all", {"metrics": "*"})
+    a.configs.set_entity(zk_data.CLIENT_METRICS_CONFIG_TYPE, "none", {})
+    assert b.configs.entities(zk_data.CLIENT_METRICS_CONFIG_TYPE) == {"all": {"metrics": "*"}}
+    data, _ = b.kazoo.get("/config/client-metrics/all")
+    assert zk_data.decode_config_at("/config/client-metrics/all", data) == {"metrics": "*"}
+    assert notifications(b) == ["client-metrics/all", "client-metrics/none"]

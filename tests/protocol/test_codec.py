@@ -64,9 +64,20 @@ SUPPORTED_PAIRS = [(k, v) for k, (low, high) in SUPPORTED.items() for v in range
 # (AlterPartition...) that kafka-python does not have are round-tripped through kio below.
 ALL_VERSIONS = [(k, v) for k, v in SUPPORTED_PAIRS if k in KP_REQUESTS]
 INTER_BROKER_VERSIONS = [(k, v) for k, v in SUPPORTED_PAIRS if k not in KP_REQUESTS]
-# A request body (its required scalar fields) per inter-broker API.
+# A request body (its required scalar fields) per API kafka-python cannot build
+# (inter-broker ones, and Kafka 3.7+'s).
 INTER_BROKER_SAMPLES: dict[int, dict[str, Any]] = {
     56: {"broker_id": 1, "broker_epoch": 25},  # AlterPartition
+    71: {"client_instance_id": uuid.UUID(int=5)},  # GetTelemetrySubscriptions
+    72: {  # PushTelemetry
+        "client_instance_id": uuid.UUID(int=7),
+        "subscription_id": 3,
+        "terminating": False,
+        "compression_type": 0,
+        "metrics": b"",
+    },
+    74: {"resource_types": [16]},  # ListConfigResources
+    75: {"topics": [{"name": "orders"}], "response_partition_limit": 2000},
 }
 
 

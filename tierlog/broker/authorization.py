@@ -48,8 +48,7 @@ __all__ = [
 _REQUEST_CONTEXT: ContextVar[RequestContext | None] = ContextVar("request_context", default=None)
 
 Op, Res = AclOperation, ResourceType
-# KIP-430: the operations reported per resource type (Kafka's supported operations of
-# Topic, Group and Cluster in AclEntry.supportedOperations).
+# KIP-430: the operations reported per resource type (Kafka's AclEntry.supportedOperations).
 SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[AclOperation, ...]]] = {
     Res.TOPIC: (
         Op.READ,
@@ -61,7 +60,8 @@ SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[AclOperation, ...]]] = {
         Op.DESCRIBE_CONFIGS,
         Op.ALTER_CONFIGS,
     ),
-    Res.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
+    # Kafka 4 groups have configs (KIP-848), so their config operations are reported too.
+    Res.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
     Res.CLUSTER: (
         Op.CREATE,
         Op.CLUSTER_ACTION,
@@ -72,6 +72,8 @@ SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[AclOperation, ...]]] = {
         Op.DESCRIBE,
     ),
     Res.TRANSACTIONAL_ID: (Op.DESCRIBE, Op.WRITE),
+    Res.DELEGATION_TOKEN: (Op.DESCRIBE,),
+    Res.USER: (Op.CREATE_TOKENS, Op.DESCRIBE_TOKENS),
 }
 # What the authorized-operations fields hold when the client did not ask (Int.MinValue).
 OPERATIONS_NOT_REQUESTED: Final = -(2**31)
@@ -279,7 +281,13 @@ class RequestAuthorizer:
         return kept
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
-        """KIP-430: bit ``1 << operation`` set for each supported operation allowed."""
+        """KIP-430: bit ``1 << operation`` set for each supported operation allowed, asked
+        without an audit line; the cluster's only to who may describe it (Kafka's
+        ``AuthHelper``)."""
+        if resource_type is Res.CLUSTER and not self.allowed(
+            Op.DESCRIBE, resource_type, name, log=False
+        ):
+            return 0
         bits = 0
         for operation in SUPPORTED_OPERATIONS.get(resource_type, ()):
             if self.allowed(operation, resource_type, name, log=False):

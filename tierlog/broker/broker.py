@@ -20,6 +20,7 @@ from typing import Any
 from kio.static.primitive import i32Timedelta
 
 from tierlog.broker.authorization import RequestAuthorizer, bind_request
+from tierlog.broker.client_metrics.manager import ClientMetricsManager
 from tierlog.broker.cluster import ClusterMembership
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator, UserConfigs
@@ -29,6 +30,7 @@ from tierlog.broker.fetch_sessions import FetchSessionCache
 from tierlog.broker.handlers.fetch import replica_id_of
 from tierlog.broker.handlers.routes import HANDLERS
 from tierlog.broker.listeners import endpoints
+from tierlog.broker.log_dir_mover import LogDirMover
 from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
 from tierlog.broker.meta_properties import check_or_write
 from tierlog.broker.meta_properties import read as read_meta_properties
@@ -139,6 +141,9 @@ class Broker:
                 retention_check_interval_ms=config["log.retention.check.interval.ms"],
                 checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
                 producer_id_expiration_ms=config["producer.id.expiration.ms"],
+                producer_expiration_check_interval_ms=config[
+                    "producer.id.expiration.check.interval.ms"
+                ],
             ),
         )
         log_manager.startup(topic_configs)
@@ -230,7 +235,20 @@ class Broker:
                 samples=config["quota.window.num"],
                 window_ms=config["quota.window.size.seconds"] * 1000,
             ),
+            # Client metrics need somewhere to go: the metrics endpoint (KIP-714).
+            client_metrics=(
+                ClientMetricsManager(self.clock, config["telemetry.max.bytes"])
+                if config["metrics.http.port"] >= 0
+                else None
+            ),
+            log_dir_mover=LogDirMover(
+                replicas,
+                bytes_per_second=config["replica.alter.log.dirs.io.max.bytes.per.second"],
+            ),
         )
+        # Moves between log dirs that the last stop interrupted go on (KIP-113).
+        assert self.services.log_dir_mover is not None
+        self.services.log_dir_mover.resume(log_manager.pending_moves)
         self._schedule_background_tasks(scheduler)
         rate = config["log.scrubber.bytes.per.second"]
         if rate > 0:  # re-checks closed segments' CRC-32C in the background (issue 10)
@@ -380,10 +398,15 @@ class Broker:
             fetch_sessions=self.services.fetch_sessions if self.services else None,
             controller_stats=cluster.controller.stats if cluster else None,
             log_retention_passes=lambda: log_manager.retention_passes if log_manager else 0,
+            client_metrics=self.services.client_metrics if self.services else None,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]
         )
+
+    def _log_dir_mover_close(self) -> Callable[[], Any] | None:
+        mover = self.services.log_dir_mover if self.services else None
+        return mover.close if mover else None
 
     def _address_of(self, broker_id: int) -> tuple[str, int] | None:
         """Where a live broker listens (the replica fetchers connect there)."""
@@ -484,6 +507,7 @@ class Broker:
             ("server", server.stop if server else None),
             ("metrics endpoint", self._metrics_server.shutdown if self._metrics_server else None),
             ("replica fetchers", fetchers.close if fetchers else None),
+            ("log dir moves", self._log_dir_mover_close()),
             ("groups", groups.close if groups else None),
             ("transactions", self.transactions.close if self.transactions else None),
             ("scrubber", self.scrubber.stop if self.scrubber else None),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.broker.config_notes import BROKER_NOTES
+from tierlog.broker.config_refused import refusal
 from tierlog.broker.listeners import parse_listener
 from tierlog.broker.replica_selector import SELECTORS
 from tierlog.local.config import LogConfig, check_kafka_ranges
@@ -524,14 +525,50 @@ BROKER_CONFIG = ConfigDef(
         ),
         ConfigKey("metrics.http.host", "string", "127.0.0.1", "address of the metrics endpoint"),
         ConfigKey(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            "long",
+            2**63 - 1,
+            "bytes per second copied when replicas move between log.dirs "
+            "(AlterReplicaLogDirs); Long.MAX = no limit",
+            at_least(1),
+        ),
+        ConfigKey(
+            "telemetry.max.bytes",
+            "int",
+            1 << 20,
+            "largest client-metrics push accepted (KIP-714); pushes are exported on the "
+            "metrics endpoint",
+            at_least(1),
+        ),
+        ConfigKey(
             "replica.high.watermark.checkpoint.interval.ms",
             "long",
             5000,
             "how often high watermarks are written to replication-offset-checkpoint",
             at_least(1),
         ),
+        ConfigKey("log.local.retention.ms", "long", -2, "-> local.retention.ms", at_least(-2)),
+        ConfigKey(
+            "log.local.retention.bytes", "long", -2, "-> local.retention.bytes", at_least(-2)
+        ),
+        ConfigKey(
+            "producer.id.expiration.check.interval.ms",
+            "int",
+            600_000,
+            "how often idle idempotent producers (producer.id.expiration.ms) are forgotten",
+            at_least(1),
+        ),
+        ConfigKey(
+            "max.request.partition.size.limit",
+            "int",
+            2000,
+            "most partitions one DescribeTopicPartitions answer holds",
+            at_least(1),
+        ),
     ],
     BROKER_NOTES,
+    # Kafka's other broker keys, refused with a reason (config_refused.py).
+    refused=refusal,
 )
 
 # Broker ``log.*`` key -> topic key it sets the default of (Kafka's LogConfig mapping).
@@ -551,6 +588,8 @@ _TOPIC_DEFAULTS = {
     "message.max.bytes": "max.message.bytes",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
 }
 
 

@@ -57,6 +57,9 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
         f"{_OWN}: Kafka serves bytes no background check has read (docs/integrity.md)"
     ),
     "log.scrubber.pass.interval.ms": _ro(_OWN),
+    "log.read.verify.enable": _ro(
+        f"{_OWN}: Kafka serves bytes unchecked; tierlog checks each range once (docs/integrity.md)"
+    ),
     "log.flush.offset.checkpoint.interval.ms": _ro(),
     "log.retention.check.interval.ms": _ro(),
     "log.index.interval.bytes": _cw(),
@@ -141,4 +144,12 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     ),
     "metrics.http.host": _ro(_OWN),
     "replica.high.watermark.checkpoint.interval.ms": _ro(),
+    "telemetry.max.bytes": _ro(),
+    "replica.alter.log.dirs.io.max.bytes.per.second": KafkaNotes(
+        PER_BROKER, "a dynamic-only quota key in Kafka; here set in server.properties"
+    ),
+    "log.local.retention.ms": _cw(),
+    "log.local.retention.bytes": _cw(),
+    "producer.id.expiration.check.interval.ms": _ro(),
+    "max.request.partition.size.limit": _ro(),
 }

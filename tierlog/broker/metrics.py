@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
+    from tierlog.broker.client_metrics.manager import ClientMetricsManager
     from tierlog.broker.controller.stats import ControllerStats
     from tierlog.broker.fetch_sessions import FetchSessionCache
     from tierlog.broker.partition import Partition
@@ -107,6 +108,7 @@ class MetricsCollector:
         fetch_sessions: FetchSessionCache | None = None,
         controller_stats: ControllerStats | None = None,
         log_retention_passes: Callable[[], int] | None = None,
+        client_metrics: ClientMetricsManager | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
@@ -121,6 +123,7 @@ class MetricsCollector:
         self.fetch_sessions = fetch_sessions
         self.controller_stats = controller_stats
         self.log_retention_passes = log_retention_passes
+        self.client_metrics = client_metrics
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -239,6 +242,43 @@ class MetricsCollector:
             yield from _cleaner_metrics(self.cleaner, self.remote)
         if self.server is not None:
             yield from _server_metrics(self.server)
+        if self.client_metrics is not None:
+            yield from _client_metrics(self.client_metrics)
+
+
+def _client_metrics(manager: ClientMetricsManager) -> Iterator[Any]:
+    """What clients pushed (KIP-714), each number labelled with the client's id, instance id
+    and software, plus the attributes the client gave it; names as the client sent them,
+    made Prometheus-safe (``org.apache.kafka.producer.record.send.total`` ->
+    ``org_apache_kafka_producer_record_send_total``). Monotonic sums are counters."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+    families: dict[tuple[str, bool], Metric] = {}
+    for series in manager.series():
+        key = (series.name, series.counter)
+        family = families.get(key)
+        if family is None:
+            # A counter's samples end in _total (OpenMetrics); Kafka's sums already do
+            # (record.send.total), which must not become ..._total_total.
+            name = series.name.removesuffix("_total") if series.counter else series.name
+            kind = "counter" if series.counter else "gauge"
+            family = families[key] = Metric(name, "pushed by clients (KIP-714)", kind)
+        sample_name = f"{family.name}_total" if series.counter else family.name
+        family.add_sample(sample_name, dict(series.labels), series.value)
+    yield from families.values()
+    yield GaugeMetricFamily(
+        "tierlog_client_metrics_instances",
+        "Client instances whose pushed metrics this broker keeps",
+        value=manager.instances,
+    )
+    yield CounterMetricFamily(
+        "tierlog_client_metrics_pushes", "Client-metrics pushes accepted", value=manager.pushes
+    )
+    yield CounterMetricFamily(
+        "tierlog_client_metrics_refused",
+        "Client-metrics requests refused (early, stale subscription, too large, unreadable)",
+        value=manager.refused,
+    )
 
 
 def _server_metrics(server: KafkaServer) -> Iterator[Any]:

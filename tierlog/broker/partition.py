@@ -162,6 +162,11 @@ class Partition:
     def local(self) -> Log:
         return self.log.local
 
+    def replace_log(self, log: UnifiedLog) -> None:
+        """Serve from ``log``: the same records, opened again from another log dir
+        (AlterReplicaLogDirs). Replication state (high watermark, ISR) is unchanged."""
+        self.log = log
+
     @property
     def is_leader(self) -> bool:
         return self.state.leader == self.broker_id

@@ -34,7 +34,7 @@ from tierlog.broker.metrics import BrokerMetrics
 from tierlog.broker.partition import Partition
 from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.config import LogConfig
-from tierlog.local.log import AppendInfo
+from tierlog.local.log import AppendInfo, Log
 from tierlog.local.log_manager import (
     LogManager,
     TopicPartition,
@@ -456,6 +456,11 @@ class ReplicaManager:
             )
             for listener in list(self.leadership_listeners):
                 listener(partition)
+
+    def replace_local_log(self, partition: Partition, local: Log) -> None:
+        """The partition's log was opened again elsewhere (moved between log dirs,
+        ``log_dir_mover``): serve from it."""
+        partition.replace_log(UnifiedLog(local, self.remote, partition.topic, partition.index))
 
     def _drop(self, partition: Partition) -> None:
         """Stop hosting a replica (its topic is gone, or it moved away) and delete its log."""

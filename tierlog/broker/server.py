@@ -69,6 +69,10 @@ CLIENT_ADDRESS: ContextVar[str] = ContextVar("client_address", default="")
 CONNECTION_PRINCIPAL: ContextVar[KafkaPrincipal] = ContextVar(
     "connection_principal", default=ANONYMOUS
 )
+# The client's source port, and the software name and version its ApiVersions request gave
+# (v3+, KIP-511); client-metrics subscriptions match on them (KIP-714).
+CLIENT_PORT: ContextVar[int | None] = ContextVar("client_port", default=None)
+CLIENT_SOFTWARE: ContextVar[tuple[str, str] | None] = ContextVar("client_software", default=None)
 # Drain the socket's buffer when more than this is queued, so a slow reader cannot make
 # the broker hold unbounded response bytes in memory.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -267,6 +271,7 @@ class KafkaServer:
         self._per_ip[ip] += 1
         delay_ms = self._creation_delay_ms()
         CLIENT_ADDRESS.set(f"/{ip}" if peer else "")
+        CLIENT_PORT.set(peer[1] if peer and len(peer) > 1 else None)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

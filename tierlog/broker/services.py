@@ -19,12 +19,15 @@ from tierlog.broker.coordination.api import Coordinator, PartitionState, UserCon
 from tierlog.broker.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
+    from tierlog.broker.client_metrics.manager import ClientMetricsManager
     from tierlog.broker.controller import Controller
     from tierlog.broker.fetch_sessions import FetchSessionCache
     from tierlog.broker.group import GroupCoordinator
+    from tierlog.broker.log_dir_mover import LogDirMover
     from tierlog.broker.offsets_topic import OffsetsTopic
     from tierlog.broker.quotas import ClientQuotaManager
     from tierlog.broker.txn import Transactions
+    from tierlog.security.api import Authorizer
 
 # Producer ids are reserved from the coordinator in blocks, as Kafka does, so a restart
 # never hands out an id twice and most InitProducerId calls touch no file.
@@ -96,6 +99,12 @@ class BrokerServices:
     user_configs: users' configs (SCRAM credentials), where this mode keeps them.
     quotas: client byte-rate quotas (produce and fetch throttling).
     fetch_sessions: incremental fetch sessions (KIP-227); None: none are opened.
+    client_metrics: what clients push (KIP-714), exported on the metrics endpoint; None
+        when that endpoint is off (the telemetry APIs are then not announced).
+    log_dir_mover: moves replicas between this broker's log.dirs (AlterReplicaLogDirs).
+    authorizer: the ACL authorizer once security is wired (issue 22); None: every
+        operation is allowed, as in Kafka without ``authorizer.class.name``. Handlers ask
+        it through ``handlers.authorized_ops`` (KIP-430 operation bit fields).
     """
 
     config: BrokerConfig
@@ -115,3 +124,6 @@ class BrokerServices:
     user_configs: UserConfigs | None = None
     quotas: ClientQuotaManager | None = None
     fetch_sessions: FetchSessionCache | None = None
+    client_metrics: ClientMetricsManager | None = None
+    log_dir_mover: LogDirMover | None = None
+    authorizer: Authorizer | None = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from tierlog.local.config_notes import TOPIC_NOTES
+from tierlog.local.config_refused import refusal
 from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, between, one_of
 
 NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for flush.* and segment.ms
@@ -150,6 +151,8 @@ TOPIC_CONFIG = ConfigDef(
         ),
     ],
     TOPIC_NOTES,
+    # Kafka's other topic keys, refused with a reason (config_refused.py).
+    refused=refusal,
 )
 
 

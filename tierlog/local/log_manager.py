@@ -9,6 +9,8 @@ Files it owns in each log dir (Kafka's names and formats):
     log-start-offset-checkpoint         each log's start offset (DeleteRecords, retention)
     <topic>-<partition>/                one ``Log`` each
     <topic>-<partition>.<id>-delete/    a deleted log waiting to be removed
+    <topic>-<partition>.<id>-future/    a log being moved here from another log dir
+                                        (``log_dir_move``: AlterReplicaLogDirs)
 
 Single-threaded by contract (see ``tierlog.local.log``): the scheduler it is given must run
 tasks on the caller's thread.
@@ -26,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tierlog.local import log_dir_move
 from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.config import LogConfig
 from tierlog.local.dir_remover import remove_now
@@ -128,6 +131,10 @@ class LogManager:
         # only segments wholly below it (Kafka's UnifiedLog.deletableSegments), so a
         # record no follower has yet is never deleted. None = no limit (tools, tests).
         self.committed_offset: Callable[[TopicPartition], int | None] | None = None
+        # Moves between log dirs that a stop interrupted, found at start-up (to resume),
+        # and the dirs AlterReplicaLogDirs named for partitions not created yet.
+        self.pending_moves: list[log_dir_move.PendingMove] = []
+        self.preferred_dirs: dict[TopicPartition, Path] = {}
 
     # -- start-up ------------------------------------------------------------------------
 
@@ -174,6 +181,10 @@ class LogManager:
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._lock(log_dir)
+        # Before any log loads: a move between log dirs that a crash interrupted is
+        # finished or undone, so no partition is found in two dirs.
+        self.pending_moves = log_dir_move.recover(self.log_dirs)
+        for log_dir in self.log_dirs:
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
             self.had_clean_shutdown[log_dir] = clean
@@ -279,6 +290,9 @@ class LogManager:
         for d in self._dir_of.values():
             counts[d] += 1
         log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        preferred = self.preferred_dirs.pop(tp, None)
+        if preferred in counts:  # AlterReplicaLogDirs named it before the replica existed
+            log_dir = preferred
         created = Log(
             log_dir / f"{topic}-{partition}",
             config or self.default_config,
@@ -295,6 +309,45 @@ class LogManager:
 
     def log_dir_of(self, topic: str, partition: int) -> Path:
         return self._dir_of[(topic, partition)]
+
+    def complete_move(self, topic: str, partition: int, future: Path) -> Log:
+        """Finish moving a log to the log dir holding ``future``, its copy made so far
+        (``log_dir_move``): close the log, copy the rest, switch directories, open the log
+        from its new place. Runs on the log's thread, so nothing appends meanwhile; what is
+        left to copy must be small (the mover sees to it).
+
+        Raises:
+            OSError: the last copy failed (ENOSPC...): the log is opened again where it was,
+                and the copy is left for the caller to remove.
+        """
+        tp = (topic, partition)
+        source = self.logs[tp]
+        source.close()
+        try:
+            log_dir_move.mirror(source.directory, future, remove_extra=True)
+            final, aside = log_dir_move.commit(source.directory, future)
+        except OSError:
+            self.logs[tp] = self._reopen(source.directory, source)
+            raise
+        moved = self._reopen(final, source)
+        self.logs[tp] = moved
+        self._dir_of[tp] = future.parent
+        self.remove_dir(aside)
+        self.checkpoint()
+        return moved
+
+    def _reopen(self, directory: Path, closed: Log) -> Log:
+        """``closed`` (flushed and closed cleanly) opened again at ``directory``."""
+        return Log(
+            directory,
+            closed.config,
+            clock=self.clock,
+            scheduler=self.scheduler,
+            recovery_point=closed.recovery_point,
+            log_start_offset=closed.log_start_offset,
+            had_clean_shutdown=True,
+            producer_id_expiration_ms=self.timings.producer_id_expiration_ms,
+        )
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """New topic configuration (AlterConfigs) for every partition of ``topic``."""

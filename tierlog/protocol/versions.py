@@ -33,6 +33,7 @@ from tierlog.protocol.errors import ErrorCode
 __all__ = [
     "ADVERTISED",
     "SUPPORTED",
+    "TELEMETRY_APIS",
     "ApiKey",
     "ApiVersionsResponse",
     "api_versions_response",
@@ -71,8 +72,9 @@ class ApiKey(IntEnum):
     CREATE_ACLS = 30
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
-    DESCRIBE_LOG_DIRS = 35
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -85,9 +87,14 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
+    DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
+    LIST_CONFIG_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
@@ -160,9 +167,12 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         # OffsetForLeaderEpoch: v2 baseline (leader epoch fencing), v3 ReplicaId, v4 flexible.
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
-        # DescribeLogDirs: v1 is kio's baseline; v4 adds each dir's total/usable bytes.
-        # (kafka-reassign-partitions asks it.) v5 is not needed by any tool we know.
-        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+        # DescribeLogDirs: v1 is kio's baseline; v4 adds each dir's total/usable bytes
+        # (kafka-reassign-partitions asks it); v5 says whether a dir is cordoned (KIP-1066):
+        # tierlog cordons none, so always false. AlterReplicaLogDirs (KIP-113) moves a
+        # replica between this broker's log.dirs; v2 is v1 made flexible.
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.DELETE_GROUPS: (0, 2),
@@ -191,6 +201,20 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         # AlterPartition (KIP-497): leaders -> controller. kio has v2 (topic IDs) and v3
         # (replica broker epochs, KIP-903); v3's epochs are not checked, so only v2.
         ApiKey.ALTER_PARTITION: (2, 2),
+        # DescribeCluster (KIP-700): v1 adds the endpoint type (brokers, or KRaft
+        # controllers: refused with UNSUPPORTED_ENDPOINT_TYPE), v2 fenced brokers (KIP-1073;
+        # a ZooKeeper-mode broker is live or absent, never fenced).
+        ApiKey.DESCRIBE_CLUSTER: (0, 2),
+        # Client metrics (KIP-714): Java clients >= 3.7 push their metrics; the broker
+        # exports them on its Prometheus endpoint (tierlog/broker/client_metrics/).
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
+        ApiKey.PUSH_TELEMETRY: (0, 0),
+        # ListConfigResources: v0 was ListClientMetricsResources (client-metrics names
+        # only); v1 (KIP-1142) lists topics, brokers, client-metrics and groups too.
+        ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
+        # DescribeTopicPartitions (KIP-966): Kafka 4's admin client describes topics with it
+        # (paged by a cursor), falling back to Metadata when a broker lacks it.
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     }
 )
 
@@ -225,23 +249,31 @@ _Entry = TypeVar(
     "_Entry", av0.ApiVersion, av1.ApiVersion, av2.ApiVersion, av3.ApiVersion, av4.ApiVersion
 )
 
+# APIs a broker may leave out of its answer: the client-metrics pair, which Kafka announces
+# only when a metrics reporter receives client metrics (KIP-714) and tierlog only when its
+# metrics endpoint is on; otherwise Java clients would push metrics nobody can read.
+TELEMETRY_APIS: Final = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
 
-def _ranges(entry: type[_Entry]) -> tuple[_Entry, ...]:
-    return tuple(
-        entry(api_key=i16(key), min_version=i16(low), max_version=i16(high))
-        for key, (low, high) in sorted(ADVERTISED.items())
-    )
-
-
-# Built once: the answer never changes while the broker runs (only throttle time does).
-_RANGES_V0: Final = _ranges(av0.ApiVersion)
-_RANGES_V1: Final = _ranges(av1.ApiVersion)
-_RANGES_V2: Final = _ranges(av2.ApiVersion)
-_RANGES_V3: Final = _ranges(av3.ApiVersion)
-_RANGES_V4: Final = _ranges(av4.ApiVersion)
+# Built once per (entry class, hidden keys): the answer never changes while the broker runs
+# (only throttle time does).
+_RANGES: dict[tuple[type, frozenset[int]], tuple[object, ...]] = {}
 
 
-def api_versions_response(version: int, throttle_time_ms: int = 0) -> ApiVersionsResponse:
+def _ranges(entry: type[_Entry], hidden: frozenset[int]) -> tuple[_Entry, ...]:
+    cached = _RANGES.get((entry, hidden))
+    if cached is None:
+        cached = tuple(
+            entry(api_key=i16(key), min_version=i16(low), max_version=i16(high))
+            for key, (low, high) in sorted(ADVERTISED.items())
+            if key not in hidden
+        )
+        _RANGES[(entry, hidden)] = cached
+    return cached  # type: ignore[return-value]
+
+
+def api_versions_response(
+    version: int, throttle_time_ms: int = 0, *, hidden: frozenset[int] = frozenset()
+) -> ApiVersionsResponse:
     """The broker's ApiVersions answer to a request of ``version``.
 
     A version outside ``SUPPORTED`` (a newer client) gets a v0 body with error 35
@@ -251,6 +283,8 @@ def api_versions_response(version: int, throttle_time_ms: int = 0) -> ApiVersion
     Args:
         version: the ``api_version`` of the ApiVersions request.
         throttle_time_ms: quota throttle, for v1+.
+        hidden: keys of ``ADVERTISED`` to leave out (``TELEMETRY_APIS`` when the broker
+            has nowhere to export client metrics).
 
     Returns:
         A kio ``ApiVersionsResponse`` of that version, or of v0 if it is unknown.
@@ -262,12 +296,16 @@ def api_versions_response(version: int, throttle_time_ms: int = 0) -> ApiVersion
     )
     ok = ErrorCode.none
     if version == 4:
-        return av4.ApiVersionsResponse(error_code=ok, api_keys=_RANGES_V4, throttle_time=throttle)
+        keys4 = _ranges(av4.ApiVersion, hidden)
+        return av4.ApiVersionsResponse(error_code=ok, api_keys=keys4, throttle_time=throttle)
     if version == 3:
-        return av3.ApiVersionsResponse(error_code=ok, api_keys=_RANGES_V3, throttle_time=throttle)
+        keys3 = _ranges(av3.ApiVersion, hidden)
+        return av3.ApiVersionsResponse(error_code=ok, api_keys=keys3, throttle_time=throttle)
     if version == 2:
-        return av2.ApiVersionsResponse(error_code=ok, api_keys=_RANGES_V2, throttle_time=throttle)
+        keys2 = _ranges(av2.ApiVersion, hidden)
+        return av2.ApiVersionsResponse(error_code=ok, api_keys=keys2, throttle_time=throttle)
     if version == 1:
-        return av1.ApiVersionsResponse(error_code=ok, api_keys=_RANGES_V1, throttle_time=throttle)
+        keys1 = _ranges(av1.ApiVersion, hidden)
+        return av1.ApiVersionsResponse(error_code=ok, api_keys=keys1, throttle_time=throttle)
     error = ErrorCode.none if version == 0 else ErrorCode.unsupported_version
-    return av0.ApiVersionsResponse(error_code=error, api_keys=_RANGES_V0)
+    return av0.ApiVersionsResponse(error_code=error, api_keys=_ranges(av0.ApiVersion, hidden))

@@ -240,6 +240,12 @@ _ROWS: Final = (
         Check(Op.ALTER_CONFIGS, Res.TOPIC, When.TOPIC_RESOURCE),
     ),
     _row(
+        34,
+        "AlterReplicaLogDirs",
+        Check(Op.ALTER, Res.CLUSTER, denial=_REQ),
+        note="every partition answers CLUSTER_AUTHORIZATION_FAILED",
+    ),
+    _row(
         35,
         "DescribeLogDirs",
         Check(Op.DESCRIBE, Res.CLUSTER, denial=_REQ),
@@ -268,6 +274,12 @@ _ROWS: Final = (
     _row(50, "DescribeUserScramCredentials", Check(Op.DESCRIBE, Res.CLUSTER, denial=_REQ)),
     _row(51, "AlterUserScramCredentials", Check(Op.ALTER, Res.CLUSTER, denial=_REQ)),
     _row(56, "AlterPartition", _CLUSTER_ACTION),
+    _row(
+        60,
+        "DescribeCluster",
+        Check(Op.DESCRIBE, Res.CLUSTER, denial=_FILTERED),
+        note="no check to describe; without Describe the authorized operations are 0",
+    ),
     _row(61, "DescribeProducers", Check(Op.READ, Res.TOPIC)),
     _row(
         65,
@@ -276,6 +288,19 @@ _ROWS: Final = (
         Check(Op.DESCRIBE, Res.TOPIC, denial=_FILTERED),
     ),
     _row(66, "ListTransactions", Check(Op.DESCRIBE, Res.TRANSACTIONAL_ID, denial=_FILTERED)),
+    _row(71, "GetTelemetrySubscriptions", note="KafkaApis checks nothing (KIP-714)"),
+    _row(72, "PushTelemetry", note="KafkaApis checks nothing (KIP-714)"),
+    _row(
+        74,
+        "ListConfigResources",
+        Check(Op.DESCRIBE_CONFIGS, Res.CLUSTER, denial=_REQ),
+    ),
+    _row(
+        75,
+        "DescribeTopicPartitions",
+        Check(Op.DESCRIBE, Res.TOPIC),
+        note="a listing of all topics leaves out those not describable; KIP-430 operations",
+    ),
 )
 
 # API keys that security brings: SaslHandshake and SaslAuthenticate (with authentication,

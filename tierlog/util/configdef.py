@@ -189,10 +189,15 @@ class ConfigDef:
     Args:
         notes: per key name, its ``update_mode`` and ``kafka`` note, kept beside the table
             (one table of Kafka's facts, not a field repeated in every entry).
+        refused: why a key Kafka has and the table does not is refused (None: it is not
+            Kafka's either); the refusal names the reason instead of "unknown".
     """
 
     def __init__(
-        self, keys: Iterable[ConfigKey], notes: Mapping[str, KafkaNotes] | None = None
+        self,
+        keys: Iterable[ConfigKey],
+        notes: Mapping[str, KafkaNotes] | None = None,
+        refused: Callable[[str], str | None] | None = None,
     ) -> None:
         notes = notes or {}
         keys = list(keys)
@@ -205,6 +210,15 @@ class ConfigDef:
             else key
             for key in keys
         }
+        self._refused = refused
+
+    def refusal(self, name: str) -> str:
+        """Why a key outside the table is refused, for its ConfigError: Kafka's reason
+        for a Kafka key tierlog does not support, else "unknown" and the closest key."""
+        reason = self._refused(name) if self._refused is not None else None
+        if reason is None:
+            return f"unknown configuration key{self.suggestion(name)}"
+        return f"Kafka's key, not supported by tierlog: {reason}"
 
     def parse(self, raw: Mapping[str, Any], *, allow_unknown: bool = False) -> dict[str, Any]:
         """Defaults overlaid with ``raw``, every value parsed and checked.
@@ -218,7 +232,7 @@ class ConfigDef:
             if key is None:
                 if allow_unknown:
                     continue
-                raise ConfigError(name, f"unknown configuration key{self.suggestion(name)}")
+                raise ConfigError(name, self.refusal(name))
             values[name] = key.parse(value)
         return values
 

@@ -182,3 +182,22 @@ def test_client_quotas_survive_a_restart_from_the_journal_and_the_snapshot(
         assert LocalCoordinator(tmp_path).client_quotas() == before
 
     asyncio.run(scenario())
+
+
+def test_entity_configs_survive_a_restart_from_the_journal_and_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        coordinator = await started(tmp_path)
+        kind = "client-metrics"
+        await coordinator.set_entity_configs(kind, "all", {"metrics": "*"})
+        await coordinator.set_entity_configs(kind, "gone", {"metrics": "a."})
+        await coordinator.set_entity_configs(kind, "gone", {})  # removed
+        assert coordinator.entity_configs(kind) == {"all": {"metrics": "*"}}
+        assert coordinator.entity_configs("other") == {}
+        # Unclean: only the journal has them.
+        assert LocalCoordinator(tmp_path).entity_configs(kind) == {"all": {"metrics": "*"}}
+        await coordinator.stop()
+        assert LocalCoordinator(tmp_path).entity_configs(kind) == {"all": {"metrics": "*"}}
+
+    asyncio.run(scenario())

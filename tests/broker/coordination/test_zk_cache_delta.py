@@ -301,7 +301,15 @@ def test_an_undecodable_notification_names_everything() -> None:
     newer = [(9, path.rsplit("/", 1)[1])]
     garbled = {path: ZnodeData(b"{not json", 0, 9, 9)}
     assert config_changes(newer, garbled, ["orders", "events"], 3) == ConfigChanges(
-        {"orders", "events"}, True, 9
+        {"orders", "events"}, True, 9, frozenset({"client-metrics"})
+    )
+
+
+def test_a_client_metrics_notification_names_its_type() -> None:
+    path, node = notification("client-metrics/all", 4)
+    newer = [(4, path.rsplit("/", 1)[1])]
+    assert config_changes(newer, {path: node}, ["orders"], 3) == ConfigChanges(
+        set(), False, 4, frozenset({"client-metrics"})
     )
 
 

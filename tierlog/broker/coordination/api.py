@@ -15,6 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+# The config entity type of client-metrics subscriptions (KIP-714), Kafka's ConfigType name.
+CLIENT_METRICS_ENTITY = "client-metrics"
+
 
 class CoordinationError(Exception):
     """Base class."""
@@ -158,6 +161,19 @@ class Coordinator(Protocol):
         """Replace the quotas of ``entity`` (an empty dict removes the entity)."""
         ...
 
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Configs of every entity of ``entity_type`` other than topics and quotas
+        (``client-metrics``, Kafka's ``/config/<type>/<name>`` layout): name -> key ->
+        value; entities without configs are left out."""
+        ...
+
+    async def set_entity_configs(
+        self, entity_type: str, name: str, configs: dict[str, str]
+    ) -> None:
+        """Replace the configs of one entity (an empty dict removes it); returns once this
+        broker sees the change."""
+        ...
+
     async def alter_partition(
         self,
         name: str,
@@ -178,6 +194,13 @@ class Coordinator(Protocol):
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids never handed out before; returns the first
         (Kafka's ``/latest_producer_id_block``)."""
+        ...
+
+    async def wait_for_topics(
+        self, predicate: Callable[[dict[str, TopicMetadata]], bool], timeout_s: float
+    ) -> bool:
+        """Wait until ``predicate(topics())`` holds as this broker sees the metadata (its
+        cache, in a cluster); False if it does not within ``timeout_s``."""
         ...
 
     def on_change(self, callback: Callable[[MetadataChange | None], None]) -> None:

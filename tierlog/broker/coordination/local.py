@@ -17,6 +17,7 @@ There is one broker, which is also the controller. Two files in the first log di
     {"deleted": "orders"}
     {"next_producer_id": 3000}
     {"client_quotas": "clients/app", "values": {"producer_byte_rate": 1048576.0}}
+    {"entity_configs": "client-metrics", "name": "all", "values": {"metrics": "*"}}
     {"record": "acls", "key": "/kafka-acl/Topic/orders", "value": {"version": 1, "acls": [..]}}
     {"record": "users", "key": "alice", "value": {"SCRAM-SHA-256": "salt=...,..."}}
 
@@ -191,6 +192,8 @@ class LocalCoordinator:
         self._topics: dict[str, TopicMetadata] = {}
         self._client_quotas: dict[str, dict[str, float]] = {}
         self._records: dict[str, dict[str, Any]] = {kind: {} for kind in RECORD_KINDS}
+        # Other config entities (client-metrics): type -> name -> configs.
+        self._entity_configs: dict[str, dict[str, dict[str, str]]] = {}
         self._me: BrokerRegistration | None = None
         self._listeners: list[Callable[[MetadataChange | None], None]] = []
         self.cluster_id = new_cluster_id()
@@ -223,6 +226,9 @@ class LocalCoordinator:
                 self._client_quotas[str(entity)] = {str(k): float(v) for k, v in values.items()}
             for kind in RECORD_KINDS:
                 self._records[kind] = dict(doc.get(kind, {}))
+            for kind, entities in doc.get("entity_configs", {}).items():
+                for name, values in entities.items():
+                    self._set_entity(str(kind), str(name), values)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # Refuse to start rather than forget topics: the logs on disk would be orphaned.
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -274,6 +280,8 @@ class LocalCoordinator:
             self._set_quotas(str(change["client_quotas"]), change["values"])
         elif change.get("record") in RECORD_KINDS:
             self._set_record(change["record"], str(change["key"]), change["value"])
+        elif "entity_configs" in change:
+            self._set_entity(str(change["entity_configs"]), str(change["name"]), change["values"])
         else:
             raise ValueError(f"unknown change {sorted(change)}")
 
@@ -285,6 +293,7 @@ class LocalCoordinator:
             "topics": {name: _topic_record(t) for name, t in self._topics.items()},
             "client_quotas": self._client_quotas,
             **self._records,
+            "entity_configs": self._entity_configs,
         }
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
@@ -606,6 +615,36 @@ class LocalCoordinator:
         else:
             records[key] = value
         self._records[kind] = records
+
+    async def wait_for_topics(
+        self, predicate: Callable[[dict[str, TopicMetadata]], bool], timeout_s: float
+    ) -> bool:
+        # One node: a change is in topics() by the time the call making it returns.
+        return predicate(self._topics)
+
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        return self._entity_configs.get(entity_type, {})
+
+    async def set_entity_configs(
+        self, entity_type: str, name: str, configs: dict[str, str]
+    ) -> None:
+        async with self._serial:
+            kept = {str(k): str(v) for k, v in configs.items()}
+            await self._commit(
+                {"entity_configs": entity_type, "name": name, "values": kept},
+                lambda: self._set_entity(entity_type, name, kept),
+            )
+
+    def _set_entity(self, entity_type: str, name: str, values: dict[str, Any]) -> None:
+        # Replaced whole, as the quotas are.
+        of_type = dict(self._entity_configs.get(entity_type, {}))
+        if values:
+            of_type[name] = {str(k): str(v) for k, v in values.items()}
+        else:
+            of_type.pop(name, None)
+        configs = dict(self._entity_configs)
+        configs[entity_type] = of_type
+        self._entity_configs = configs
 
     async def _replace(self, topic: TopicMetadata) -> None:
         await self._commit(

@@ -149,6 +149,7 @@ class ClusterCache:
             controller_id(data[zk_data.CONTROLLER]),
             topics,
             self._configs.client_quotas(),
+            {kind: self._configs.entities(kind) for kind in zk_data.CACHED_ENTITY_TYPES},
         )
         self.snapshot = snapshot
         self._state_zxids = zxids
@@ -173,9 +174,10 @@ class ClusterCache:
         delta.apply_states(changes.states, data)
 
         quotas, config_seq = old.client_quotas, self._config_seq
+        entities = old.entity_configs
         if changes.configs:
             notifications = children[zk_data.CONFIG_CHANGES] or []
-            quotas, config_seq = self._read_config_changes(notifications, delta)
+            quotas, entities, config_seq = self._read_config_changes(notifications, delta)
 
         delta.drop_gone(old.topics)
         if delta.fresh:
@@ -190,7 +192,7 @@ class ClusterCache:
 
         self._state_zxids = delta.zxids
         self._config_seq = config_seq
-        new_snapshot = ClusterSnapshot(brokers, epochs, controller, delta.topics, quotas)
+        new_snapshot = ClusterSnapshot(brokers, epochs, controller, delta.topics, quotas, entities)
         result = next_snapshot(old, new_snapshot, delta)
         if result is not None:
             self.snapshot = new_snapshot
@@ -212,15 +214,19 @@ class ClusterCache:
 
     def _read_config_changes(
         self, notifications: list[str], delta: TopicsDelta
-    ) -> tuple[dict[str, dict[str, float]], int]:
+    ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, str]]], int]:
         """Apply what the new config change notifications name to ``delta`` (topic configs)
-        and return the client quotas (read again if named) and the last sequence applied."""
+        and return the client quotas and the cached entities (each read again if named),
+        and the last sequence applied."""
         found = self._read_notifications(notifications, delta)
         quotas = self._configs.client_quotas() if found.quotas else self.snapshot.client_quotas
+        entities = dict(self.snapshot.entity_configs)
+        for kind in found.entity_types:
+            entities[kind] = self._configs.entities(kind)
         reconfigure = found.topics - delta.fresh
         if reconfigure:
             delta.apply_configs(self._read_configs(reconfigure))
-        return quotas, found.last_seq
+        return quotas, entities, found.last_seq
 
     # -- reads -------------------------------------------------------------------------------
 

@@ -48,6 +48,8 @@ class ClusterSnapshot:
     controller_id: int = -1
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
     client_quotas: dict[str, dict[str, float]] = field(default_factory=dict)
+    # zk_data.CACHED_ENTITY_TYPES: entity type -> name -> configs.
+    entity_configs: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
 
 
 # -- 1. what fired ------------------------------------------------------------------------------
@@ -277,11 +279,13 @@ class TopicsDelta:
 @dataclass(frozen=True)
 class ConfigChanges:
     """What newer config change notifications name: topics whose configs to read again,
-    whether client quotas changed, and the last sequence number applied."""
+    whether client quotas changed, the cached entity types changed
+    (``zk_data.CACHED_ENTITY_TYPES``), and the last sequence number applied."""
 
     topics: set[str]
     quotas: bool
     last_seq: int
+    entity_types: frozenset[str] = frozenset()
 
 
 def newer_notifications(children: Iterable[str], last_seq: int) -> list[tuple[int, str]]:
@@ -308,6 +312,7 @@ def config_changes(
         return ConfigChanges(set(), False, last_seq)
     topics: set[str] = set()
     quotas = False
+    entity_types: set[str] = set()
     for _, child in newer:
         path = zk_data.child_path(zk_data.CONFIG_CHANGES, child)
         node = data[path]
@@ -317,13 +322,16 @@ def config_changes(
             entity = zk_data.decode_config_change(path, node.data)
         except zk_data.ZkDataError as exc:
             log.warning("%s; reading every topic's config and the quotas again", exc)
-            return ConfigChanges(set(known), True, newer[-1][0])
+            everything = frozenset(zk_data.CACHED_ENTITY_TYPES)
+            return ConfigChanges(set(known), True, newer[-1][0], everything)
         kind, _, name = entity.partition("/")
         if kind == zk_data.TOPIC_CONFIG_TYPE:
             topics.add(name)
         elif kind in (zk_data.CLIENTS_CONFIG_TYPE, zk_data.USERS_CONFIG_TYPE):
             quotas = True
-    return ConfigChanges(topics & set(known), quotas, newer[-1][0])
+        elif kind in zk_data.CACHED_ENTITY_TYPES:
+            entity_types.add(kind)
+    return ConfigChanges(topics & set(known), quotas, newer[-1][0], frozenset(entity_types))
 
 
 # -- 7. the result --------------------------------------------------------------------------------
@@ -344,6 +352,7 @@ def next_snapshot(
         and new.broker_epochs == old.broker_epochs
         and new.controller_id == old.controller_id
         and new.client_quotas == old.client_quotas
+        and new.entity_configs == old.entity_configs
     ):
         return None
     return new, MetadataChange(frozenset(delta.changed_topics), partitions)

@@ -159,6 +159,32 @@ class EntityConfigs:
             return new
         raise RuntimeError(f"{path}: too many concurrent updates, gave up")
 
+    # -- other entities (client-metrics) ---------------------------------------------------
+
+    def entities(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Every entity of ``entity_type`` with configs: name -> key -> value."""
+        session = self._session
+        found: dict[str, dict[str, str]] = {}
+        for name in session.children(zk_data.config_type_path(entity_type)):
+            got = session.get(zk_data.config_entity_path(entity_type, name))
+            if got is None or not got.data:
+                continue
+            try:
+                config = zk_data.decode_config(entity_type, name, got.data)
+            except zk_data.ZkDataError:
+                continue  # written by another tool in another shape: not ours to judge
+            if config:
+                found[name] = config
+        return found
+
+    def set_entity(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the entity's configs ({} empties it) and announce the change."""
+        self._replace(
+            zk_data.config_entity_path(entity_type, name),
+            zk_data.encode_config(configs),
+            zk_data.config_change_entity_path(entity_type, name),
+        )
+
     # -- one write path for every entity --------------------------------------------------------
 
     def _replace(self, path: str, data: bytes, entity: str) -> None:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
-from tierlog.broker.coordination.api import CoordinationError
+from tierlog.broker.coordination.api import CLIENT_METRICS_ENTITY, CoordinationError
 
 
 class ZkDataError(CoordinationError):
@@ -98,6 +98,14 @@ CONFIG_TYPES = ("topics", "clients", "users", "brokers", "ips")
 TOPIC_CONFIG_TYPE = "topics"
 CLIENTS_CONFIG_TYPE = "clients"
 USERS_CONFIG_TYPE = "users"
+# Client-metrics subscriptions (KIP-714): KRaft keeps them as ConfigRecords of resource type
+# CLIENT_METRICS; here they are entities of their own type, beside the others, with the
+# same change notifications (``client-metrics/<name>``). ``/config/client-metrics`` is made
+# by the first write, so a Kafka ZooKeeper layout without it reads as "none".
+CLIENT_METRICS_CONFIG_TYPE = CLIENT_METRICS_ENTITY
+# Entity types the brokers' caches keep whole (name -> configs) and re-read when a change
+# notification names one of them.
+CACHED_ENTITY_TYPES = (CLIENT_METRICS_CONFIG_TYPE,)
 
 # Kafka's ZkData.PersistentZkPaths: created (empty) at start-up when missing, so later code
 # can create children without creating parents.

@@ -227,6 +227,28 @@ class ZkCoordinator:
             f"the new quotas of {entity}",
         )
 
+    async def wait_for_topics(
+        self, predicate: Callable[[dict[str, TopicMetadata]], bool], timeout_s: float
+    ) -> bool:
+        try:
+            await self.wait_for(lambda s: predicate(s.topics), "topic metadata", timeout_s)
+        except CoordinationError:
+            return False
+        return True
+
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        return self._snapshot.entity_configs.get(entity_type, {})
+
+    async def set_entity_configs(
+        self, entity_type: str, name: str, configs: dict[str, str]
+    ) -> None:
+        kept = dict(configs)
+        await self._call(lambda: self.zk.configs.set_entity(entity_type, name, kept))
+        await self.wait_for(
+            lambda s: s.entity_configs.get(entity_type, {}).get(name, {}) == kept,
+            f"the new configs of {entity_type}/{name}",
+        )
+
     async def alter_partition(
         self,
         name: str,

@@ -14,6 +14,12 @@ from typing import TYPE_CHECKING, Any
 from tierlog.broker import cleaner_state
 from tierlog.broker.config import BROKER_CONFIG
 from tierlog.broker.errors import error_code
+from tierlog.broker.handlers.config_resources import (
+    RESOURCE_CLIENT_METRICS,
+    alter_client_metrics,
+    describe_client_metrics,
+    incremental_alter_client_metrics,
+)
 from tierlog.broker.handlers.metadata import (
     ZERO_UUID,
     TopicSpec,
@@ -337,6 +343,12 @@ async def handle_describe_configs(services: BrokerServices, request: Request) ->
                 resource.resource_name == str(services.config.broker_id)
             ):
                 entries.append(_cleaner_state_entry(services))
+        elif resource.resource_type == RESOURCE_CLIENT_METRICS:
+            try:
+                entries = describe_client_metrics(services, resource.resource_name)
+            except TopicError as exc:
+                result["error_code"], result["error_message"] = exc.code, str(exc)
+                entries = []
         else:
             result["error_code"] = ErrorCode.invalid_request
             result["error_message"] = f"resource type {resource.resource_type} not supported"
@@ -370,6 +382,9 @@ def _check_alterable(resource: Any) -> None:
 async def _alter(
     services: BrokerServices, resource: Any, new: dict[str, str], validate_only: bool
 ) -> None:
+    if resource.resource_type == RESOURCE_CLIENT_METRICS:
+        await alter_client_metrics(services, resource.resource_name, new, validate_only)
+        return
     _check_alterable(resource)
     await services.replicas.set_topic_configs(
         resource.resource_name, new, validate_only=validate_only
@@ -422,6 +437,13 @@ async def handle_incremental_alter_configs(services: BrokerServices, request: Re
                 # reassignment tool clears replication throttles this way when done.)
                 answers.append(answer)
                 continue
+            if resource.resource_type == RESOURCE_CLIENT_METRICS:
+                ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+                await incremental_alter_client_metrics(
+                    services, resource.resource_name, ops, body.validate_only
+                )
+                answers.append(answer)
+                continue
             # Resource type first: a broker resource used to have its keys checked against
             # the topic keys, and was refused INVALID_CONFIG or INVALID_REQUEST by key.
             _check_alterable(resource)
@@ -451,7 +473,7 @@ def _apply_op(
         return
     key = TOPIC_CONFIG.keys.get(name)
     if key is None:
-        raise TopicError(ErrorCode.invalid_config, f"config {name!r}: unknown configuration key")
+        raise TopicError(ErrorCode.invalid_config, f"config {name!r}: {TOPIC_CONFIG.refusal(name)}")
     if op == OP_SET:
         configs[name] = value or ""
     elif op == OP_DELETE:

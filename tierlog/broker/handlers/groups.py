@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tierlog.broker.authorization import OPERATIONS_NOT_REQUESTED
 from tierlog.broker.group.placement import OFFSETS_TOPIC
+from tierlog.broker.handlers.authorized_ops import authorized_operations
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.handlers.transactions import transaction_coordinator_for
 from tierlog.broker.server import CLIENT_ADDRESS
@@ -477,7 +477,7 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
     described = services.groups.describe_groups(
         [g for g in body.groups if g not in denied], not_found_error=request.api_version >= 6
     )
-    operations = field(body, "include_authorized_operations", False)
+    with_ops = field(body, "include_authorized_operations", False)
     return _answer(
         request,
         {
@@ -500,10 +500,10 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
                         }
                         for m in g.members
                     ],
-                    # KIP-430
-                    "authorized_operations": authz.authorized_operations(GROUP, g.group_id)
-                    if operations
-                    else OPERATIONS_NOT_REQUESTED,
+                    # KIP-430 (v3+), when asked.
+                    "authorized_operations": authorized_operations(
+                        services, GROUP, g.group_id, requested=with_ops
+                    ),
                 }
                 for g in described
             ]

@@ -9,13 +9,15 @@ from dataclasses import dataclass
 from dataclasses import field as field_
 from typing import TYPE_CHECKING, Any
 
-from tierlog.broker.authorization import OPERATIONS_NOT_REQUESTED
 from tierlog.broker.coordination.api import TopicCollisionError, TopicExistsError, TopicMetadata
+from tierlog.broker.handlers.authorized_ops import authorized_operations
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
+from tierlog.broker.server import CLIENT_SOFTWARE
 from tierlog.protocol import Request, api_versions_response
 from tierlog.protocol.codec import response_type_for
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field
+from tierlog.protocol.versions import TELEMETRY_APIS
 from tierlog.security.acl import CLUSTER_NAME, ResourceType
 from tierlog.security.authz_table import When
 
@@ -34,7 +36,12 @@ async def handle_api_versions(services: BrokerServices, request: Request) -> Any
     # An unknown version was already turned into a v0 request by the codec; the answer must
     # still carry error 35 (KIP-511), which ``api_versions_response`` adds only when given
     # the version that was asked for: passing ``response_version`` (0) answered "no error".
-    return api_versions_response(request.api_version)
+    name = field(request.body, "client_software_name", None)
+    if name:
+        CLIENT_SOFTWARE.set((name, field(request.body, "client_software_version", "") or ""))
+    # Client metrics are announced only when the broker can export them (KIP-714).
+    hidden = TELEMETRY_APIS if services.client_metrics is None else frozenset()
+    return api_versions_response(request.api_version, hidden=hidden)
 
 
 def broker_entries(services: BrokerServices) -> list[dict[str, Any]]:
@@ -144,16 +151,13 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
                 topics.append(_refused_entry(name, refused[name]))
             else:
                 topics.append(topic_entry(services, name))
-    if field(body, "include_topic_authorized_operations", False):
-        # KIP-430: what the principal may do on each topic answered.
-        for entry in topics:
-            if entry["error_code"] == 0 and entry["name"] is not None:
-                entry["topic_authorized_operations"] = authz.authorized_operations(
-                    ResourceType.TOPIC, entry["name"]
-                )
-    cluster_operations = OPERATIONS_NOT_REQUESTED
-    if field(body, "include_cluster_authorized_operations", False):
-        cluster_operations = authz.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+    # KIP-430 (v8+): the operations the principal may perform, when asked.
+    with_topic_ops = field(body, "include_topic_authorized_operations", False)
+    for entry in topics:
+        if not entry["error_code"] and entry["name"] is not None:
+            entry["topic_authorized_operations"] = authorized_operations(
+                services, ResourceType.TOPIC, entry["name"], requested=with_topic_ops
+            )
     response_type = request_response_type(request)
     return build(
         response_type,
@@ -163,8 +167,13 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
             "cluster_id": services.cluster.cluster_id,
             "controller_id": services.cluster.controller_id(),
             "topics": topics,
-            "cluster_authorized_operations": cluster_operations,
             "error_code": 0,
+            "cluster_authorized_operations": authorized_operations(
+                services,
+                ResourceType.CLUSTER,
+                CLUSTER_NAME,
+                requested=field(body, "include_cluster_authorized_operations", False),
+            ),
         },
     )
 

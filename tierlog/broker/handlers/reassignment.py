@@ -9,6 +9,11 @@ refused unless they change nothing and elections are never needed.
 
 Protocol only: the decisions are the controller's (``BrokerServices.controller``), called
 off the event loop because they wait for the controller's thread.
+
+ElectLeaders answers once this broker's metadata shows every partition elected with its new
+leader (a higher leader epoch), as Kafka's ``DelayedElectLeader`` waits for its metadata
+cache: a tool that describes the topic right after sees the election. A partition not
+seen in time (the request's ``timeout_ms``) answers REQUEST_TIMED_OUT, as in Kafka.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
-from tierlog.protocol.kio_build import build
+from tierlog.protocol.kio_build import build, millis
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
@@ -94,12 +99,16 @@ async def handle_elect_leaders(services: BrokerServices, request: Request) -> An
             known = metadata is not None and p in metadata.replicas
             results[(topic, p)] = ELECTION_NOT_NEEDED if known else UNKNOWN_TOPIC_OR_PARTITION
     else:
+        epochs_before = _leader_epochs(services)
         try:
             results = await _ask_controller(
                 services, lambda c: c.elect_leaders(election_type, wanted)
             )
         except _Refused as exc:
             top_error = exc.code
+        else:
+            timeout_ms = millis(getattr(body, "timeout", None))
+            await _await_elected(services, results, epochs_before, timeout_ms)
     if top_error and request.response_version == 0:
         # v0 has no top-level error: every partition asked for gets it.
         results = dict.fromkeys(wanted or [], top_error)
@@ -119,6 +128,46 @@ async def handle_elect_leaders(services: BrokerServices, request: Request) -> An
             ],
         },
     )
+
+
+def _leader_epochs(services: BrokerServices) -> dict[tuple[str, int], int]:
+    return {
+        (name, p): state.leader_epoch
+        for name, topic in services.cluster.topics().items()
+        for p, state in topic.partition_states.items()
+    }
+
+
+async def _await_elected(
+    services: BrokerServices,
+    results: dict[tuple[str, int], int],
+    epochs_before: dict[tuple[str, int], int],
+    timeout_ms: int,
+) -> None:
+    """Wait until this broker's metadata shows a new leader (a higher epoch) for every
+    partition ``results`` says was elected; those still not shown become REQUEST_TIMED_OUT."""
+    elected = [tp for tp, code in results.items() if code == NONE]
+
+    def shown(topics: dict[str, Any], tp: tuple[str, int]) -> bool:
+        topic = topics.get(tp[0])
+        state = topic.partition_states.get(tp[1]) if topic is not None else None
+        return (
+            state is not None
+            and state.leader >= 0
+            and state.leader_epoch > epochs_before.get(tp, -1)
+        )
+
+    if not elected:
+        return
+    timeout_s = (timeout_ms if timeout_ms > 0 else 30_000) / 1000
+    if await services.cluster.wait_for_topics(
+        lambda topics: all(shown(topics, tp) for tp in elected), timeout_s
+    ):
+        return
+    topics = services.cluster.topics()
+    for tp in elected:
+        if not shown(topics, tp):
+            results[tp] = REQUEST_TIMED_OUT
 
 
 # -- AlterPartitionReassignments ------------------------------------------------------------

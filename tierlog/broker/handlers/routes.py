@@ -23,6 +23,11 @@ from tierlog.broker.handlers.admin import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from tierlog.broker.handlers.cluster_info import (
+    handle_describe_cluster,
+    handle_describe_topic_partitions,
+)
+from tierlog.broker.handlers.config_resources import handle_list_config_resources
 from tierlog.broker.handlers.fetch import handle_fetch
 from tierlog.broker.handlers.groups import (
     handle_delete_groups,
@@ -38,7 +43,10 @@ from tierlog.broker.handlers.groups import (
     handle_sync_group,
     handle_txn_offset_commit,
 )
-from tierlog.broker.handlers.log_dirs import handle_describe_log_dirs
+from tierlog.broker.handlers.log_dirs import (
+    handle_alter_replica_log_dirs,
+    handle_describe_log_dirs,
+)
 from tierlog.broker.handlers.metadata import handle_api_versions, handle_metadata
 from tierlog.broker.handlers.offsets import (
     handle_delete_records,
@@ -59,6 +67,10 @@ from tierlog.broker.handlers.replication import handle_alter_partition
 from tierlog.broker.handlers.scram_credentials import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
+)
+from tierlog.broker.handlers.telemetry import (
+    handle_get_telemetry_subscriptions,
+    handle_push_telemetry,
 )
 from tierlog.broker.handlers.transactions import (
     handle_add_offsets_to_txn,
@@ -111,6 +123,12 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.ALTER_PARTITION: handle_alter_partition,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: handle_get_telemetry_subscriptions,
+    ApiKey.PUSH_TELEMETRY: handle_push_telemetry,
+    ApiKey.LIST_CONFIG_RESOURCES: handle_list_config_resources,
     ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
     ApiKey.END_TXN: handle_end_txn,

@@ -11,8 +11,15 @@ partition this broker leads, and the rules of the client APIs:
   before the answer, so a coordinator failover still knows where markers must go);
   ``verify`` answers partition leaders' KIP-890 check that a partition was added before
   they accept a transactional produce;
-* EndTxn: PrepareCommit/PrepareAbort is written, the answer goes out, then markers are
-  written to every partition (``send_markers``) and CompleteCommit/CompleteAbort closes it;
+* EndTxn: PrepareCommit/PrepareAbort is written, the markers of the transaction's
+  ``__consumer_offsets`` partitions are written, the answer goes out, then markers are
+  written to every other partition (``send_markers``) and CompleteCommit/CompleteAbort
+  closes it. Kafka answers before any marker: a KIP-447 client's OffsetFetch asks for
+  stable offsets and retries until the group's transactional offsets are settled, but
+  clients without ``require_stable`` (aiokafka, kafka-python) read the old offsets for as
+  long as the markers take. Settling the group's offsets first makes ``committed()`` right
+  after ``commitTransaction()`` right for every client, for one marker write's latency;
+  the answer waits at most ``OFFSETS_SETTLE_TIMEOUT_S`` (the markers go on after it);
 * timeouts: an ongoing transaction older than its timeout is aborted with a bumped epoch;
   ids idle for ``transactional.id.expiration.ms`` are deleted (tombstone).
 
@@ -39,6 +46,9 @@ from tierlog.util.clock import Clock
 log = logging.getLogger(__name__)
 E = ErrorCode
 S = TxnState
+OFFSETS_TOPIC = "__consumer_offsets"
+# How long EndTxn waits for the group offsets' markers before answering anyway.
+OFFSETS_SETTLE_TIMEOUT_S = 5.0
 
 TopicPartition = tuple[str, int]
 # (txn partition, coordinator epoch, transactional id, value or None for a tombstone)
@@ -348,7 +358,16 @@ class TransactionCoordinator:
             )
             code = await self._write(partition, part, md, written)
             if code == 0:
-                self._spawn_completion(partition, part, md)
+                offsets_settled = self._spawn_completion(partition, part, md)
+                try:
+                    await asyncio.wait_for(
+                        asyncio.shield(offsets_settled), OFFSETS_SETTLE_TIMEOUT_S
+                    )
+                except TimeoutError:
+                    log.info(
+                        "%r: answering EndTxn before its group offsets' markers were written",
+                        transactional_id,
+                    )
             return code
         # Retries of a finished or finishing end are answered; the other end is refused.
         if state == S.COMPLETE_COMMIT:
@@ -363,27 +382,46 @@ class TransactionCoordinator:
 
     # -- markers and completion ------------------------------------------------------------
 
-    def _spawn_completion(self, partition: int, part: _TxnPartition, md: TxnMetadata) -> None:
-        task = asyncio.get_running_loop().create_task(self._complete(partition, part, md))
+    def _spawn_completion(
+        self, partition: int, part: _TxnPartition, md: TxnMetadata
+    ) -> asyncio.Future[None]:
+        """Start completing the transaction; the future resolves once the markers of its
+        ``__consumer_offsets`` partitions are written (or that was given up)."""
+        loop = asyncio.get_running_loop()
+        offsets_settled: asyncio.Future[None] = loop.create_future()
+        task = loop.create_task(self._complete(partition, part, md, offsets_settled))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return offsets_settled
 
-    async def _complete(self, partition: int, part: _TxnPartition, md: TxnMetadata) -> None:
+    async def _complete(
+        self,
+        partition: int,
+        part: _TxnPartition,
+        md: TxnMetadata,
+        offsets_settled: asyncio.Future[None],
+    ) -> None:
         commit = md.state == S.PREPARE_COMMIT
         target = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
 
         def still_coordinator() -> bool:
             return self._loaded.get(partition) is part
 
+        everything = frozenset(md.partitions)
+        offsets = frozenset(tp for tp in everything if tp[0] == OFFSETS_TOPIC)
         try:
-            await self.send_markers(
-                md.producer_id,
-                md.producer_epoch,
-                part.coordinator_epoch,
-                commit,
-                frozenset(md.partitions),
-                still_coordinator,
-            )
+            for group in (offsets, everything - offsets):
+                if group:
+                    await self.send_markers(
+                        md.producer_id,
+                        md.producer_epoch,
+                        part.coordinator_epoch,
+                        commit,
+                        group,
+                        still_coordinator,
+                    )
+                if not offsets_settled.done():
+                    offsets_settled.set_result(None)
             delay = 0.05
             while still_coordinator() and md.state != target:
                 if md.pending is None:
@@ -398,6 +436,9 @@ class TransactionCoordinator:
             raise
         except Exception:
             log.exception("completing the transaction of %r failed", md.transactional_id)
+        finally:
+            if not offsets_settled.done():
+                offsets_settled.set_result(None)
 
     async def close(self) -> None:
         tasks = list(self._tasks)
