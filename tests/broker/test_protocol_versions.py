@@ -494,6 +494,22 @@ def alter_user_scram_credentials(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {"deletions": [], "upsertions": [upsertion]}
 
 
+def consumer_group_heartbeat(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    # A member joining its own group (one per version: a member id is one client's).
+    return {
+        "group_id": f"pv-kip848-v{v}",
+        "member_id": f"pv-member-v{v}",
+        "member_epoch": 0,
+        "rebalance_timeout": 30_000,
+        "subscribed_topic_names": [TOPIC],
+        "topic_partitions": [],
+    }
+
+
+def consumer_group_describe(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"group_ids": ["pv-kip848-v0"], "include_authorized_operations": False}
+
+
 REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
@@ -540,6 +556,8 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.DELETE_ACLS: delete_acls,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
 }
 
 
@@ -589,6 +607,8 @@ MUST_SUCCEED = {
     ApiKey.ALTER_CLIENT_QUOTAS,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
 }
 
 

@@ -39,10 +39,11 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 
 # 24-28, 61, 65, 66: transactions (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 # WriteTxnMarkers, TxnOffsetCommit; DescribeProducers, DescribeTransactions,
 # ListTransactions); 47: OffsetDelete; 48, 49: Describe/AlterClientQuotas;
-# 29-31: Describe/Create/DeleteAcls; 50, 51: Describe/AlterUserScramCredentials.
+# 29-31: Describe/Create/DeleteAcls; 50, 51: Describe/AlterUserScramCredentials;
+# 68, 69: ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848).
 BRIEF_KEYS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25,
               26, 27, 28, 29, 30, 31, 32, 33, 35, 37, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51,
-              56, 61, 65, 66}  # fmt: skip
+              56, 61, 65, 66, 68, 69}  # fmt: skip
 
 
 def test_table_has_exactly_the_broker_apis() -> None:
