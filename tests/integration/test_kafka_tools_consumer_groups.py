@@ -156,6 +156,14 @@ def test_java_consumers_share_a_topic_and_the_tool_describes_them(
     rows = [line.split() for line in described.splitlines() if line.startswith("java-group")]
     assert sorted(int(r[2]) for r in rows) == [0, 1, 2, 3], described
     assert all(r[3] == r[4] for r in rows), described  # CURRENT-OFFSET == LOG-END-OFFSET
+    # The empty group's offsets can be reset (an admin commit, no member epoch).
+    reset = groups_tool(
+        tools,
+        broker.bootstrap,
+        "--reset-offsets", "--group", "java-group", "--topic", "java848",
+        "--to-earliest", "--execute",
+    )  # fmt: skip
+    assert [line.split()[-1] for line in reset.splitlines() if "java848" in line] == ["0"] * 4
     listed = groups_tool(tools, broker.bootstrap, "--list", "--type")
     assert any(line.split() == ["java-group", "Consumer"] for line in listed.splitlines()), listed
     deleted = groups_tool(tools, broker.bootstrap, "--delete", "--group", "java-group")

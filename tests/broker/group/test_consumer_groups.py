@@ -281,3 +281,29 @@ def test_the_consumer_protocol_can_be_disabled() -> None:
         assert answer.error == E.unsupported_version
 
     run(go())
+
+
+def test_a_restarted_static_member_takes_its_partitions_back_without_a_rebalance() -> None:
+    async def go() -> None:
+        log, topics = FakeLog(), Topics({"foo": 4})
+        c = consumer_coordinator(log, topics)
+        await join(c, "a", instance_id="host-a")
+        await join(c, "b", instance_id="host-b")
+        await settle(c, ["a", "b"])
+        group = c.consumer.group(GROUP)
+        assert group is not None
+        epoch, owned = group.group_epoch, group.members["a"].assigned
+        # A rolling restart: leave for now (epoch -2), then a new process, same instance id.
+        assert (await beat(c, "a", member_epoch=-2, instance_id="host-a")).error == 0
+        back = await join(c, "a2", instance_id="host-a")
+        assert back.response is not None and back.response.assignment == owned
+        group = c.consumer.group(GROUP)
+        assert group is not None and group.group_epoch == epoch  # nobody else moved
+        assert set(group.members) == {"a2", "b"}
+        # The old process, if it were still around, is fenced; a stranger may not take the id.
+        assert (await beat(c, "a", member_epoch=epoch, topic_partitions=())).error == (
+            E.unknown_member_id
+        )
+        assert (await join(c, "x", instance_id="host-b")).error == E.unreleased_instance_id
+
+    run(go())
