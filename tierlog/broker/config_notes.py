@@ -57,6 +57,7 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
         f"{_OWN}: Kafka serves bytes no background check has read (docs/integrity.md)"
     ),
     "log.scrubber.pass.interval.ms": _ro(_OWN),
+    "log.read.verify.enable": _ro(_OWN),
     "log.flush.offset.checkpoint.interval.ms": _ro(),
     "log.retention.check.interval.ms": _ro(),
     "log.index.interval.bytes": _cw(),
