@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tierlog.broker.authorization import OPERATIONS_NOT_REQUESTED
 from tierlog.broker.group.consumer.describe import DescribedGroup, DescribedPartitions
 from tierlog.broker.group.consumer.member import Assignment
 from tierlog.broker.group.consumer.requests import HeartbeatRequest
@@ -18,9 +19,12 @@ from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.server import CLIENT_ADDRESS
 from tierlog.protocol import Request
 from tierlog.protocol.kio_build import build, field, millis
+from tierlog.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
+
+GROUP = ResourceType.GROUP
 
 
 def _answer(request: Request, data: dict[str, Any]) -> Any:
@@ -64,14 +68,20 @@ def _assignment(assignment: Assignment) -> dict[str, Any]:
 
 
 async def handle_consumer_group_heartbeat(services: BrokerServices, request: Request) -> Any:
-    answer = await services.groups.consumer_group_heartbeat(heartbeat_request(request))
-    response = answer.response
-    if answer.error or response is None:
+    # Kafka: Read on the group, or GROUP_AUTHORIZATION_FAILED for the whole request.
+    refused = services.authz.request_error(request, {GROUP: request.body.group_id})  # type: ignore[attr-defined]
+    answer = (
+        None
+        if refused
+        else await services.groups.consumer_group_heartbeat(heartbeat_request(request))
+    )
+    response = None if answer is None else answer.response
+    if answer is None or answer.error or response is None:
         return _answer(
             request,
             {
-                "error_code": answer.error,
-                "error_message": answer.message,
+                "error_code": refused if answer is None else answer.error,
+                "error_message": None if answer is None else answer.message,
                 "member_id": None,
                 "member_epoch": -1,
                 "heartbeat_interval": 0,
@@ -131,6 +141,36 @@ def _described_group(group: DescribedGroup) -> dict[str, Any]:
 
 
 async def handle_consumer_group_describe(services: BrokerServices, request: Request) -> Any:
+    # Kafka: Describe on each group; a refused one is answered GROUP_AUTHORIZATION_FAILED.
     body: Any = request.body
-    described = services.groups.consumer_group_describe(body.group_ids)
-    return _answer(request, {"groups": [_described_group(g) for g in described]})
+    authz = services.authz
+    denied = authz.denied(request, GROUP, body.group_ids)
+    described = services.groups.consumer_group_describe(
+        [g for g in body.group_ids if g not in denied]
+    )
+    operations = field(body, "include_authorized_operations", False)
+    groups = [
+        {
+            **_described_group(g),
+            # KIP-430
+            "authorized_operations": authz.authorized_operations(GROUP, g.group_id)
+            if operations
+            else OPERATIONS_NOT_REQUESTED,
+        }
+        for g in described
+    ]
+    groups += [
+        {
+            "error_code": code,
+            "error_message": None,
+            "group_id": group,
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+            "assignor_name": "",
+            "members": [],
+            "authorized_operations": OPERATIONS_NOT_REQUESTED,
+        }
+        for group, code in denied.items()
+    ]
+    return _answer(request, {"groups": groups})
