@@ -11,7 +11,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools hdfs bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction bench-transactions bench-summary clean setup
+.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools hdfs bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction bench-transactions bench-groups bench-summary clean setup
 
 setup: $(STAMP)
 
@@ -124,6 +124,11 @@ bench-compaction: $(STAMP)
 # consume: tierlog vs Kafka (jars as for bench-throughput); profiles tierlog where slower.
 bench-transactions: $(STAMP)
 	$(BIN)/python bench/transactions.py
+
+# KIP-848: time to a stable 100-member group (tierlog vs Kafka, jars as for bench-throughput)
+# and the rebalance pause when a member joins (classic eager vs cooperative vs consumer).
+bench-groups: $(STAMP)
+	$(BIN)/python bench/consumer_protocol.py
 
 # Every side-by-side figure of every benchmark in one table: each benchmark's quick variant
 # three times, the median of the runs, a check of the file:// remote tier's two ratios, and

@@ -505,6 +505,25 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(48, lambda e: {"components": [], "strict": False}, version=1),
     Spec(
+        68,  # a member joining a consumer group (KIP-848)
+        lambda e: {
+            "group_id": GROUP,
+            "member_id": e.fresh("matrix-member"),
+            "member_epoch": 0,
+            "rebalance_timeout": 30_000,
+            "subscribed_topic_names": [TOPIC],
+            "topic_partitions": [],
+        },
+        {Res.GROUP: GROUP},
+        version=1,
+    ),
+    Spec(
+        69,
+        lambda e: {"group_ids": [GROUP], "include_authorized_operations": True},
+        {Res.GROUP: GROUP},
+        version=1,
+    ),
+    Spec(
         49,
         lambda e: {
             "entries": [

@@ -532,6 +532,22 @@ def alter_user_scram_credentials(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
     return {"deletions": [], "upsertions": [upsertion]}
 
 
+def consumer_group_heartbeat(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    # A member joining its own group (one per version: a member id is one client's).
+    return {
+        "group_id": f"pv-kip848-v{v}",
+        "member_id": f"pv-member-v{v}",
+        "member_epoch": 0,
+        "rebalance_timeout": 30_000,
+        "subscribed_topic_names": [TOPIC],
+        "topic_partitions": [],
+    }
+
+
+def consumer_group_describe(v: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    return {"group_ids": ["pv-kip848-v0"], "include_authorized_operations": False}
+
+
 REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
@@ -584,6 +600,8 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.PUSH_TELEMETRY: push_telemetry,
     ApiKey.LIST_CONFIG_RESOURCES: list_config_resources,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
 }
 
 
@@ -638,6 +656,8 @@ MUST_SUCCEED = {
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
     ApiKey.LIST_CONFIG_RESOURCES,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
 }
 
 

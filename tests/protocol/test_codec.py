@@ -60,14 +60,24 @@ KP_REQUESTS = _kafka_python_classes("Request")
 KP_RESPONSES = _kafka_python_classes("Response")
 ALL_TOPICS_V12 = KioMetadataRequestV12(topics=None, include_topic_authorized_operations=False)
 SUPPORTED_PAIRS = [(k, v) for k, (low, high) in SUPPORTED.items() for v in range(low, high + 1)]
-# Client APIs, cross-checked with kafka-python's own encoders; inter-broker APIs
-# (AlterPartition...) that kafka-python does not have are round-tripped through kio below.
+# Client APIs, cross-checked with kafka-python's own encoders; the APIs kafka-python does not
+# have (inter-broker ones such as AlterPartition, and KIP-848's consumer group APIs) are
+# round-tripped through kio below.
 ALL_VERSIONS = [(k, v) for k, v in SUPPORTED_PAIRS if k in KP_REQUESTS]
 INTER_BROKER_VERSIONS = [(k, v) for k, v in SUPPORTED_PAIRS if k not in KP_REQUESTS]
 # A request body (its required scalar fields) per API kafka-python cannot build
 # (inter-broker ones, and Kafka 3.7+'s).
 INTER_BROKER_SAMPLES: dict[int, dict[str, Any]] = {
     56: {"broker_id": 1, "broker_epoch": 25},  # AlterPartition
+    68: {  # ConsumerGroupHeartbeat: a member joining
+        "group_id": "g",
+        "member_id": "m-1",
+        "member_epoch": 0,
+        "rebalance_timeout": 30_000,
+        "subscribed_topic_names": ["t"],
+        "topic_partitions": [],
+    },
+    69: {"group_ids": ["g"], "include_authorized_operations": False},  # ConsumerGroupDescribe
     71: {"client_instance_id": uuid.UUID(int=5)},  # GetTelemetrySubscriptions
     72: {  # PushTelemetry
         "client_instance_id": uuid.UUID(int=7),

@@ -17,6 +17,14 @@ from typing import Any
 
 from tierlog.broker.config_notes import BROKER_NOTES
 from tierlog.broker.config_refused import refusal
+from tierlog.broker.group.consumer.config import (
+    CONFIG_DEF as CONSUMER_GROUP_CONFIG,
+)
+from tierlog.broker.group.consumer.config import (
+    REBALANCE_PROTOCOLS,
+    ConsumerGroupConfig,
+    rebalance_protocols_problem,
+)
 from tierlog.broker.listeners import parse_listener
 from tierlog.broker.replica_selector import SELECTORS
 from tierlog.local.config import LogConfig, check_kafka_ranges
@@ -29,6 +37,10 @@ from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, 
 from tierlog.util.properties import load_properties
 
 HOUR_MS = 60 * 60 * 1000
+# group.max.size is the classic protocol's key, listed with it below.
+CONSUMER_GROUP_KEYS = [
+    key for name, key in CONSUMER_GROUP_CONFIG.keys.items() if name != "group.max.size"
+]
 
 BROKER_CONFIG = ConfigDef(
     [
@@ -331,6 +343,15 @@ BROKER_CONFIG = ConfigDef(
         ),
         ConfigKey("group.max.size", "int", 2**31 - 1, "members per group", at_least(1)),
         ConfigKey(
+            "group.coordinator.rebalance.protocols",
+            "list",
+            list(REBALANCE_PROTOCOLS),
+            "group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848)",
+            rebalance_protocols_problem,
+        ),
+        # KIP-848's consumer protocol: group.consumer.* (tierlog.broker.group.consumer.config)
+        *CONSUMER_GROUP_KEYS,
+        ConfigKey(
             "transactional.id.expiration.ms",
             "int",
             604_800_000,
@@ -631,6 +652,8 @@ class BrokerConfig:
             }
         )
         check_kafka_ranges(BROKER_CONFIG, self.values)
+        # Kafka's cross-checks of the group.consumer.* keys, at start-up as Kafka does.
+        ConsumerGroupConfig.from_properties(self.values)
         v = self.values
         if v["node.id"] >= 0 and "broker.id" not in self.raw:
             v["broker.id"] = v["node.id"]

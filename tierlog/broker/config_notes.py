@@ -104,6 +104,21 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     "group.min.session.timeout.ms": _ro(),
     "group.max.session.timeout.ms": _ro(),
     "group.max.size": _ro(),
+    "group.coordinator.rebalance.protocols": _ro(
+        "share and streams groups (KIP-932, KIP-1071) are not served: naming them is refused"
+    ),
+    "group.consumer.session.timeout.ms": _ro(),
+    "group.consumer.min.session.timeout.ms": _ro(),
+    "group.consumer.max.session.timeout.ms": _ro(),
+    "group.consumer.heartbeat.interval.ms": _ro(),
+    "group.consumer.min.heartbeat.interval.ms": _ro(),
+    "group.consumer.max.heartbeat.interval.ms": _ro(),
+    "group.consumer.max.size": _ro(),
+    "group.consumer.assignors": _ro(
+        "the built-in uniform and range (by name or Kafka's class name); no custom classes"
+    ),
+    "group.consumer.migration.policy": _ro(),
+    "group.consumer.regex.refresh.interval.ms": _ro("an internal key in Kafka (not documented)"),
     "transactional.id.expiration.ms": _ro(),
     "transaction.state.log.num.partitions": _ro(),
     "transaction.state.log.replication.factor": _ro("default 1 (Kafka: 3)"),

@@ -1,6 +1,11 @@
 """The internal topic ``__consumer_offsets``: created on first use (FindCoordinator, as in
 Kafka), replayed into the group coordinator when this broker leads its partitions, and the
-append path the coordinator writes offset commits and group metadata through.
+append path the coordinator writes offset commits and group metadata through (classic
+groups' and KIP-848 consumer groups' records alike).
+
+It also gives the consumer protocol its view of the cluster's topics (``ClusterTopics``):
+ids, partition counts and a version, rebuilt after each metadata change, so that regex
+subscriptions are resolved again when topics are created or deleted.
 
 The coordinator's transactional offset commits go through ``append`` too (the batch
 carries the producer id and epoch; the log takes it as the coordinator's own write), and
@@ -16,9 +21,11 @@ from collections.abc import Iterator
 
 from tierlog.broker import internal_topics
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
+from tierlog.broker.coordination.api import BrokerRegistration, Coordinator, MetadataChange
 from tierlog.broker.errors import error_code
 from tierlog.broker.group import AppendError, GroupConfig, GroupCoordinator, partition_for
+from tierlog.broker.group.consumer.config import ConsumerGroupConfig
+from tierlog.broker.group.consumer.topics import TopicInfo, TopicsImage, image_of
 from tierlog.broker.group.manager import LogBatch
 from tierlog.broker.group.placement import OFFSETS_TOPIC
 from tierlog.broker.partition import Partition
@@ -43,6 +50,29 @@ def read_batches(topic_log: Log, end_offset: int) -> Iterator[LogBatch]:
         yield decode_batch(os.pread(segment.fd, header.size, position))
 
 
+class ClusterTopics:
+    """The cluster's topics as the consumer group protocol sees them (a ``TopicsImage``
+    whose version is derived from the topics, ``content_version``), built on first use
+    after each topic change."""
+
+    def __init__(self, cluster: Coordinator) -> None:
+        self._cluster = cluster
+        self._image: TopicsImage | None = None
+
+    def changed(self, change: MetadataChange | None) -> None:
+        """A ``Coordinator.on_change`` listener: partition state changes keep the image."""
+        if change is None or change.topics:
+            self._image = None
+
+    def __call__(self) -> TopicsImage:
+        image = self._image
+        if image is None:
+            image = self._image = image_of(
+                TopicInfo(t.topic_id, t.name, t.partitions) for t in self._cluster.topics().values()
+            )
+        return image
+
+
 class OffsetsTopic:
     """Args:
     config: the broker's configuration (offsets.topic.*, group.* keys).
@@ -62,8 +92,14 @@ class OffsetsTopic:
         self.cluster = cluster
         self.replicas = replicas
         self.partitions = config["offsets.topic.num.partitions"]
+        self.topics = ClusterTopics(cluster)
+        cluster.on_change(self.topics.changed)
         self.groups = GroupCoordinator(
-            self.append, config=GroupConfig.from_properties(config.values), clock=clock
+            self.append,
+            config=GroupConfig.from_properties(config.values),
+            clock=clock,
+            consumer_config=ConsumerGroupConfig.from_properties(config.values),
+            topics=self.topics,
         )
 
     @property

@@ -34,8 +34,6 @@ class ApiStatus(Enum):
     IMPLEMENTED = "implemented"
     # Authentication's APIs (SaslHandshake, SaslAuthenticate): issue 22 wires them.
     SECURITY = "security, issue 22"
-    # Another piece of issue 23 is building it now.
-    IN_PROGRESS = "in progress"
     REFUSED = "refused"
 
 
@@ -76,12 +74,7 @@ _DELEGATION_TOKENS = (
     "built (security, issue 22, comes first)"
 )
 _SECURITY = "answered once authentication (SASL, issue 22) is wired into the listeners"
-_I, _S, _P, _R = (
-    ApiStatus.IMPLEMENTED,
-    ApiStatus.SECURITY,
-    ApiStatus.IN_PROGRESS,
-    ApiStatus.REFUSED,
-)
+_I, _S, _R = ApiStatus.IMPLEMENTED, ApiStatus.SECURITY, ApiStatus.REFUSED
 
 KAFKA_APIS: Final[tuple[KafkaApi, ...]] = (
     KafkaApi(0, (3, 13), "Produce", _I),
@@ -189,8 +182,8 @@ KAFKA_APIS: Final[tuple[KafkaApi, ...]] = (
         "KRaft only: tierlog brokers reserve producer id blocks in ZooKeeper's "
         "/latest_producer_id_block themselves",
     ),
-    KafkaApi(68, (0, 1), "ConsumerGroupHeartbeat", _P, "KIP-848 consumer groups: issue 23 item 1"),
-    KafkaApi(69, (0, 1), "ConsumerGroupDescribe", _P, "KIP-848 consumer groups: issue 23 item 1"),
+    KafkaApi(68, (0, 1), "ConsumerGroupHeartbeat", _I),
+    KafkaApi(69, (0, 1), "ConsumerGroupDescribe", _I),
     KafkaApi(70, (0, 0), "ControllerRegistration", _R, _KRAFT),
     KafkaApi(71, (0, 0), "GetTelemetrySubscriptions", _I),
     KafkaApi(72, (0, 0), "PushTelemetry", _I),

@@ -8,7 +8,8 @@
   first versions of record batch v2, the only format the log stores.
 - Maximums are at most kio's newest schema, and stop before any version whose meaning we
   could not honour: ones that only exist for KRaft controllers, transactions v2
-  (KIP-890 part 2), two-phase commit (KIP-939) or topic-ID-only group APIs (KIP-848).
+  (KIP-890 part 2), two-phase commit (KIP-939) or the topic-ID-only OffsetCommit and
+  OffsetFetch v10 (KIP-848 groups work without them: clients pick v9).
 - Clients pick ``min(client max, broker max)`` per API (kafka-wire.md lists what each
   client asks for); every client version there falls inside these ranges.
 """
@@ -91,6 +92,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
     LIST_CONFIG_RESOURCES = 74
@@ -118,10 +121,11 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         # Metadata: every version; v10+ carries topic IDs, v13 a top-level error code.
         ApiKey.METADATA: (0, 13),
         # OffsetCommit: v2 is the baseline; v9 is v8 plus KIP-848 member epochs (librdkafka
-        # asks 9). v10 drops topic names for IDs (KIP-848 groups only): not needed.
+        # and the Java consumer with group.protocol=consumer commit with it; a consumer
+        # group's member must). v10 drops topic names for IDs: not needed, clients pick 9.
         ApiKey.OFFSET_COMMIT: (2, 9),
         # OffsetFetch: v1 baseline; v8 batches groups; v9 adds KIP-848 member id/epoch
-        # (ignored for classic groups). v10 is topic-ID only, like OffsetCommit v10.
+        # (checked for consumer groups, ignored for classic ones). v10 is topic-ID only.
         ApiKey.OFFSET_FETCH: (1, 9),
         # FindCoordinator: v4 batches keys (KIP-699); v6 adds the share-group key type
         # (KIP-932), which is answered with an error. kafka-python asks 6.
@@ -134,8 +138,8 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.SYNC_GROUP: (0, 5),
         # DescribeGroups v6 returns GROUP_ID_NOT_FOUND (KIP-1043).
         ApiKey.DESCRIBE_GROUPS: (0, 6),
-        # ListGroups v4 filters by state (KIP-518), v5 by type (KIP-848): we only have
-        # "classic" groups, so a type filter is easy to honour.
+        # ListGroups v4 filters by state (KIP-518), v5 by type (KIP-848: classic or
+        # consumer).
         ApiKey.LIST_GROUPS: (0, 5),
         # ApiVersions: v3 flexible + client software name, v4 allows feature min 0.
         ApiKey.API_VERSIONS: (0, 4),
@@ -164,6 +168,12 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 2),
+        # KIP-848's consumer group protocol (Kafka 4.x clients with group.protocol=consumer).
+        # ConsumerGroupHeartbeat v1 adds regex subscriptions and makes the member id the
+        # client's (KIP-1082);
+        # ConsumerGroupDescribe v1 adds each member's type, consumer or classic (KIP-1099).
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
         # OffsetForLeaderEpoch: v2 baseline (leader epoch fencing), v3 ReplicaId, v4 flexible.
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),

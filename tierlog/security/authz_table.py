@@ -288,6 +288,8 @@ _ROWS: Final = (
         Check(Op.DESCRIBE, Res.TOPIC, denial=_FILTERED),
     ),
     _row(66, "ListTransactions", Check(Op.DESCRIBE, Res.TRANSACTIONAL_ID, denial=_FILTERED)),
+    _row(68, "ConsumerGroupHeartbeat", Check(Op.READ, Res.GROUP, denial=_REQ)),
+    _row(69, "ConsumerGroupDescribe", Check(Op.DESCRIBE, Res.GROUP), note="per group"),
     _row(71, "GetTelemetrySubscriptions", note="KafkaApis checks nothing (KIP-714)"),
     _row(72, "PushTelemetry", note="KafkaApis checks nothing (KIP-714)"),
     _row(

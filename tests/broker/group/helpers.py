@@ -119,9 +119,15 @@ def make_coordinator(
         "min_session_timeout_ms": 10,
         "initial_rebalance_delay_ms": 0,
     }
+    consumer_config = overrides.pop("consumer_config", None)
+    topics = overrides.pop("topics", None)
     settings.update(overrides)
     coordinator = GroupCoordinator(
-        (log or FakeLog()).append, config=GroupConfig(**settings), clock=clock or ManualClock()
+        (log or FakeLog()).append,
+        config=GroupConfig(**settings),
+        clock=clock or ManualClock(),
+        consumer_config=consumer_config,
+        topics=topics,
     )
     for p in range(NUM_PARTITIONS) if partitions is None else partitions:
         coordinator.load_partition(p, [])

@@ -327,7 +327,7 @@ def test_leave_triggers_rebalance_and_last_leave_empties_group() -> None:
         log = FakeLog()
         c = make_coordinator(log)
         a, b = await stable_group(c, 2)
-        left = c.leave_group("g", [(b.member_id, None), ("ghost", None)])
+        left = await c.leave_group("g", [(b.member_id, None), ("ghost", None)])
         assert left.error == E.none
         assert [m.error for m in left.members] == [E.none, E.unknown_member_id]
         assert state(c) == "PreparingRebalance"
@@ -335,12 +335,12 @@ def test_leave_triggers_rebalance_and_last_leave_empties_group() -> None:
         assert (again.generation_id, len(again.members)) == (2, 1)
         await c.sync_group("g", a.member_id, 2, {})
 
-        assert c.leave_group("g", [(a.member_id, None)]).members[0].error == E.none
+        assert (await c.leave_group("g", [(a.member_id, None)])).members[0].error == E.none
         await asyncio.sleep(0.01)  # the join phase ends at once: nobody is left
         assert state(c) == "Empty"
         _, last_value = log.all_decoded()[-1]
         assert (last_value.generation, last_value.members, last_value.protocol) == (3, (), None)
-        assert c.leave_group("nope", [("x", None)]).members[0].error == E.unknown_member_id
+        assert (await c.leave_group("nope", [("x", None)])).members[0].error == E.unknown_member_id
         await c.close()
 
     run(go())
@@ -352,7 +352,7 @@ def test_leave_during_join_answers_waiting_join() -> None:
         waiting = asyncio.ensure_future(join(c))
         await asyncio.sleep(0.01)
         member_id = c.describe_groups(["g"])[0].members[0].member_id
-        assert c.leave_group("g", [(member_id, None)]).members[0].error == E.none
+        assert (await c.leave_group("g", [(member_id, None)])).members[0].error == E.none
         assert (await waiting).error == E.unknown_member_id
         await c.close()
 
@@ -431,7 +431,7 @@ def test_admin_leave_by_instance_id() -> None:
     async def go() -> None:
         c = make_coordinator()
         await stable_group(c, 2, instance_ids=["i0", "i1"])
-        left = c.leave_group("g", [("", "i1"), ("", "unknown")])
+        left = await c.leave_group("g", [("", "i1"), ("", "unknown")])
         assert [m.error for m in left.members] == [E.none, E.unknown_member_id]
         assert len(c.describe_groups(["g"])[0].members) == 1
         await c.close()

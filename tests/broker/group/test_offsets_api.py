@@ -175,7 +175,7 @@ def test_delete_emptied_group_writes_group_tombstone_and_failure_keeps_it() -> N
         c = make_coordinator(log)
         (a,) = await stable_group(c, 1)
         await c.commit_offsets("g", a.member_id, 1, {T1: (4, -1, "")})
-        c.leave_group("g", [(a.member_id, None)])
+        await c.leave_group("g", [(a.member_id, None)])
         await asyncio.sleep(0.01)
         log.fail_with = E.not_leader_or_follower
         assert (await c.delete_groups(["g"]))[0].error == E.not_coordinator
@@ -197,7 +197,7 @@ def test_expiration_of_empty_groups_and_simple_groups() -> None:
         await c.commit_offsets("g", a.member_id, 1, {T1: (4, -1, "")})
         await c.commit_offsets("simple", "", -1, {T1: (9, -1, "")})
         clock.advance(9 * MINUTE)
-        c.leave_group("g", [(a.member_id, None)])  # "g" is Empty from now on
+        await c.leave_group("g", [(a.member_id, None)])  # "g" is Empty from now on
         await asyncio.sleep(0.01)
         assert await c.cleanup_expired_offsets() == 0
         clock.advance(MINUTE)
@@ -255,7 +255,7 @@ def test_empty_group_id_is_allowed_for_offsets_only() -> None:
         assert (await c.commit_offsets("", "", -1, {T1: (1, -1, "")})).error == E.none
         assert c.fetch_offsets("", [T1]).partitions[T1].offset == 1
         assert (await join(c, group_id="")).error == E.invalid_group_id
-        assert c.leave_group("", [("m", None)]).error == E.invalid_group_id
+        assert (await c.leave_group("", [("m", None)])).error == E.invalid_group_id
         await c.close()
 
     run(go())

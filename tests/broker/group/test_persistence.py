@@ -125,7 +125,7 @@ def test_empty_group_comes_back_empty_with_its_generation() -> None:
         c = make_coordinator(log)
         (a,) = await stable_group(c, 1)
         await c.commit_offsets("g", a.member_id, 1, {T1: (3, -1, "")})
-        c.leave_group("g", [(a.member_id, None)])
+        await c.leave_group("g", [(a.member_id, None)])
         await asyncio.sleep(0.01)
         await c.close()
 

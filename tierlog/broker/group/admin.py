@@ -5,13 +5,17 @@ This module owns ``GroupAdmin``, the group coordinator's component for requests 
 whole groups rather than their members or offsets. A group with members cannot be
 deleted (NON_EMPTY_GROUP), nor one with offsets pending in an open transaction (its
 marker would bring them back); a deleted group's offsets and metadata get tombstones in
-``__consumer_offsets``. Runs on the event loop; not thread-safe.
+``__consumer_offsets``. Consumer groups (KIP-848) are listed with type ``consumer``,
+described by DescribeGroups as classic groups are (protocol type ``consumer``, the
+assignor as the protocol) and deleted by the consumer protocol's component
+(``ConsumerGroupAdmin``). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterable
+from typing import Protocol
 
 from tierlog.broker.group.group import GroupMetadata, GroupState
 from tierlog.broker.group.manager import group_store_error
@@ -28,15 +32,31 @@ E = ErrorCode
 S = GroupState
 
 
+CLASSIC = "classic"
+CONSUMER = "consumer"
+
+
+class ConsumerGroupAdmin(Protocol):
+    """What administration needs of the consumer protocol's groups (``ConsumerGroups``)."""
+
+    def listed(self) -> list[ListedGroup]: ...
+
+    def describe_classic(self, group_id: str) -> DescribedGroup | None: ...
+
+    async def delete(self, group_id: str) -> int | None: ...
+
+
 class GroupAdmin:
     """ListGroups, DescribeGroups and DeleteGroups (see the module docstring).
 
     Args:
         runtime: the coordinator's groups, store and timers.
+        consumer_groups: the consumer protocol's groups.
     """
 
-    def __init__(self, runtime: GroupRuntime) -> None:
+    def __init__(self, runtime: GroupRuntime, consumer_groups: ConsumerGroupAdmin) -> None:
         self._runtime = runtime
+        self._consumer = consumer_groups
 
     # ================================================================ List / Describe
 
@@ -49,19 +69,24 @@ class GroupAdmin:
 
         Args:
             states_filter: v4+ (KIP-518), case-insensitive state names; empty = all.
-            types_filter: v5+ (KIP-848), group types; these groups are all "classic".
+            types_filter: v5+ (KIP-848), group types (``classic``, ``consumer``); empty = all.
         """
         if not self._runtime.active:
             return ListGroupsResult(E.coordinator_not_available)
-        error = E.coordinator_load_in_progress if self._runtime.store.any_loading() else E.none
-        if types_filter and "classic" not in {t.lower() for t in types_filter}:
-            return ListGroupsResult(error)
+        store = self._runtime.store
+        error = E.coordinator_load_in_progress if store.any_loading() else E.none
+        types = {t.lower() for t in types_filter} if types_filter else {CLASSIC, CONSUMER}
         states = {s.lower() for s in states_filter} if states_filter else None
-        groups = tuple(
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self._runtime.store.groups.values()
-            if states is None or g.state.value.lower() in states
-        )
+        listed: list[ListedGroup] = []
+        if CLASSIC in types:
+            listed += [
+                ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+                for g in store.groups.values()
+                if store.consumer_group(g.group_id) is None  # not a consumer group's offsets
+            ]
+        if CONSUMER in types:
+            listed += self._consumer.listed()
+        groups = tuple(g for g in listed if states is None or g.state.lower() in states)
         return ListGroupsResult(error, groups)
 
     def describe_groups(
@@ -78,6 +103,8 @@ class GroupAdmin:
             group = None if error else self._runtime.store.get_group(group_id)
             if error:
                 out.append(DescribedGroup(error, group_id))
+            elif (consumer := self._consumer.describe_classic(group_id)) is not None:
+                out.append(consumer)
             elif group is None:
                 code = E.group_id_not_found if not_found_error else E.none
                 out.append(DescribedGroup(code, group_id, S.DEAD.value))
@@ -101,6 +128,8 @@ class GroupAdmin:
             group = None if error else self._runtime.store.get_group(group_id)
             if error:
                 results[group_id] = error
+            elif (consumer := await self._consumer.delete(group_id)) is not None:
+                results[group_id] = consumer
             elif group is None:
                 results[group_id] = E.group_id_not_found
             elif not group.is_(S.EMPTY) or group.pending_txn_offsets:

@@ -12,7 +12,9 @@ Everything takes plain values and returns ``tierlog.broker.group.results`` datac
 whose ``error`` is a Kafka error code; nothing here knows kio or sockets. Must be called
 on the broker's event loop (timers use ``loop.call_later``). ``join_group`` and
 ``sync_group`` are coroutines that resolve when the rebalance lets them (Kafka's delayed
-operations become futures); ``heartbeat`` and ``leave_group`` answer at once.
+operations become futures); ``heartbeat`` and ``leave_group`` answer at once. When a group
+moves to the consumer protocol or back, ``tierlog.broker.group.conversions`` hands the id
+over.
 """
 
 from __future__ import annotations
@@ -73,6 +75,18 @@ class ClassicGroupProtocol:
                 )
                 group.maybe_invoke_sync(member, SyncGroupResult(E.not_coordinator))
 
+    def join_error(self, group_id: str, session_timeout_ms: int) -> int:
+        """What a JoinGroup gets before any group looks at it (Kafka checks these before
+        it knows the group's type): the coordinator checks, then the session timeout's
+        bounds (``group.min/max.session.timeout.ms``)."""
+        error = self._runtime.validate(group_id, require_id=True)
+        if error:
+            return error
+        config = self._runtime.config
+        if not config.min_session_timeout_ms <= session_timeout_ms <= config.max_session_timeout_ms:
+            return E.invalid_session_timeout
+        return E.none
+
     def keep_alive(self, group: GroupMetadata, member_id: str) -> None:
         """A request from ``member_id`` that counts as a heartbeat (an OffsetCommit)."""
         if group.has(member_id):
@@ -107,15 +121,9 @@ class ClassicGroupProtocol:
             supports_skip_assignment: JoinGroup v9+ (KIP-814), for static leaders.
             reason: JoinGroup v8+, logged.
         """
-        error = self._runtime.validate(group_id, require_id=True)
+        error = self.join_error(group_id, session_timeout_ms)
         if error:
             return JoinGroupResult(error, member_id)
-        if not (
-            self._runtime.config.min_session_timeout_ms
-            <= session_timeout_ms
-            <= self._runtime.config.max_session_timeout_ms
-        ):
-            return JoinGroupResult(E.invalid_session_timeout, member_id)
         protos = [(name, bytes(meta)) for name, meta in protocols]
         future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
         group = self._runtime.store.get_group(group_id)

@@ -22,6 +22,9 @@ class GroupConfig:
         new_member_join_timeout_ms: Kafka's ``GroupCoordinator.NewMemberJoinTimeoutMs``
             (5 min, not configurable in Kafka): how long a brand-new member may wait in a
             rebalance before it is dropped (it cannot heartbeat yet).
+        rebalance_protocols: ``group.coordinator.rebalance.protocols`` (``classic`` and
+            ``consumer``, Kafka 4's default): without ``consumer``, ConsumerGroupHeartbeat
+            is refused.
     """
 
     num_partitions: int = 50
@@ -32,6 +35,7 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
     offset_metadata_max_bytes: int = 4096
     new_member_join_timeout_ms: int = 300_000
+    rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
 
     def __post_init__(self) -> None:
         if self.num_partitions < 1:
@@ -52,6 +56,7 @@ class GroupConfig:
             return default if v is None else int(v)
 
         retention_min = values.get("offsets.retention.minutes")
+        protocols = values.get("group.coordinator.rebalance.protocols")
         return cls(
             num_partitions=get("offsets.topic.num.partitions", d.num_partitions),
             min_session_timeout_ms=get("group.min.session.timeout.ms", d.min_session_timeout_ms),
@@ -64,4 +69,9 @@ class GroupConfig:
                 d.offsets_retention_ms if retention_min is None else int(retention_min) * 60_000
             ),
             offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
+            rebalance_protocols=(
+                d.rebalance_protocols
+                if protocols is None
+                else tuple(str(p).lower() for p in protocols)
+            ),
         )

@@ -223,6 +223,32 @@ class GroupMetadata:
         self.state = state
         self.current_state_timestamp = now_ms
 
+    def enter_loaded_state(self) -> None:
+        """Stable if the group has members, else Empty, outside the transition table: the
+        group was rebuilt from its record (loaded, or a consumer group downgraded to it,
+        KIP-848), not moved there by the protocol."""
+        self.state = GroupState.STABLE if self.members else GroupState.EMPTY
+
+    def clear_membership(self, now_ms: int) -> None:
+        """The group id moved to the consumer protocol (KIP-848's upgrade, or an empty group
+        converted): this object stays only to hold the id's committed offsets, as an Empty
+        group with no protocol and generation 0 (its GroupMetadata record is tombstoned).
+        Waiting JoinGroup/SyncGroup answers must have been given before."""
+        self.members.clear()
+        self.static_members.clear()
+        self.pending_members.clear()
+        self.pending_sync_members.clear()
+        self.supported_protocols.clear()
+        self.generation_id = 0
+        self.protocol_type = None
+        self.protocol_name = None
+        self.leader_id = None
+        self.subscribed_topics = None
+        self.new_member_added = False
+        self.initial_join_delay = None
+        self.state = GroupState.EMPTY
+        self.current_state_timestamp = now_ms
+
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]
 
@@ -478,9 +504,14 @@ class GroupMetadata:
             return 0
         return sum(self.apply_offset(tp, r.value, r.order) for tp, r in pending.items())
 
-    def expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+    def expired_offsets(
+        self, now_ms: int, retention_ms: int, consumer_group_topics: set[str] | None = None
+    ) -> list[TopicPartition]:
         """Offsets past ``offsets.retention.minutes`` under Kafka's rules (KIP-211, KIP-496).
 
+        - the offsets of a consumer group (KIP-848; this object then only holds them, and
+          ``consumer_group_topics`` are its members' topics): those of topics no member
+          subscribes to, counted from their commit (Kafka's ConsumerGroup condition);
         - a group with a protocol type that is Empty: counted from when it became Empty
           (or from each commit when that time is unknown, e.g. an old record version);
         - a Stable consumer group with known subscriptions: offsets of topics no member
@@ -492,7 +523,10 @@ class GroupMetadata:
         """
         subscribed: set[str] = set()
         empty_since = self.current_state_timestamp
-        if self.protocol_type is not None and self.is_(GroupState.EMPTY):
+        if consumer_group_topics is not None:
+            use_state_time = False
+            subscribed = consumer_group_topics
+        elif self.protocol_type is not None and self.is_(GroupState.EMPTY):
             use_state_time = empty_since is not None
         elif (
             self.protocol_type == CONSUMER_PROTOCOL_TYPE

@@ -2,11 +2,24 @@
 
 This module owns (like Kafka's ``GroupMetadataManager``): which ``__consumer_offsets``
 partitions this broker coordinates and whether they are still loading; the cache of
-``GroupMetadata`` for the groups on those partitions; turning group metadata, offset
-commits and deletions into record batches (``tierlog.broker.group.offsets_codec``
-formats) handed to the injected ``append``; and rebuilding the cache from a partition's
-records when the broker becomes its leader. The membership protocol itself lives in
-``tierlog.broker.group.classic``. Runs on the event loop; not thread-safe.
+``GroupMetadata`` for the groups on those partitions (classic groups, and the committed
+offsets of every group id) and of the consumer groups (KIP-848, ``ConsumerGroup``, in a
+``ConsumerGroupStore``); turning group metadata, offset commits, deletions and consumer
+group records into record batches (``tierlog.broker.group.offsets_codec`` and
+``...consumer.record_codec`` formats) handed to the injected ``append``; and rebuilding
+the caches from a partition's records when the broker becomes its leader
+(``tierlog.broker.group.loader``). The membership protocols live in
+``tierlog.broker.group.classic`` and ``tierlog.broker.group.consumer_groups``. Runs on
+the event loop; not thread-safe.
+
+A group id names one group of one type. A consumer group's committed offsets are kept,
+like a classic group's, in a ``GroupMetadata`` of its id, which then holds no members
+(Empty, no protocol type): offsets belong to the id, whichever protocol its members speak.
+
+Writes that change a group's type or records (the consumer protocol's, and a classic
+group's metadata) hold that group's lock (``group_lock``) from the decision to the
+append: a classic write that would land after an upgrade's tombstone is refused instead,
+so the log never holds a group of both types.
 
 Transactional offset commits (KIP-98 TxnOffsetCommit) are written as one transactional
 batch of the producer and held in ``GroupMetadata.pending_txn_offsets`` until the
@@ -21,25 +34,29 @@ any other exception counts as COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import struct
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 
 from tierlog.broker.group.config import GroupConfig
-from tierlog.broker.group.group import GroupMetadata, GroupState, MemberMetadata
+from tierlog.broker.group.consumer.group import ConsumerGroup
+from tierlog.broker.group.consumer.member import ClassicProtocol
+from tierlog.broker.group.consumer.migration import ClassicGroupView, ClassicMemberView
+from tierlog.broker.group.consumer.record_codec import encode_record
+from tierlog.broker.group.consumer.records import Record as GroupRecord
+from tierlog.broker.group.consumer.store import ConsumerGroupStore
+from tierlog.broker.group.group import GroupMetadata, GroupState
+from tierlog.broker.group.loader import LogBatch, group_from_value, replay
 from tierlog.broker.group.offsets_codec import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
-    OffsetsCodecError,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
     encode_group_metadata_value,
     encode_key,
     encode_offset_commit_value,
@@ -48,9 +65,8 @@ from tierlog.broker.group.placement import partition_for
 from tierlog.broker.group.results import TopicPartition
 from tierlog.broker.group.txn_offsets import CommitRecord, PendingTxnOffsets
 from tierlog.protocol.errors import ErrorCode
-from tierlog.records.builder import ControlType, Record, build_batch
-from tierlog.records.header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
-from tierlog.records.reader import DecodedRecord
+from tierlog.records.builder import Record, build_batch
+from tierlog.records.header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -103,119 +119,59 @@ class PartitionState(Enum):
     LOADED = "loaded"
 
 
-# One batch of a ``__consumer_offsets`` partition as the loader reads it: its header
-# (transactional? control? which producer?) and its records with their log offsets.
-LogBatch = tuple[BatchHeader, Sequence[DecodedRecord]]
-_CONTROL_KEY = struct.Struct(">hh")  # version, type (tierlog.records.builder)
+__all__ = ["Append", "AppendError", "GroupMetadataManager", "LoadedGroups", "LogBatch"]
 
 
-@dataclass(slots=True)
-class _Replayed:
-    """One partition's records folded in log order: the last value per key (tombstones
-    delete), the offsets of transactions still open at the end per producer id, and the
-    offset after the last batch."""
+@dataclass(frozen=True, slots=True)
+class LoadedGroups:
+    """The groups of one partition, loaded or unloaded: classic groups (and the offsets
+    holders of consumer groups) and consumer groups."""
 
-    groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
-    offsets: dict[str, dict[TopicPartition, CommitRecord]] = field(default_factory=dict)
-    pending: dict[int, dict[str, dict[TopicPartition, CommitRecord]]] = field(default_factory=dict)
-    end_offset: int = 0
+    classic: list[GroupMetadata] = field(default_factory=list)
+    consumer: list[ConsumerGroup] = field(default_factory=list)
 
 
-def replay(batches: Iterable[LogBatch]) -> _Replayed:
-    """Fold batches in log order, as Kafka's ``loadGroupsAndOffsets`` does.
+class GroupLocks:
+    """One asyncio lock per group id, kept only while someone holds or waits for it."""
 
-    Offset commits in a transactional batch are held per producer id until that
-    producer's control batch: COMMIT applies each one unless the partition's current
-    offset was written later, ABORT drops them. Undecodable or foreign records are
-    skipped (logged).
-    """
-    out = _Replayed()
-    for header, records in batches:
-        out.end_offset = max(out.end_offset, header.next_offset)
-        if header.is_control:
-            if header.is_transactional:
-                _replay_marker(out, header, records)
-            continue  # other control records (e.g. KRaft's) carry no group state
-        for rec in records:
-            _replay_record(out, header, rec)
-    return out
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
-
-def _replay_marker(out: _Replayed, header: BatchHeader, records: Sequence[DecodedRecord]) -> None:
-    if not records or records[0].key is None or len(records[0].key) < _CONTROL_KEY.size:
-        log.warning("__consumer_offsets control batch at %d has no marker", header.base_offset)
-        return
-    _, kind = _CONTROL_KEY.unpack_from(records[0].key)
-    pending = out.pending.pop(header.producer_id, {})
-    if kind != ControlType.COMMIT:
-        return
-    for group_id, offsets in pending.items():
-        loaded = out.offsets.setdefault(group_id, {})
-        for tp, record in offsets.items():
-            current = loaded.get(tp)
-            if current is None or current.order < record.order:
-                loaded[tp] = record
+    @asynccontextmanager
+    async def hold(self, group_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.setdefault(group_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[group_id]
 
 
-def _replay_record(out: _Replayed, header: BatchHeader, rec: DecodedRecord) -> None:
-    if rec.key is None:
-        log.warning("__consumer_offsets record at offset %d has no key", rec.offset)
-        return
-    try:
-        key = decode_key(rec.key)
-        if isinstance(key, OffsetCommitKey):
-            tp = (key.topic, key.partition)
-            if header.is_transactional:
-                target = out.pending.setdefault(header.producer_id, {})
-            else:
-                target = out.offsets
-            if rec.value is None:
-                group_offsets = target.get(key.group)
-                if group_offsets is not None:
-                    group_offsets.pop(tp, None)
-            else:
-                value = decode_offset_commit_value(rec.value)
-                # Kafka orders commits by their batch's base offset.
-                record = CommitRecord(value, header.base_offset)
-                target.setdefault(key.group, {})[tp] = record
-        elif isinstance(key, GroupMetadataKey):
-            if rec.value is None:
-                out.groups.pop(key.group, None)
-            else:
-                out.groups[key.group] = decode_group_metadata_value(rec.value)
-    except OffsetsCodecError as exc:
-        log.warning("skipping __consumer_offsets record at offset %d: %s", rec.offset, exc)
-
-
-def group_from_value(group_id: str, value: GroupMetadataValue, now_ms: int) -> GroupMetadata:
-    """Rebuild a group from its last record, as Kafka's ``GroupMetadata.loadGroup`` does:
-    Empty with its generation when it had no members, else Stable with them."""
-    state = GroupState.STABLE if value.members else GroupState.EMPTY
-    group = GroupMetadata(group_id, now_ms, state)
-    group.generation_id = value.generation
-    group.protocol_type = value.protocol_type or None
-    group.protocol_name = value.protocol
-    group.current_state_timestamp = (
-        value.current_state_timestamp if value.current_state_timestamp >= 0 else None
-    )
-    for m in value.members:
-        group.add(
-            MemberMetadata(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.rebalance_timeout,
-                m.session_timeout,
-                value.protocol_type,
-                [(value.protocol or "", m.subscription)],
+def classic_view(group: GroupMetadata) -> ClassicGroupView:
+    """What a conversion to the consumer protocol needs of a classic group (its members'
+    protocols and last assignments)."""
+    return ClassicGroupView(
+        group.group_id,
+        group.protocol_type,
+        group.protocol_name,
+        group.generation_id,
+        tuple(
+            ClassicMemberView(
+                member_id=m.member_id,
+                instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.session_timeout_ms,
+                protocols=tuple(ClassicProtocol(n, bytes(d)) for n, d in m.protocols),
                 assignment=m.assignment,
             )
-        )
-    group.protocol_type = value.protocol_type or None
-    group.leader_id = value.leader if value.leader in group.members else group.leader_id
-    group.subscribed_topics = group.compute_subscribed_topics()
-    return group
+            for m in group.members.values()
+        ),
+    )
 
 
 def group_metadata_value(
@@ -255,8 +211,13 @@ class GroupMetadataManager:
         self.config = config
         self.clock = clock
         self.groups: dict[str, GroupMetadata] = {}
+        self.consumer = ConsumerGroupStore()
         self.partitions: dict[int, PartitionState] = {}
         self._commit_seq = 0
+        self._locks = GroupLocks()
+        # Bumped whenever a partition is loaded or unloaded: a write that started before
+        # applies nothing after it (its records are in the log the next load reads).
+        self._load_epochs: dict[int, int] = {}
         # Producer id -> groups holding offsets of its open transaction (Kafka's
         # openGroupsForProducer), so a marker finds them without scanning every group.
         self._txn_groups: dict[int, set[str]] = {}
@@ -281,14 +242,23 @@ class GroupMetadataManager:
 
     def begin_loading(self, partition: int) -> None:
         self.partitions[partition] = PartitionState.LOADING
+        self._load_epochs[partition] = self._load_epochs.get(partition, 0) + 1
 
-    def load_partition(self, partition: int, batches: Iterable[LogBatch]) -> list[GroupMetadata]:
+    def load_epoch(self, partition: int) -> int:
+        """Changes whenever ``partition`` is loaded or unloaded (see ``__init__``)."""
+        return self._load_epochs.get(partition, 0)
+
+    def group_lock(self, group_id: str) -> AbstractAsyncContextManager[None]:
+        """``async with store.group_lock(id)``: see the module docstring."""
+        return self._locks.hold(group_id)
+
+    def load_partition(self, partition: int, batches: Iterable[LogBatch]) -> LoadedGroups:
         """Rebuild the groups of ``partition`` from its batches; returns them.
 
         Groups that have offsets but no metadata record come back as simple groups
-        (Empty, no protocol type). Offsets of transactions without a marker yet stay
-        pending (``complete_txn`` settles them). Groups already cached for the partition
-        are replaced.
+        (Empty, no protocol type); so do consumer groups' offsets holders. Offsets of
+        transactions without a marker yet stay pending (``complete_txn`` settles them).
+        Groups already cached for the partition are replaced.
         """
         self.begin_loading(partition)
         state = replay(batches)
@@ -325,12 +295,16 @@ class GroupMetadataManager:
                 self._txn_groups.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
             loaded.append(group)
+        consumer_groups = state.consumer_groups()
+        for consumer_group in consumer_groups:
+            self.consumer.put(consumer_group)
         self.partitions[partition] = PartitionState.LOADED
-        return loaded
+        return LoadedGroups(loaded, consumer_groups)
 
-    def unload_partition(self, partition: int) -> list[GroupMetadata]:
-        """Forget ``partition`` and its groups (marked Dead); returns them."""
+    def unload_partition(self, partition: int) -> LoadedGroups:
+        """Forget ``partition`` and its groups (classic ones marked Dead); returns them."""
         self.partitions.pop(partition, None)
+        self._load_epochs[partition] = self._load_epochs.get(partition, 0) + 1
         now = self.clock.milliseconds()
         removed = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
         for group in removed:
@@ -338,7 +312,12 @@ class GroupMetadataManager:
             group.transition_to(GroupState.DEAD, now)
             for producer_id in group.pending_txn_offsets.producers():
                 self._forget_txn_group(producer_id, group.group_id)
-        return removed
+        consumer_groups = [
+            g for g in self.consumer.groups() if self.partition_for(g.group_id) == partition
+        ]
+        for consumer_group in consumer_groups:
+            self.consumer.pop(consumer_group.group_id)
+        return LoadedGroups(removed, consumer_groups)
 
     def _forget_txn_group(self, producer_id: int, group_id: str) -> None:
         group_ids = self._txn_groups.get(producer_id)
@@ -359,6 +338,20 @@ class GroupMetadataManager:
     def remove_group(self, group: GroupMetadata) -> None:
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
+
+    # ---------------------------------------------------------------- GroupLookup
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group of ``group_id`` on a partition coordinated here, or None."""
+        return self.consumer.consumer_group(group_id)
+
+    def classic_group(self, group_id: str) -> ClassicGroupView | None:
+        """The classic group of ``group_id`` (possibly Empty, or only holding offsets) as
+        a conversion sees it; None if there is none, or the id is a consumer group's."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD) or self.consumer_group(group_id):
+            return None
+        return classic_view(group)
 
     # ---------------------------------------------------------------- writes
 
@@ -394,13 +387,38 @@ class GroupMetadataManager:
 
     async def store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes]) -> int:
         """Persist the group's metadata with ``assignment``; returns a JoinGroup/SyncGroup
-        error code (0 on success)."""
-        value = group_metadata_value(group, assignment)
-        record = Record(
-            encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value)
-        )
-        error = await self._write(self.partition_for(group.group_id), [record])
+        error code (0 on success). REBALANCE_IN_PROGRESS, and nothing written, when the
+        id became a consumer group's meanwhile (its members rejoin that group)."""
+        async with self.group_lock(group.group_id):
+            if self.consumer_group(group.group_id) is not None:
+                return E.rebalance_in_progress
+            value = group_metadata_value(group, assignment)
+            record = Record(
+                encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value)
+            )
+            error = await self._write(self.partition_for(group.group_id), [record])
         return group_store_error(error)
+
+    async def write_group_records(
+        self,
+        group_id: str,
+        records: Sequence[GroupRecord],
+        *,
+        offset_tombstones: Iterable[TopicPartition] = (),
+    ) -> int:
+        """Append a consumer group's records (consumer group types and, for a conversion,
+        the classic GroupMetadata record) as one batch, in order, after tombstones of its
+        ``offset_tombstones`` (a deletion); returns 0 or the raw Kafka error code. The
+        caller holds the group's lock and applies them once written."""
+        encoded = [
+            Record(encode_key(OffsetCommitKey(group_id, t, p)), None) for t, p in offset_tombstones
+        ]
+        if not records and not encoded:
+            return E.none
+        for record in records:
+            key, value = encode_record(record)
+            encoded.append(Record(key, value))
+        return await self._write(self.partition_for(group_id), encoded)
 
     async def store_offsets(
         self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetCommitValue]

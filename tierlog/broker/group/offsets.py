@@ -14,6 +14,12 @@ until the transaction's marker is written to the group's partition and ``complet
 is called: COMMIT makes them the committed offsets, ABORT drops them. OffsetFetch with
 ``require_stable`` (v7+) answers UNSTABLE_OFFSET_COMMIT for a partition with a pending
 one. A group with pending transactional offsets is neither expired nor deleted.
+
+A consumer group's (KIP-848) offsets are held the same way, in a ``GroupMetadata`` of its
+id without members; the consumer protocol's rules (``ConsumerGroupRules``, the
+``ConsumerGroups`` component) decide who may commit and fetch with which member epoch
+(OffsetCommit v9+, OffsetFetch v9+), and which topics' offsets stay (those its members
+subscribe to neither expire nor can be deleted).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from tierlog.broker.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
 from tierlog.broker.group.manager import group_store_error
@@ -45,6 +52,26 @@ CommitEntry = tuple[int, int, str | None]
 UNKNOWN_MEMBER_ID = ""
 # A request from a group member that counts as its heartbeat: (group, member id).
 KeepAlive = Callable[[GroupMetadata, str], None]
+# OffsetCommit v9 is the first that carries a KIP-848 member epoch.
+LATEST_COMMIT_VERSION = 9
+
+
+class ConsumerGroupRules(Protocol):
+    """The consumer protocol's offset rules (``ConsumerGroups``)."""
+
+    def commit_error(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        transactional: bool,
+        api_version: int,
+    ) -> int | None: ...
+
+    def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> int: ...
+
+    def subscribed_topics(self, group_id: str) -> set[str] | None: ...
 
 
 class GroupOffsets:
@@ -54,11 +81,22 @@ class GroupOffsets:
         runtime: the coordinator's groups, store and timers.
         keep_alive: called for a commit by a member: a commit counts as a heartbeat in the
             classic protocol.
+        consumer_groups: the consumer protocol's rules for the ids of consumer groups.
     """
 
-    def __init__(self, runtime: GroupRuntime, keep_alive: KeepAlive) -> None:
+    def __init__(
+        self, runtime: GroupRuntime, keep_alive: KeepAlive, consumer_groups: ConsumerGroupRules
+    ) -> None:
         self._runtime = runtime
         self._keep_alive = keep_alive
+        self._consumer = consumer_groups
+
+    def _holder(self, group_id: str) -> GroupMetadata:
+        """The ``GroupMetadata`` that holds a consumer group's offsets (made on first use)."""
+        group = self._runtime.store.get_group(group_id)
+        if group is None or group.is_(S.DEAD):
+            group = self._runtime.store.add_group(GroupMetadata(group_id, self._runtime.now()))
+        return group
 
     # ================================================================ OffsetCommit
 
@@ -71,14 +109,16 @@ class GroupOffsets:
         *,
         group_instance_id: str | None = None,
         retention_time_ms: int = -1,
+        api_version: int = LATEST_COMMIT_VERSION,
     ) -> OffsetCommitResult:
         """OffsetCommit: store ``offsets`` and answer once they are durable.
 
         Args:
-            generation_id: the member's generation, or -1 with member id "" for a simple
-                commit.
+            generation_id: the member's generation (a consumer group's member: its member
+                epoch), or -1 with member id "" for a simple commit.
             retention_time_ms: OffsetCommit v2-v4 retention_time; -1 (the default, and
                 always from v5) means broker retention (``offsets.retention.minutes``).
+            api_version: the request's; a consumer-protocol member needs v9+.
         """
 
         def fail(error: int) -> OffsetCommitResult:
@@ -87,6 +127,13 @@ class GroupOffsets:
         error = self._runtime.validate(group_id, require_id=False)
         if error:
             return fail(error)
+        consumer_error = self._consumer.commit_error(
+            group_id, member_id, generation_id, transactional=False, api_version=api_version
+        )
+        if consumer_error:
+            return fail(consumer_error)
+        if consumer_error is not None:
+            return await self._write_commit(self._holder(group_id), offsets, retention_time_ms)
         group = self._runtime.store.get_group(group_id)
         if group is None:
             if generation_id >= 0:
@@ -103,6 +150,14 @@ class GroupOffsets:
         # A commit counts as a heartbeat; during PreparingRebalance the commit is
         # accepted, and the next heartbeat tells the member to rejoin.
         self._keep_alive(group, member_id)
+        return await self._write_commit(group, offsets, retention_time_ms)
+
+    async def _write_commit(
+        self,
+        group: GroupMetadata,
+        offsets: Mapping[TopicPartition, CommitEntry],
+        retention_time_ms: int,
+    ) -> OffsetCommitResult:
         now = self._runtime.now()
         expire = now + retention_time_ms if retention_time_ms >= 0 else -1
         partitions: dict[TopicPartition, int] = {}
@@ -197,19 +252,31 @@ class GroupOffsets:
         error = self._runtime.validate(group_id, require_id=True)
         if error:
             return fail(error)
+        consumer_error = self._consumer.commit_error(
+            group_id,
+            member_id,
+            generation_id,
+            transactional=True,
+            api_version=LATEST_COMMIT_VERSION,
+        )
         has_member = generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID
         group = self._runtime.store.get_group(group_id)
-        if group is None:
+        if consumer_error:
+            return fail(consumer_error)
+        if consumer_error is not None:
+            group = self._holder(group_id)
+        elif group is None:
             if has_member or group_instance_id is not None:
                 # Kafka creates the group, then finds no such member in it.
                 return fail(E.unknown_member_id)
             # A transaction may commit for a group nobody has joined (Kafka's addGroup).
             group = self._runtime.store.add_group(GroupMetadata(group_id, self._runtime.now()))
-        error = self._validate_offset_commit(
-            group, generation_id, member_id, group_instance_id, transactional=True
-        )
-        if error:
-            return fail(error)
+        else:
+            error = self._validate_offset_commit(
+                group, generation_id, member_id, group_instance_id, transactional=True
+            )
+            if error:
+                return fail(error)
         now = self._runtime.now()
         partitions: dict[TopicPartition, int] = {}
         to_store: dict[TopicPartition, OffsetCommitValue] = {}
@@ -262,6 +329,8 @@ class GroupOffsets:
         partitions: Iterable[TopicPartition] | None = None,
         *,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResult:
         """OffsetFetch for one group: ``partitions`` None means every committed partition.
 
@@ -269,9 +338,13 @@ class GroupOffsets:
         metadata "". With ``require_stable`` (v7+, KIP-447) a partition that has an
         offset pending in an open transaction gets UNSTABLE_OFFSET_COMMIT instead (the
         client retries until the transaction ends); without it, the last committed
-        offset is returned as if no transaction were open.
+        offset is returned as if no transaction were open. ``member_id`` and
+        ``member_epoch`` (v9+) are checked against a consumer group's member
+        (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); a classic group ignores them.
         """
         error = self._runtime.validate(group_id, require_id=False)
+        if not error:
+            error = self._consumer.fetch_error(group_id, member_id, member_epoch)
         if error:
             return OffsetFetchResult(error)
         group = self._runtime.store.get_group(group_id)
@@ -309,7 +382,11 @@ class GroupOffsets:
         if group is None or group.is_(S.DEAD):
             return E.group_id_not_found, {}
         errors: dict[TopicPartition, int] = {}
-        if group.is_(S.EMPTY):
+        consumer_topics = self._consumer.subscribed_topics(group_id)
+        if consumer_topics is not None:
+            eligible = [tp for tp in wanted if tp[0] not in consumer_topics]
+            errors = {tp: E.group_subscribed_to_topic for tp in wanted if tp[0] in consumer_topics}
+        elif group.is_(S.EMPTY):
             eligible = wanted
         elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
             subscribed = group.subscribed_topics or set()
@@ -349,7 +426,11 @@ class GroupOffsets:
             int, list[tuple[GroupMetadata, dict[TopicPartition, OffsetCommitValue], bool]]
         ] = defaultdict(list)
         for group in list(self._runtime.store.groups.values()):
-            expired = group.expired_offsets(now, self._runtime.config.offsets_retention_ms)
+            expired = group.expired_offsets(
+                now,
+                self._runtime.config.offsets_retention_ms,
+                self._consumer.subscribed_topics(group.group_id),
+            )
             removed = {tp: group.offsets.pop(tp) for tp in expired}
             dead = group.is_(S.EMPTY) and not group.has_offsets()
             if dead:

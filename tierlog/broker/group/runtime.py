@@ -5,9 +5,12 @@ the writes in flight, and whether the coordinator is still active.
 (the classic protocol, offsets, administration; KIP-848's consumer protocol beside the
 classic one): the store (``GroupMetadataManager``: the cache of groups on the partitions
 this broker coordinates, and their records in ``__consumer_offsets``), the ``TimerTable``
-that stands in for Kafka's purgatories, and the checks every request makes first
-(Kafka's ``validateGroupStatus``). Runs on the event loop; not thread-safe (state only
-changes between awaits, so no locks).
+that stands in for Kafka's purgatories (``timers`` for the classic protocol,
+``consumer_timers`` for the consumer protocol: a classic group's timers are cancelled
+together, by group id, and must never take a consumer group's with them), and the checks
+every request makes first (Kafka's ``validateGroupStatus``). Runs on the event loop; not
+thread-safe (state only changes between awaits; the consumer protocol's writes hold the
+group's lock, ``GroupMetadataManager.group_lock``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class GroupRuntime:
         self.clock = clock
         self.store = GroupMetadataManager(append, config, clock)
         self.timers = TimerTable()
+        self.consumer_timers = TimerTable()
         self.active = True
         self._tasks: set[asyncio.Task[Any]] = set()
 

@@ -2,7 +2,9 @@
 OffsetCommit, TxnOffsetCommit, OffsetFetch, ListGroups, DescribeGroups and DeleteGroups.
 
 The work is the ``GroupCoordinator``'s (``tierlog.broker.group``); these functions only
-translate every request version to its calls and its results back.
+translate every request version to its calls and its results back. The classic APIs serve
+classic groups and, for KIP-848's online migration, the classic members of consumer groups
+alike; the consumer protocol's own APIs are ``tierlog.broker.handlers.consumer_groups``.
 """
 
 from __future__ import annotations
@@ -207,7 +209,7 @@ async def handle_leave_group(services: BrokerServices, request: Request) -> Any:
         members = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         members = [(body.member_id, None)]
-    result = services.groups.leave_group(body.group_id, members)
+    result = await services.groups.leave_group(body.group_id, members)
     if request.api_version < 3:
         error = result.error or (result.members[0].error if result.members else 0)
         return _answer(request, {"error_code": error})
@@ -271,6 +273,7 @@ async def handle_offset_commit(services: BrokerServices, request: Request) -> An
         allowed if denied else offsets,
         group_instance_id=field(body, "group_instance_id"),
         retention_time_ms=millis(retention) if retention is not None else -1,
+        api_version=request.api_version,
     )
     if denied:
         codes = {tp: result.partitions.get(tp, result.error) for tp in allowed}
@@ -407,7 +410,8 @@ def _describable(
 async def handle_offset_fetch(services: BrokerServices, request: Request) -> Any:
     """OffsetFetch v1-v9. ``require_stable`` (v7+, KIP-447): a partition whose offset is
     pending in an open transaction answers UNSTABLE_OFFSET_COMMIT (per partition; the
-    consumer retries) instead of the last committed offset."""
+    consumer retries) instead of the last committed offset. v9 carries the member id and
+    epoch of a KIP-848 member, checked against its consumer group (STALE_MEMBER_EPOCH)."""
     body: Any = request.body
     stable = bool(field(body, "require_stable", False))
     if request.api_version >= 8:
@@ -418,7 +422,11 @@ async def handle_offset_fetch(services: BrokerServices, request: Request) -> Any
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": refused})
                 continue
             result = services.groups.fetch_offsets(
-                g.group_id, _wanted(g.topics), require_stable=stable
+                g.group_id,
+                _wanted(g.topics),
+                require_stable=stable,
+                member_id=field(g, "member_id"),
+                member_epoch=int(field(g, "member_epoch", -1)),
             )
             groups.append(
                 {

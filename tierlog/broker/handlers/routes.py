@@ -28,6 +28,10 @@ from tierlog.broker.handlers.cluster_info import (
     handle_describe_topic_partitions,
 )
 from tierlog.broker.handlers.config_resources import handle_list_config_resources
+from tierlog.broker.handlers.consumer_groups import (
+    handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
+)
 from tierlog.broker.handlers.fetch import handle_fetch
 from tierlog.broker.handlers.groups import (
     handle_delete_groups,
@@ -116,6 +120,8 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,

@@ -56,6 +56,9 @@ class Client:
     owned: set[tuple[uuid.UUID, int]] = field(default_factory=set)
     releasing: set[tuple[uuid.UUID, int]] = field(default_factory=set)
     send_subscription: bool = True
+    # After an error (a lost response), a client sends a full heartbeat, which is always
+    # answered with its whole assignment (Kafka's clients do: HeartbeatState.reset()).
+    send_full: bool = False
 
     def hear(self, assignment: dict[uuid.UUID, frozenset[int]]) -> None:
         given = {(t, p) for t, ps in assignment.items() for p in ps}
@@ -82,6 +85,16 @@ class Client:
                 subscribed_topic_names=self.topics,
                 server_assignor=self.assignor,
                 topic_partitions=(),
+            )
+        if self.send_full:
+            return HeartbeatRequest(
+                GROUP,
+                self.member_id,
+                self.epoch,
+                rebalance_timeout_ms=30_000,
+                subscribed_topic_names=self.topics,
+                server_assignor=self.assignor,
+                topic_partitions=self.owned_field(),
             )
         return HeartbeatRequest(
             GROUP,
@@ -140,7 +153,9 @@ class ConsumerGroupRun(RuleBasedStateMachine):
         self.harness.write(outcome)
         client.send_subscription = False
         if lose_response:
+            client.send_full = True
             return
+        client.send_full = False
         response = outcome.response
         assert response is not None
         client.epoch = response.member_epoch

@@ -68,6 +68,25 @@ def _assignor_names(value: Any) -> str | None:
     return None
 
 
+# group.coordinator.rebalance.protocols: what tierlog serves. Kafka also knows share
+# (KIP-932) and streams (KIP-1071) groups; a broker configured with them is refused.
+REBALANCE_PROTOCOLS = ("classic", "consumer")
+
+
+def rebalance_protocols_problem(value: Any) -> str | None:
+    """Why a ``group.coordinator.rebalance.protocols`` value is refused, or None."""
+    names = [str(v).lower() for v in value]
+    unknown = [v for v in names if v not in REBALANCE_PROTOCOLS]
+    if unknown:
+        return (
+            f"unsupported group protocol {', '.join(unknown)}; tierlog serves "
+            f"{' and '.join(REBALANCE_PROTOCOLS)} groups (no share or streams groups)"
+        )
+    if "classic" not in names:
+        return "must contain classic"  # Kafka's rule too
+    return None
+
+
 def _policy(value: Any) -> str | None:
     choices = [p.value for p in MigrationPolicy]
     return None if value.lower() in choices else f"must be one of {', '.join(choices)}"

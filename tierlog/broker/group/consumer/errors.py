@@ -104,6 +104,20 @@ class NonEmptyGroupError(ConsumerGroupError):
     code = ErrorCode.non_empty_group
 
 
+class InconsistentGroupProtocolError(ConsumerGroupError):
+    """INCONSISTENT_GROUP_PROTOCOL (23): a classic member's JoinGroup or SyncGroup names a
+    protocol type or protocol the consumer group's classic members do not share."""
+
+    code = ErrorCode.inconsistent_group_protocol
+
+
+class RebalanceInProgressError(ConsumerGroupError):
+    """REBALANCE_IN_PROGRESS (27): a classic member must send JoinGroup again to catch up
+    with the group epoch."""
+
+    code = ErrorCode.rebalance_in_progress
+
+
 class AssignorError(ConsumerGroupError):
     """UNKNOWN_SERVER_ERROR (-1): the assignor could not compute a target assignment.
     Kafka answers the heartbeat that triggered the computation this way."""

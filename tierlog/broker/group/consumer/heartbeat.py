@@ -109,7 +109,7 @@ class Outcome:
 
 
 @dataclass
-class _Changes:
+class Changes:
     """Records made so far, each applied to the working copy as it is made."""
 
     group: ConsumerGroup
@@ -144,7 +144,7 @@ def session_expired(ctx: Context, group: ConsumerGroup | None, member_id: str) -
     """The member's session timer fired: fence it (nothing if it is gone already)."""
     if group is None or member_id not in group.members:
         return Outcome(None)
-    return _fence(ctx, group.copy(), {member_id}, None)
+    return fence(ctx, group.copy(), {member_id}, None)
 
 
 def rebalance_expired(
@@ -155,7 +155,7 @@ def rebalance_expired(
     member = None if group is None else group.members.get(member_id)
     if group is None or member is None or member.member_epoch != member_epoch:
         return Outcome(None)
-    return _fence(ctx, group.copy(), {member_id}, None)
+    return fence(ctx, group.copy(), {member_id}, None)
 
 
 # --------------------------------------------------------------------------- joining
@@ -188,7 +188,7 @@ def _group_for(
     group: ConsumerGroup | None,
     classic: ClassicGroupView | None,
     request: HeartbeatRequest,
-    changes: _Changes,
+    changes: Changes,
 ) -> ConversionResult | None:
     gid = request.group_id
     if group is not None:
@@ -214,12 +214,12 @@ def _group_for(
 
 def _static_member(
     work: ConsumerGroup,
-    changes: _Changes,
+    changes: Changes,
     member_id: str,
     request: HeartbeatRequest,
     owned: list[TopicPartition] | None,
 ) -> ConsumerGroupMember:
-    gid, instance_id = work.group_id, request.instance_id
+    instance_id = request.instance_id
     existing = work.static_member(instance_id)
     if request.member_epoch != JOIN_EPOCH:
         if existing is None:
@@ -238,10 +238,17 @@ def _static_member(
             f"Static member {member_id} with instance id {instance_id} cannot join the group "
             f"because the instance id is owned by {existing.member_id} member."
         )
-    # The new member takes the old one's place: its subscription, its target and its
-    # partitions, at epoch 0 (Kafka's replaceMember).
+    return replace_static_member(changes, existing, member_id)
+
+
+def replace_static_member(
+    changes: Changes, existing: ConsumerGroupMember, member_id: str
+) -> ConsumerGroupMember:
+    """A new member with ``existing``'s instance id takes its place: its subscription, its
+    target and its partitions, at epoch 0 (Kafka's replaceMember)."""
+    gid = changes.group.group_id
     new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-    old_target = work.target.get(existing.member_id, {})
+    old_target = changes.group.target.get(existing.member_id, {})
     for record in record_helpers.member_tombstones(gid, existing.member_id):
         changes.add(record)
     changes.add(record_helpers.member_subscription(gid, new))
@@ -284,7 +291,7 @@ def _updated(member: ConsumerGroupMember, request: HeartbeatRequest) -> Consumer
     )
 
 
-def _refresh_subscriptions(ctx: Context, changes: _Changes) -> bool:
+def refresh_subscriptions(ctx: Context, changes: Changes) -> bool:
     """Resolve the regexes that need it, drop the unused ones, and update the subscribed
     topics' metadata. Returns whether the group epoch must move."""
     work, gid = changes.group, changes.group.group_id
@@ -313,7 +320,7 @@ def _join_or_update(
     request: HeartbeatRequest,
 ) -> Outcome:
     gid = request.group_id
-    changes = _Changes(group.copy() if group is not None else ConsumerGroup(gid))
+    changes = Changes(group.copy() if group is not None else ConsumerGroup(gid))
     conversion = _group_for(ctx, group, classic, request, changes)
     work = changes.group
 
@@ -345,7 +352,7 @@ def _join_or_update(
     if updated != member or member_id not in work.members:
         changes.add(record_helpers.member_subscription(gid, updated))
     bump = work.group_epoch == 0 or names_changed or regex_changed
-    bump = _refresh_subscriptions(ctx, changes) or bump
+    bump = refresh_subscriptions(ctx, changes) or bump
     if bump:
         changes.add(record_helpers.group_epoch(gid, work.group_epoch + 1))
 
@@ -396,7 +403,7 @@ def _leave(ctx: Context, group: ConsumerGroup | None, request: HeartbeatRequest)
             raise UnknownMemberIdError(
                 f"Member {request.member_id} is not a member of group {gid}."
             )
-        return _fence(ctx, group.copy(), {request.member_id}, response)
+        return fence(ctx, group.copy(), {request.member_id}, response)
     member = group.static_member(request.instance_id)
     if member is None:
         raise UnknownMemberIdError(f"Instance id {request.instance_id} is unknown.")
@@ -413,10 +420,10 @@ def _leave(ctx: Context, group: ConsumerGroup | None, request: HeartbeatRequest)
             HeartbeatResponse(member.member_id, STATIC_LEAVE_EPOCH, 0),
             (record_helpers.current_assignment(gid, left),),
         )
-    return _fence(ctx, group.copy(), {member.member_id}, response)
+    return fence(ctx, group.copy(), {member.member_id}, response)
 
 
-def _fence(
+def fence(
     ctx: Context, work: ConsumerGroup, member_ids: set[str], response: HeartbeatResponse | None
 ) -> Outcome:
     """Remove members (left, or timed out): tombstones, then a new group epoch so that the
@@ -427,7 +434,7 @@ def _fence(
     conversion = downgrade_on_leave(work, member_ids, ctx.config, ctx.topics, ctx.now_ms)
     if conversion is not None:
         return Outcome(response, conversion.records, tuple(timers), conversion)
-    changes = _Changes(work, timers=timers)
+    changes = Changes(work, timers=timers)
     for member_id in sorted(member_ids):
         for record in record_helpers.member_tombstones(gid, member_id):
             changes.add(record)

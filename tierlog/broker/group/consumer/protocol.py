@@ -15,6 +15,10 @@ overrides. It holds no group state of its own and does no I/O:
 * ``timer_fired`` is called when a timer an outcome armed fires, and returns an outcome the
   same way (the records fence the member; no response).
 * ``describe`` and the offset checks only read.
+* ``classic_join``, ``classic_sync``, ``classic_heartbeat`` and ``classic_leave`` serve the
+  members of a consumer group that speak the classic protocol (``classic_members.py``);
+  ``classic_join_to_empty`` and ``delete_group`` give the records that delete a group (a
+  classic JoinGroup converting an empty consumer group, DeleteGroups, expiration).
 
 Not thread-safe by itself: the coordinator calls it from its event loop, one request at a
 time per group, as it does for the classic protocol.
@@ -27,8 +31,15 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from tierlog.broker.group.consumer import offset_rules
+from tierlog.broker.group.consumer import classic_members, offset_rules, record_helpers
 from tierlog.broker.group.consumer.assignors import Assignor, assignors_by_name
+from tierlog.broker.group.consumer.classic_members import (
+    ClassicJoinRequest,
+    HeartbeatOutcome,
+    JoinOutcome,
+    LeaveOutcome,
+    SyncOutcome,
+)
 from tierlog.broker.group.consumer.config import ConsumerGroupConfig
 from tierlog.broker.group.consumer.describe import DescribedGroup, describe_group
 from tierlog.broker.group.consumer.errors import GroupIdNotFoundError
@@ -40,6 +51,8 @@ from tierlog.broker.group.consumer.heartbeat import (
     rebalance_expired,
     session_expired,
 )
+from tierlog.broker.group.consumer.migration import empty_group_conversion
+from tierlog.broker.group.consumer.records import Record
 from tierlog.broker.group.consumer.requests import HeartbeatRequest
 from tierlog.broker.group.consumer.store import GroupLookup
 from tierlog.broker.group.consumer.subscriptions import TopicFilter
@@ -89,6 +102,10 @@ class ConsumerGroupProtocol:
         self._group_overrides = group_overrides
         self._topic_filter = topic_filter
 
+    def topics_view(self) -> TopicsView:
+        """The topic metadata as it is now."""
+        return self._topics()
+
     def _context(self, group_id: str) -> Context:
         return Context(
             config=self.config,
@@ -119,10 +136,11 @@ class ConsumerGroupProtocol:
         key = timer.key
         group = self._groups.consumer_group(key.group_id)
         ctx = self._context(key.group_id)
-        if key.kind is TimerKind.SESSION:
-            return session_expired(ctx, group, key.member_id)
-        assert timer.member_epoch is not None
-        return rebalance_expired(ctx, group, key.member_id, timer.member_epoch)
+        if key.kind is TimerKind.REBALANCE:
+            assert timer.member_epoch is not None
+            return rebalance_expired(ctx, group, key.member_id, timer.member_epoch)
+        # Session, and a classic member's join or sync deadline: fenced if still there.
+        return session_expired(ctx, group, key.member_id)
 
     def describe(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
         """ConsumerGroupDescribe's groups, in the order asked."""
@@ -166,6 +184,74 @@ class ConsumerGroupProtocol:
     ) -> None:
         """Raises the error an OffsetFetch with a member epoch gets, if any."""
         offset_rules.validate_offset_fetch(self._require(group_id), member_id, member_epoch)
+
+    # ------------------------------------------------------------ classic members
+
+    def classic_join(self, request: ClassicJoinRequest) -> JoinOutcome:
+        """JoinGroup from a classic member to the non-empty consumer group
+        ``request.group_id`` (``classic_members.join``).
+
+        Raises:
+            ConsumerGroupError: the error code and message to answer with.
+        """
+        group = self._require(request.group_id)
+        return classic_members.join(self._context(request.group_id), group, request)
+
+    def classic_sync(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncOutcome:
+        """SyncGroup from a classic member of a consumer group (``classic_members.sync``)."""
+        return classic_members.sync(
+            self._context(group_id),
+            self._require(group_id),
+            member_id,
+            instance_id,
+            generation_id,
+            protocol_type,
+            protocol_name,
+        )
+
+    def classic_heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> HeartbeatOutcome:
+        """Heartbeat from a classic member of a consumer group."""
+        return classic_members.heartbeat(
+            self._require(group_id), member_id, instance_id, generation_id
+        )
+
+    def classic_leave(
+        self, group_id: str, members: Iterable[tuple[str, str | None]]
+    ) -> LeaveOutcome:
+        """LeaveGroup for classic members of a consumer group."""
+        return classic_members.leave(
+            self._context(group_id), self._require(group_id), list(members)
+        )
+
+    def classic_join_to_empty(self, group_id: str) -> tuple[Record, ...]:
+        """A classic JoinGroup for an empty consumer group: the records that delete it, so
+        that the classic protocol starts a classic group (every migration policy)."""
+        conversion = empty_group_conversion(self._require(group_id))
+        return () if conversion is None else conversion.records
+
+    # ------------------------------------------------------------ whole groups
+
+    def delete_group(self, group_id: str) -> tuple[Record, ...]:
+        """The records that delete an empty consumer group (DeleteGroups, or expiration
+        of an empty group without offsets).
+
+        Raises:
+            GroupIdNotFoundError: no consumer group has this id.
+            NonEmptyGroupError: it has members.
+        """
+        group = self._require(group_id)
+        offset_rules.validate_delete(group)
+        return tuple(record_helpers.group_tombstones(group))
 
     def _require(self, group_id: str) -> ConsumerGroup:
         group = self._groups.consumer_group(group_id)

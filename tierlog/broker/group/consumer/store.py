@@ -50,6 +50,18 @@ class ConsumerGroupStore:
     def group_ids(self) -> Iterator[str]:
         return iter(self._groups)
 
+    def groups(self) -> list[ConsumerGroup]:
+        return list(self._groups.values())
+
+    def put(self, group: ConsumerGroup) -> None:
+        """Hold ``group`` (rebuilt elsewhere: a coordinator loading its partition)."""
+        self._groups[group.group_id] = group
+        self._classic.pop(group.group_id, None)
+
+    def pop(self, group_id: str) -> ConsumerGroup | None:
+        """Forget ``group_id``'s consumer group (its partition was unloaded)."""
+        return self._groups.pop(group_id, None)
+
     def replay_all(self, records: Iterable[Record]) -> None:
         for record in records:
             self.replay(record)

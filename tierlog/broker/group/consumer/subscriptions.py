@@ -10,7 +10,7 @@ backtracks, so no pattern can hold the coordinator.
 
 Kafka resolves in the background and batches refreshes; here resolution is synchronous and
 cheap to skip: a regex is resolved when a member first brings it, and again when the topic
-metadata's version has moved past the version it was resolved at, or when
+metadata's version differs from the version it was resolved at, or when
 ``group.consumer.regex.refresh.interval.ms`` has passed (permissions can change without a
 metadata version). Each resolution is stored as a ConsumerGroupRegularExpression record, so
 a coordinator that takes over knows the resolutions without rescanning.
@@ -93,9 +93,12 @@ def needs_resolving(
     resolved: ResolvedRegex | None, topics: TopicsView, now_ms: int, refresh_interval_ms: int
 ) -> bool:
     """Whether a subscribed regex must be (re)resolved now."""
+    # Any other version means the metadata changed since (a broker's view numbers its
+    # versions by content, so a coordinator that took over compares equal for the same
+    # topics; never "older", which only one process's counter could promise).
     return (
         resolved is None
-        or resolved.version < topics.version
+        or resolved.version != topics.version
         or now_ms - resolved.timestamp >= refresh_interval_ms
     )
 

@@ -17,6 +17,14 @@ Two timers per consumer-protocol member (KIP-848):
   fires while the member is still at epoch E, the member is fenced: a member that does not
   give partitions back cannot hold the group's rebalance forever.
 
+A member that speaks the classic protocol inside a consumer group (KIP-848's online
+migration) has the session timer too, armed with its classic session timeout by every
+Heartbeat, JoinGroup and SyncGroup, and two of its own (Kafka's join and sync keys):
+
+* join: armed (only if not armed yet) when the member is told REBALANCE_IN_PROGRESS and
+  must send JoinGroup; cancelled by that JoinGroup. If it fires, the member is fenced.
+* sync: armed by its JoinGroup answer with its rebalance timeout; cancelled by SyncGroup.
+
 ``Deadlines`` is a pure timer table over a clock's milliseconds, for tests and simulations.
 """
 
@@ -30,6 +38,8 @@ from dataclasses import dataclass
 class TimerKind(enum.Enum):
     SESSION = "session-timeout"
     REBALANCE = "rebalance-timeout"
+    JOIN = "join-timeout"
+    SYNC = "sync-timeout"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +57,13 @@ class TimerKey:
 @dataclass(frozen=True, slots=True)
 class ScheduleTimer:
     """Arm (or re-arm) ``key`` to fire after ``delay_ms``. ``member_epoch`` is the epoch the
-    member must still be at for a rebalance timeout to fence it."""
+    member must still be at for a rebalance timeout to fence it; ``if_absent`` leaves a
+    timer already armed under ``key`` as it is (Kafka's ``scheduleIfAbsent``)."""
 
     key: TimerKey
     delay_ms: int
     member_epoch: int | None = None
+    if_absent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +82,18 @@ def rebalance_timer(group_id: str, member_id: str, epoch: int, timeout_ms: int) 
     return ScheduleTimer(TimerKey(TimerKind.REBALANCE, group_id, member_id), timeout_ms, epoch)
 
 
+def join_timer(group_id: str, member_id: str, timeout_ms: int) -> ScheduleTimer:
+    return ScheduleTimer(TimerKey(TimerKind.JOIN, group_id, member_id), timeout_ms, if_absent=True)
+
+
+def sync_timer(group_id: str, member_id: str, timeout_ms: int) -> ScheduleTimer:
+    return ScheduleTimer(TimerKey(TimerKind.SYNC, group_id, member_id), timeout_ms)
+
+
+def cancel(kind: TimerKind, group_id: str, member_id: str) -> CancelTimer:
+    return CancelTimer(TimerKey(kind, group_id, member_id))
+
+
 def cancel_all(group_id: str, member_id: str) -> list[CancelTimer]:
     return [CancelTimer(TimerKey(kind, group_id, member_id)) for kind in TimerKind]
 
@@ -84,7 +108,8 @@ class Deadlines:
     def apply(self, ops: Iterable[TimerOp], now_ms: int) -> None:
         for op in ops:
             if isinstance(op, ScheduleTimer):
-                self._armed[op.key] = (now_ms + op.delay_ms, op)
+                if not (op.if_absent and op.key in self._armed):
+                    self._armed[op.key] = (now_ms + op.delay_ms, op)
             else:
                 self._armed.pop(op.key, None)
 

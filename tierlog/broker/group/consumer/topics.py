@@ -3,15 +3,18 @@
 KIP-848 speaks topic ids on the wire (a member reports its owned partitions by topic id and
 is assigned partitions by topic id) and topic names in subscriptions. ``TopicsView`` is the
 minimal read-only view the protocol's logic takes: each topic's id, name and partition
-count, and a ``version`` that grows whenever any of them changes (Kafka's metadata image
-offset), so that resolved regular expressions know when they are out of date.
+count, and a ``version`` that changes whenever any of them changes (Kafka uses its metadata
+image offset), so that resolved regular expressions know when they are out of date. Only
+equality of versions is meaningful: the broker's view
+(``tierlog.broker.group.cluster_topics``) derives its version from the topics themselves,
+so that every coordinator of a group agrees on it after a failover.
 
-The broker passes its own view (the next stage wires the replica manager's metadata);
 ``TopicsImage`` is the plain immutable implementation used by tests and benchmarks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +31,7 @@ class TopicInfo:
 
 
 class TopicsView(Protocol):
-    """Read-only topic metadata; ``version`` grows with every change to it."""
+    """Read-only topic metadata; ``version`` changes with every change to it."""
 
     @property
     def version(self) -> int: ...
@@ -95,3 +98,20 @@ class TopicsImage:
 def topic_id_for(name: str) -> uuid.UUID:
     """A stable id for a topic name (tests and benchmarks; brokers use the real ids)."""
     return uuid.uuid5(uuid.NAMESPACE_URL, f"tierlog-topic:{name}")
+
+
+def content_version(topics: Iterable[TopicInfo]) -> int:
+    """A version number derived from the topics themselves (names, ids, partition counts):
+    equal for equal metadata on every broker, different after any change (to 63 bits), so
+    that a regex resolved by one coordinator is not resolved again by the next for the
+    same topics. Kafka uses its metadata log's offset, which ZooKeeper mode lacks."""
+    digest = hashlib.blake2b(digest_size=8)
+    for info in sorted(topics, key=lambda t: t.name):
+        digest.update(f"{info.name}\0{info.topic_id}\0{info.num_partitions}\n".encode())
+    return int.from_bytes(digest.digest(), "big") >> 1
+
+
+def image_of(topics: Iterable[TopicInfo]) -> TopicsImage:
+    """An image of ``topics`` whose version is their ``content_version``."""
+    ordered = tuple(sorted(topics, key=lambda t: t.name))
+    return TopicsImage(ordered, content_version(ordered))
