@@ -69,7 +69,8 @@ def _assignment(assignment: Assignment) -> dict[str, Any]:
 
 async def handle_consumer_group_heartbeat(services: BrokerServices, request: Request) -> Any:
     # Kafka: Read on the group, or GROUP_AUTHORIZATION_FAILED for the whole request.
-    refused = services.authz.request_error(request, {GROUP: request.body.group_id})
+    body: Any = request.body
+    refused = services.authz.request_error(request, {GROUP: body.group_id})
     answer = (
         None
         if refused
