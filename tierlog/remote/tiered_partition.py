@@ -56,18 +56,17 @@ class TieredPartition:
 
     def remote_end(self) -> int:
         """Next offset after the last committed remote segment (0 when none)."""
-        committed = self.committed()
-        return committed[-1].end_offset + 1 if committed else 0
+        return max(mf.end_offset(self.manifest), 0) if self.manifest else 0
 
     def earliest_offset(self) -> int:
         """The whole log's start: the remote log start when remote data exists. A range
         the remote tier lost still counts (its reads fail loudly): the log start never
         moves over acknowledged data without DeleteRecords saying so."""
         start = self.log.log_start_offset
-        committed = self.committed()
-        if committed and self.manifest is not None:
-            remote_start = max(committed[0].base_offset, self.manifest.log_start_offset)
-            start = min(remote_start, start)
+        manifest = self.manifest
+        first = mf.start_offset(manifest) if manifest is not None else None
+        if first is not None and manifest is not None:
+            start = min(max(first, manifest.log_start_offset), start)
         lost = self.lost()
         return min(lost[0], start) if lost is not None else start
 
