@@ -208,6 +208,27 @@ def test_property_round_trip(m: mf.Manifest) -> None:
     assert mj.encode(mj.decode(data, WHERE)) == data
 
 
+def test_a_commit_encodes_only_the_segments_it_has_not_encoded_before() -> None:
+    """Issue 26, item 4: every commit rewrites the whole manifest; each segment's entry is
+    encoded once per value, so a growing manifest costs a join, not n re-encodings."""
+    segments = [seg(i * 100, i * 100 + 99) for i in range(50)]
+    mj._segment_json.cache_clear()
+    first = mj.encode(manifest(*segments))
+    assert mj._segment_json.cache_info().misses == 50
+    mj.encode(manifest(*segments, seg(5000, 5099)))
+    assert mj._segment_json.cache_info().misses == 51  # only the new segment
+    # A changed segment is a new value: its entry follows the change.
+    deleting = dataclasses.replace(segments[0], state=DELETING)
+    assert mj.decode(mj.encode(manifest(deleting, *segments[1:])), WHERE).segments[0].state is (
+        DELETING
+    )
+    # The bytes are those of one compact, sorted json.dumps of the whole document.
+    assert (
+        first
+        == (json.dumps(json.loads(first), sort_keys=True, separators=(",", ":")) + "\n").encode()
+    )
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**65), 2**65) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
