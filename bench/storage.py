@@ -178,7 +178,8 @@ def bench_checks(appends: dict[str, dict[str, Any]]) -> dict[str, dict[str, floa
     from crc32c import crc32c
 
     from tierlog.records import record_walk
-    from tierlog.records.codecs import DEFAULT_MAX_SIZE, check_declared_sizes
+    from tierlog.records.codecs import DEFAULT_MAX_SIZE
+    from tierlog.records.expansion import check_declared_sizes
     from tierlog.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, Compression, parse_header
 
     out: dict[str, dict[str, float]] = {}

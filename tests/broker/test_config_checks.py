@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,33 @@ def test_broker_start_refuses_log_dirs_under_a_file(tmp_path: Path) -> None:
     assert str(a_file) in result.stderr
     result = start_broker(tmp_path, **{"log.dirs": str(a_file)})
     assert_one_line(result, "log.dirs")
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A real read-only file system (a tmpfs mounted ``ro``): the test runs as root, and
+    root writes through a directory's mode bits. Not skipped when it cannot be mounted."""
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs (needs root): {result.stderr.strip()}", pytrace=False)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_broker_start_on_read_only_log_dirs_says_so_in_one_line(read_only_dir: Path) -> None:
+    """Issue 20, item 12: a read-only ``log.dirs`` ended start-up in a traceback."""
+    for log_dirs in (read_only_dir, read_only_dir / "logs"):  # the dir, or its parent
+        result = start_broker(read_only_dir.parent, **{"log.dirs": str(log_dirs)})
+        assert_one_line(result, "log.dirs")
+        assert "read-only" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("url", ["nosuch://bucket/prefix", "s3:/bucket-without-scheme"])

@@ -172,6 +172,46 @@ def test_delete_topic_frees_space_when_even_the_metadata_journal_cannot_grow(dis
         broker.stop()
 
 
+def test_delete_topic_frees_space_first_once_a_group_was_touched_on_a_full_disk(
+    disk: Path,
+) -> None:
+    """Issue 20, item 9: a consumer group asked for while the disk is full leaves
+    ``__consumer_offsets`` created but not hosted. A DeleteTopics then tried to host it
+    first, failed with ENOSPC and answered KAFKA_STORAGE_ERROR, freeing nothing: the one
+    way out of a full disk was closed. Deleting must free the space first."""
+    broker = start_broker(disk, {"offsets.topic.num.partitions": "4"}).start()
+    consumer: Consumer | None = None
+    try:
+        create_topic(broker.bootstrap, "big")
+        produce(broker.bootstrap, "big", 12)
+        ballast = fill(disk)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "g",
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+            }
+        )
+        consumer.subscribe(["big"])
+        deadline = time.monotonic() + 3  # the group's coordinator asked for on a full disk
+        while time.monotonic() < deadline:
+            consumer.poll(0.2)
+        consumer.close()
+        consumer = None
+        assert "__consumer_offsets" in topics(broker.bootstrap), broker.log_text()[-3000:]
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics(["big"])["big"].result(timeout=15)
+        assert "big" not in topics(broker.bootstrap)
+        assert not any(p.name.startswith("big-") for p in (disk / "data").iterdir())
+        assert wait_free(disk, 10 << 20) >= 10 << 20, "the topic's bytes were not freed"
+        ballast.unlink()
+    finally:
+        if consumer is not None:
+            consumer.close()
+        broker.stop()
+
+
 def test_restart_on_a_full_disk_stops_with_one_line_then_starts_once_freed(disk: Path) -> None:
     """Item 10: a start on a full disk used to die with a traceback while writing a
     checkpoint. It stops with one line naming the cause; once space is freed it starts and

@@ -143,3 +143,36 @@ def test_offload_resumes_after_restart_and_nothing_is_lost(tmp_path: Path) -> No
         assert [int(v[:6]) for v in values] == list(range(MESSAGES))
     finally:
         broker.stop()
+
+
+def test_a_clean_stop_during_an_upload_finishes_it_and_its_checkpoint(tmp_path: Path) -> None:
+    """Issue 20, item 12: a broker stopped while it uploaded a segment shut the remote
+    worker down under the running cycle, which then failed with a traceback ("cannot
+    schedule new futures after shutdown") and never wrote that cycle's
+    ``remote-log-checkpoint``. Throttled uploads (~2.5 s a segment) make sure the stop
+    lands in the middle of one."""
+    broker = tiered_broker(
+        tmp_path,
+        **{
+            "log.segment.bytes": str(1 << 20),
+            "remote.log.manager.copy.max.bytes.per.second": "400000",
+        },
+    )
+    try:
+        fill(broker.bootstrap, "busy", count=40_000)  # ~4 MiB: four segments to upload
+        deadline = time.monotonic() + 60
+        while "offloaded segment" not in broker.log_text():
+            assert time.monotonic() < deadline, broker.log_text()[-3000:]
+            time.sleep(0.05)
+        # The next upload has started, and its throttle holds it ~2.6 s: stop inside it.
+        time.sleep(0.7)
+    finally:
+        assert broker.stop() == 0
+    text = broker.log_text()
+    assert "Traceback" not in text and "cannot schedule" not in text, text[-3000:]
+    segments = manifest(broker.data_dir, "busy")["segments"]
+    committed = [s for s in segments if s["state"] == "COPY_FINISHED"]
+    assert committed
+    remote_end = max(s["end_offset"] for s in committed) + 1
+    checkpoint = (broker.data_dir / "busy-0" / "remote-log-checkpoint").read_text().split()
+    assert int(checkpoint[3]) == remote_end, (checkpoint, remote_end)

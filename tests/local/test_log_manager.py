@@ -1,21 +1,26 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tierlog.local import log_loader
+from tierlog.local import log_loader, partition_metadata
 from tierlog.local.checkpoint import read_offsets
 from tierlog.local.config import LogConfig
 from tierlog.local.log_manager import (
     CLEAN_SHUTDOWN_FILE,
+    DELETE_SUFFIX,
     LOG_START_FILE,
+    MAX_FILE_NAME,
     RECOVERY_POINT_FILE,
+    STRAY_SUFFIX,
     LogDirInUseError,
     LogManager,
     LogManagerTimings,
+    aside_dir_name,
     parse_log_dir_name,
     validate_topic_name,
 )
@@ -277,6 +282,60 @@ def test_delete_log(managers: Managers) -> None:
     manager.delete_log("t", 0)  # unknown: nothing happens
     manager.shutdown()
     assert set(managers.start().logs) == {("t", 1)}
+
+
+def test_a_topic_of_the_longest_name_is_renamed_aside_whole(managers: Managers) -> None:
+    """Issue 20, item 4: ``<topic>-0.<32 hex>-delete`` of a 214-character topic is over
+    255 bytes; the name is cut as Kafka cuts it, so the rename (and the deletion) works."""
+    manager = managers.start()
+    name = "t" * 249
+    manager.get_or_create_log(name, 0).append(make_batch(3))
+    manager.delete_log(name, 0)
+    left = [p.name for p in managers.dirs[0].iterdir() if p.is_dir()]
+    assert left == []  # removed at once (no DirRemover here)
+    assert len(aside_dir_name(name, 12345, DELETE_SUFFIX)) == MAX_FILE_NAME
+    assert aside_dir_name("short", 3, STRAY_SUFFIX).startswith("short-3.")
+
+
+def test_a_log_of_another_topic_id_is_set_aside(managers: Managers) -> None:
+    """A log whose ``partition.metadata`` names another topic id is a stray: never
+    returned for the topic of its name, removed, and a new log made in its place."""
+    old_id, new_id = uuid.UUID(int=1), uuid.UUID(int=2)
+    manager = managers.start()
+    manager.get_or_create_log("t", 0, topic_id=old_id).append(make_batch(3))
+    assert manager.topic_id_of("t", 0) == old_id
+    assert partition_metadata.read(managers.dirs[0] / "t-0") == old_id
+    fresh = manager.get_or_create_log("t", 0, topic_id=new_id)
+    assert fresh.log_end_offset == 0
+    assert partition_metadata.read(fresh.directory) == new_id
+    # A log with no id yet (made before the file existed) is adopted.
+    legacy = manager.get_or_create_log("u", 0)
+    assert manager.topic_id_of("u", 0) is None
+    assert manager.get_or_create_log("u", 0, topic_id=new_id) is legacy
+    assert partition_metadata.read(legacy.directory) == new_id
+
+
+def test_a_directory_left_by_a_failed_deletion_is_never_loaded(managers: Managers) -> None:
+    """Not loaded, yet on disk under the topic's name (a deletion whose rename failed):
+    creating the log sets it aside instead of loading its records."""
+    manager = managers.start()
+    lg = manager.get_or_create_log("t", 0)
+    lg.append(make_batch(5))
+    lg.flush()
+    del manager.logs[("t", 0)]  # what a failed ``delete_log`` leaves: dropped, not moved
+    again = manager.get_or_create_log("t", 0, topic_id=uuid.UUID(int=7))
+    assert again.log_end_offset == 0
+
+
+def test_a_kept_stray_stays_on_disk_and_is_not_loaded(managers: Managers) -> None:
+    manager = managers.start()
+    manager.get_or_create_log("t", 0).append(make_batch(3))
+    manager.set_aside("t", 0, "a test", keep=True)
+    kept = [p for p in managers.dirs[0].iterdir() if p.name.endswith(STRAY_SUFFIX)]
+    assert len(kept) == 1 and any(kept[0].glob("*.log"))
+    manager.shutdown()
+    assert managers.start().logs == {}
+    assert kept[0].exists()
 
 
 def test_leftover_delete_dirs_are_removed_at_startup(managers: Managers) -> None:

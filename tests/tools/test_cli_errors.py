@@ -98,3 +98,21 @@ def test_pipeline_without_a_broker(tmp_path: Path) -> None:
     line = one_line_failure(result, "python -m pipelines.ingest")
     assert f"cannot reach a broker at {bootstrap}: connection refused" in line
     assert "--set bootstrap_servers=HOST:PORT" in line
+
+
+def test_a_file_that_cannot_be_written_is_one_line() -> None:
+    """A data dir (or a file in it) read-only after the start-up checks looked at it:
+    one line naming the file (issue 20, item 12), not a traceback."""
+    import errno
+
+    from tierlog.tools.errors import explain_broker_start
+    from tierlog.util.cli_errors import explain
+
+    def explain_start(exc: OSError) -> object:
+        return explain(exc, (explain_broker_start,))
+
+    for code, text in ((errno.EROFS, "Read-only file system"), (errno.EACCES, "Permission denied")):
+        found = explain_start(OSError(code, text, "/data/orders-0/leader-epoch-checkpoint"))
+        assert found is not None
+        assert str(found).startswith(f"cannot write /data/orders-0/leader-epoch-checkpoint: {text}")
+    assert explain_start(OSError(errno.EIO, "I/O error", "/data/x")) is None  # a real failure

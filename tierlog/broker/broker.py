@@ -26,6 +26,7 @@ from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator, UserConfigs
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.coordination.local_security import LocalAclStore, LocalUserConfigs
+from tierlog.broker.decode_pool import DecodePool
 from tierlog.broker.fetch_sessions import FetchSessionCache
 from tierlog.broker.handlers.fetch import replica_id_of
 from tierlog.broker.handlers.routes import HANDLERS
@@ -37,6 +38,7 @@ from tierlog.broker.meta_properties import read as read_meta_properties
 from tierlog.broker.metrics import MetricsCollector, serve_metrics
 from tierlog.broker.offsets_topic import OffsetsTopic
 from tierlog.broker.partition import Partition
+from tierlog.broker.partition_limits import PartitionLimits, fd_limit
 from tierlog.broker.quotas import ClientQuotaManager
 from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replica_manager import ReplicaManager
@@ -90,6 +92,8 @@ class Broker:
         self.authorizer: Authorizer | None = None
         # Deleted partitions' directories are unlinked off the event loop (dir_remover).
         self._dir_remover = DirRemover()
+        # Produced records that must be decoded are, off the event loop (decode_pool).
+        self._decoder = DecodePool()
         self.port = 0
         self.metrics_port = -1
         self._metrics_server: Any = None
@@ -106,6 +110,10 @@ class Broker:
         listener, advertised = endpoints(config.listeners, config.advertised)
         loop = asyncio.get_running_loop()
         coordinator: Coordinator
+        # Logs no metadata accounts for are strays, removed (issue 20, item 5), except
+        # beside a single node's metadata file that is new while the data dir is not (its
+        # operator moved it away): then they are kept aside, for the operator to judge.
+        keep_strays = False
         if config.single_node:
             coordinator = LocalCoordinator(config.log_dirs[0])
             if not coordinator.path.exists():
@@ -115,6 +123,7 @@ class Broker:
                 meta = Path(config.log_dirs[0]) / META_PROPERTIES
                 if meta.exists():
                     coordinator.cluster_id = read_meta_properties(meta)["cluster.id"]
+                    keep_strays = True
         else:
             self.cluster = ClusterMembership(config)
             coordinator = self.cluster.coordinator
@@ -181,6 +190,10 @@ class Broker:
             remote_storage_system_enabled=config["remote.log.storage.system.enable"],
             replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
             clock=self.clock,
+            keep_strays=keep_strays,
+            limits=PartitionLimits(
+                config["max.broker.partitions"], config["max.partitions"], fd_limit()
+            ),
         )
         offsets_topic = self.offsets_topic = OffsetsTopic(
             config, coordinator, replicas, clock=self.clock
@@ -245,6 +258,7 @@ class Broker:
                 replicas,
                 bytes_per_second=config["replica.alter.log.dirs.io.max.bytes.per.second"],
             ),
+            decoder=self._decoder,
         )
         # Moves between log dirs that the last stop interrupted go on (KIP-113).
         assert self.services.log_dir_mover is not None
@@ -513,11 +527,12 @@ class Broker:
             ("scrubber", self.scrubber.stop if self.scrubber else None),
             ("segment repair", self.repairer.stop if self.repairer else None),
             ("log cleaner", self.cleaner.stop if self.cleaner else None),
-            ("remote tier", remote.close if remote else None),
+            ("remote tier", remote.stop if remote else None),
             ("authorizer", self.authorizer.close if self.authorizer else None),
             ("high watermarks", replicas.checkpoint_high_watermarks if replicas else None),
             ("logs", log_manager.shutdown if log_manager else None),
             ("deleted logs' removal", lambda: asyncio.to_thread(self._dir_remover.close)),
+            ("record decoding", self._decoder.close),
             (
                 "coordination",
                 (cluster.stop if cluster else coordinator.stop) if coordinator else None,

@@ -11,6 +11,7 @@ Listener parsing lives in ``listeners``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,22 @@ BROKER_CONFIG = ConfigDef(
             2**31 - 1,
             "connections open at once; more are closed on accept",
             at_least(0),
+        ),
+        ConfigKey(
+            "max.broker.partitions",
+            "int",
+            2**31 - 1,
+            "partition replicas one broker may hold; creations past it are refused with "
+            "POLICY_VIOLATION (KIP-578's name; the file descriptor limit caps it too)",
+            at_least(1),
+        ),
+        ConfigKey(
+            "max.partitions",
+            "int",
+            2**31 - 1,
+            "partitions the whole cluster may hold; creations past it are refused with "
+            "POLICY_VIOLATION (KIP-578's name)",
+            at_least(1),
         ),
         ConfigKey(
             "max.connections.per.ip",
@@ -615,16 +632,24 @@ _TOPIC_DEFAULTS = {
 
 
 def _not_a_directory(path: Path) -> str | None:
-    """Why ``path`` cannot be (or become) a directory, or None. The nearest existing
-    ancestor must be a directory: a file on the way (``/data/file/logs``) made start-up
-    die with NotADirectoryError from mkdir."""
+    """Why ``path`` cannot be (or become) a directory the broker writes in, or None. The
+    nearest existing ancestor must be a directory: a file on the way (``/data/file/logs``)
+    made start-up die with NotADirectoryError from mkdir. And it must be writable: a
+    read-only file system (or one this user may not write) made it die with a traceback
+    from the first file it wrote (issue 20, item 12)."""
     for candidate in (path, *path.parents):
         if candidate.exists():
-            if candidate.is_dir():
+            if not candidate.is_dir():
+                if candidate == path:
+                    return f"{path} is a file, not a directory"
+                return f"{path} cannot be created: {candidate} is a file, not a directory"
+            if os.access(candidate, os.W_OK | os.X_OK):
                 return None
-            if candidate == path:
-                return f"{path} is a file, not a directory"
-            return f"{path} cannot be created: {candidate} is a file, not a directory"
+            verb = "is" if candidate == path else "cannot be created:"
+            where = "" if candidate == path else f" {candidate} is"
+            if os.statvfs(candidate).f_flag & os.ST_RDONLY:
+                return f"{path} {verb}{where} on a read-only file system"
+            return f"{path} {verb}{where} not writable by this user"
     return None
 
 

@@ -87,6 +87,11 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     ),
     "super.users": _ro(),
     "allow.everyone.if.no.acl.found": _ro(),
+    "max.broker.partitions": _ro(
+        f"{_OWN}: the name KIP-578 proposed, not shipped; Kafka 4 caps only one request "
+        "at 10,000 partitions, as tierlog does too (docs/limits.md)"
+    ),
+    "max.partitions": _ro(f"{_OWN}: the name KIP-578 proposed, not shipped, for the whole cluster"),
     "max.connections.per.ip": _cw(),
     "connections.max.idle.ms": _ro(),
     "socket.request.receive.timeout.ms": _ro(

@@ -16,6 +16,7 @@ from tierlog.broker.authorization import RequestAuthorizer
 from tierlog.broker.cleaner_state import CleanerStates
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import Coordinator, PartitionState, UserConfigs
+from tierlog.broker.decode_pool import DecodePool
 from tierlog.broker.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ class BrokerServices:
     authorizer: the ACL authorizer once security is wired (issue 22); None: every
         operation is allowed, as in Kafka without ``authorizer.class.name``. Handlers ask
         it through ``handlers.authorized_ops`` (KIP-430 operation bit fields).
+    decoder: where produced records are decoded when a produce needs it (off the loop).
     """
 
     config: BrokerConfig
@@ -127,3 +129,4 @@ class BrokerServices:
     client_metrics: ClientMetricsManager | None = None
     log_dir_mover: LogDirMover | None = None
     authorizer: Authorizer | None = None
+    decoder: DecodePool = field(default_factory=DecodePool)

@@ -2,6 +2,20 @@
 
 from __future__ import annotations
 
+# The size limits are checked with the rest of a batch (``tierlog.records.validate``);
+# their errors live there and are named here too, where callers of the log look.
+from tierlog.records.errors import RecordBatchTooLargeError, RecordTooLargeError
+
+__all__ = [
+    "CorruptSegmentError",
+    "DiskFullError",
+    "LogClosedError",
+    "LogError",
+    "OffsetOutOfRangeError",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+]
+
 
 class LogError(Exception):
     """Base class for local-tier failures."""
@@ -15,14 +29,6 @@ class OffsetOutOfRangeError(LogError):
         self.offset = offset
         self.log_start = log_start
         self.log_end = log_end
-
-
-class RecordTooLargeError(LogError):
-    """A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE, code 10)."""
-
-
-class RecordBatchTooLargeError(LogError):
-    """A batch is larger than a whole segment (RECORD_LIST_TOO_LARGE, code 18)."""
 
 
 class LogClosedError(LogError):

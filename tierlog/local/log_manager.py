@@ -7,10 +7,21 @@ Files it owns in each log dir (Kafka's names and formats):
     .kafka_cleanshutdown                written last at clean shutdown, removed at start-up
     recovery-point-offset-checkpoint    offsets up to which each log is known flushed
     log-start-offset-checkpoint         each log's start offset (DeleteRecords, retention)
-    <topic>-<partition>/                one ``Log`` each
+    <topic>-<partition>/                one ``Log`` each, with its ``partition.metadata``
     <topic>-<partition>.<id>-delete/    a deleted log waiting to be removed
     <topic>-<partition>.<id>-future/    a log being moved here from another log dir
                                         (``log_dir_move``: AlterReplicaLogDirs)
+    <topic>-<partition>.<id>-stray/     a stray kept aside for the operator (``set_aside``)
+
+The names set aside are Kafka's (``LocalLog.logDirNameWithSuffixCappedLength``): the topic
+name is cut so the whole name fits the file system's 255 bytes. A 214-character topic made
+``<topic>-0.<32 hex>-delete`` too long, the rename failed and the deleted log stayed to be
+served again by the next topic of that name (issue 20, item 4).
+
+Deletion is total (issue 20, item 5): a log directory is renamed aside before anything else
+(atomic), and one that is not the current topic's data (``partition.metadata`` names another
+topic id, or its topic is gone from the metadata after a crash in the middle of a deletion)
+is a stray, set aside by ``set_aside`` as soon as it is found and never served.
 
 Single-threaded by contract (see ``tierlog.local.log``): the scheduler it is given must run
 tasks on the caller's thread.
@@ -28,7 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierlog.local import log_dir_move
+from tierlog.local import log_dir_move, partition_metadata
 from tierlog.local.checkpoint import CorruptCheckpointError, read_offsets, write_offsets
 from tierlog.local.config import LogConfig
 from tierlog.local.dir_remover import remove_now
@@ -49,6 +60,10 @@ LOG_START_FILE = "log-start-offset-checkpoint"
 # tell a loading log how far compaction has been (its gaps are normal below that).
 CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
+# The longest file name ext4, xfs, btrfs and tmpfs take (NAME_MAX), in bytes; topic names
+# are ASCII, so characters.
+MAX_FILE_NAME = 255
 
 TopicPartition = tuple[str, int]
 
@@ -66,6 +81,14 @@ class LogManagerTimings:
     producer_expiration_check_interval_ms: int = 600_000
     # Kafka's producer.id.expiration.ms (KIP-854): idle idempotent producers are forgotten.
     producer_id_expiration_ms: int = 86_400_000
+
+
+def aside_dir_name(topic: str, partition: int, suffix: str) -> str:
+    """``<topic>-<partition>.<32 hex>-delete`` (or ``-stray``), the topic cut short enough
+    for the whole name to fit ``MAX_FILE_NAME`` (Kafka's
+    ``logDirNameWithSuffixCappedLength``; a 249-character topic keeps 201 of them)."""
+    tail = f"-{partition}.{uuid.uuid4().hex}{suffix}"
+    return topic[: MAX_FILE_NAME - len(tail)] + tail
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -121,6 +144,8 @@ class LogManager:
         self.open_files = open_files
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        # Each log's topic id from its partition.metadata, read once when first asked.
+        self._topic_ids: dict[TopicPartition, uuid.UUID | None] = {}
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.started = False
@@ -275,17 +300,51 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> Log:
         """The log of ``topic``-``partition``, created in the log dir holding the fewest
-        partitions (Kafka's placement rule) when it does not exist."""
+        partitions (Kafka's placement rule) when it does not exist.
+
+        ``topic_id``: the topic's id in the metadata. A log holding another topic id is
+        set aside as a stray (``set_aside``) and a new one created; a log with no id yet
+        (made before ``partition.metadata`` existed) is adopted; a new log gets the id
+        written before it takes any record."""
         tp = (topic, partition)
         existing = self.logs.get(tp)
         if existing is not None:
-            return existing
+            if topic_id is None:
+                return existing
+            found = self.topic_id_of(topic, partition)
+            if found is None:
+                partition_metadata.write(existing.directory, topic_id)
+                self._topic_ids[tp] = topic_id
+                return existing
+            if found == topic_id:
+                return existing
+            self.set_aside(
+                topic,
+                partition,
+                f"it holds topic id {partition_metadata.encode_topic_id(found)}, the topic "
+                f"{topic!r} now has id {partition_metadata.encode_topic_id(topic_id)} (an "
+                "earlier topic of that name was deleted)",
+            )
         validate_topic_name(topic)
         if partition < 0:
             # "t--1" would load back as topic "t-", partition 1.
             raise ValueError(f"partition must be >= 0, got {partition}")
+        for log_dir in self.log_dirs:
+            # Not loaded, yet on disk: what a deletion whose rename failed left behind.
+            # Loading it as the new log would serve the deleted records.
+            leftover = log_dir / f"{topic}-{partition}"
+            if leftover.exists():
+                self._set_aside_dir(
+                    leftover, topic, partition, "it was left behind by a deletion", keep=False
+                )
         counts = {d: 0 for d in self.log_dirs}
         for d in self._dir_of.values():
             counts[d] += 1
@@ -293,19 +352,43 @@ class LogManager:
         preferred = self.preferred_dirs.pop(tp, None)
         if preferred in counts:  # AlterReplicaLogDirs named it before the replica existed
             log_dir = preferred
-        created = Log(
-            log_dir / f"{topic}-{partition}",
-            config or self.default_config,
-            clock=self.clock,
-            scheduler=self.scheduler,
-            had_clean_shutdown=True,
-            producer_id_expiration_ms=self.timings.producer_id_expiration_ms,
-            verify_reads=self.verify_reads,
-            open_files=self.open_files,
-        )
+        try:
+            created = Log(
+                log_dir / f"{topic}-{partition}",
+                config or self.default_config,
+                clock=self.clock,
+                scheduler=self.scheduler,
+                had_clean_shutdown=True,
+                producer_id_expiration_ms=self.timings.producer_id_expiration_ms,
+                verify_reads=self.verify_reads,
+                open_files=self.open_files,
+            )
+        except OSError:
+            # Half made (a full disk): nothing is in it yet, and a retry starts clean.
+            remove_now(log_dir / f"{topic}-{partition}")
+            raise
+        if topic_id is not None:
+            try:
+                partition_metadata.write(created.directory, topic_id)
+            except OSError:
+                # Not served without its id: a later topic of this name could adopt it.
+                self._release(created)
+                remove_now(created.directory)
+                raise
         self.logs[tp] = created
         self._dir_of[tp] = log_dir
+        self._topic_ids[tp] = topic_id
         return created
+
+    def topic_id_of(self, topic: str, partition: int) -> uuid.UUID | None:
+        """The topic id in the log's ``partition.metadata`` (None: none written yet)."""
+        tp = (topic, partition)
+        if tp not in self._topic_ids:
+            found = self.logs.get(tp)
+            self._topic_ids[tp] = (
+                None if found is None else partition_metadata.read(found.directory)
+            )
+        return self._topic_ids[tp]
 
     def log_dir_of(self, topic: str, partition: int) -> Path:
         return self._dir_of[(topic, partition)]
@@ -357,22 +440,24 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Rename the partition dir aside, then remove it (Kafka's async delete: a rename
-        is atomic, so a crash never leaves a half-deleted log that loads)."""
+        is atomic, so a crash never leaves a half-deleted log that loads).
+
+        Raises:
+            OSError: the rename failed (a read-only or failing disk). The log is not
+                served any more either way; its directory is set aside as a stray when
+                the topic's name is used again, or at the next start.
+        """
         tp = (topic, partition)
         doomed = self.logs.pop(tp, None)
         log_dir = self._dir_of.pop(tp, None)
+        self._topic_ids.pop(tp, None)
         if doomed is None or log_dir is None:
             return
-        aside = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-        os.rename(doomed.directory, aside)
-        # Release the files without a clean close: ``close`` writes (a last time-index
-        # entry into the mapped, sparse index, an index trim, a producer snapshot), and on a
-        # full disk that write is an ENOSPC or, through the map, a SIGBUS that kills the
-        # broker (issue 10, item 8). Nothing of a deleted log needs saving. The paths
-        # ``delete`` unlinks are gone already (renamed); it only drops maps and fds.
-        for segment in doomed.segments:
-            segment.delete()
-        doomed.closed = True
+        aside = log_dir / aside_dir_name(topic, partition, DELETE_SUFFIX)
+        try:
+            os.rename(doomed.directory, aside)
+        finally:
+            self._release(doomed)
         self.remove_dir(aside)
         try:
             self.checkpoint()
@@ -380,6 +465,61 @@ class LogManager:
             # The log is gone either way; the stale entry names a log that no longer exists
             # and the next periodic checkpoint drops it.
             log.warning("%s-%d deleted, but the checkpoints were not updated: %s", *tp, exc)
+
+    def set_aside(self, topic: str, partition: int, reason: str, *, keep: bool = False) -> None:
+        """Stop serving a stray log and move its directory aside, with a WARNING naming it
+        and ``reason``: removed like a deleted log, or, with ``keep``, renamed
+        ``<topic>-<partition>.<id>-stray`` and left for the operator (the broker's
+        metadata may be the thing that was lost)."""
+        tp = (topic, partition)
+        stray = self.logs.pop(tp, None)
+        self._dir_of.pop(tp, None)
+        self._topic_ids.pop(tp, None)
+        if stray is None:
+            return
+        try:
+            self._set_aside_dir(stray.directory, topic, partition, reason, keep=keep)
+        except OSError:
+            if not keep:  # removing it was the point: its files go where they are
+                self._release(stray)
+            raise
+        # After the rename: the files' old paths are gone, so nothing is unlinked.
+        self._release(stray)
+        try:
+            self.checkpoint()
+        except OSError as exc:
+            log.warning("%s-%d set aside, but the checkpoints were not updated: %s", *tp, exc)
+
+    def _set_aside_dir(
+        self, directory: Path, topic: str, partition: int, reason: str, *, keep: bool
+    ) -> None:
+        aside = directory.parent / aside_dir_name(
+            topic, partition, STRAY_SUFFIX if keep else DELETE_SUFFIX
+        )
+        os.rename(directory, aside)
+        if keep:
+            log.warning(
+                "stray log %s: %s; never served, kept as %s: remove it once you know it is "
+                "not needed",
+                directory,
+                reason,
+                aside.name,
+            )
+        else:
+            log.warning("stray log %s: %s; never served, removing it", directory, reason)
+            self.remove_dir(aside)
+
+    @staticmethod
+    def _release(doomed: Log) -> None:
+        """Release a log's files without a clean close: ``close`` writes (a last
+        time-index entry into the mapped, sparse index, an index trim, a producer
+        snapshot), and on a full disk that write is an ENOSPC or, through the map, a SIGBUS
+        that kills the broker (issue 10, item 8). Nothing of a deleted log needs saving.
+        ``delete`` unlinks paths that are gone already (renamed); it only drops maps and
+        fds."""
+        for segment in doomed.segments:
+            segment.delete()
+        doomed.closed = True
 
     # -- background tasks ----------------------------------------------------------------
 

@@ -29,3 +29,16 @@ class DecompressedTooLargeError(CorruptBatchError):
     the broker's error mapping)."""
 
     code = 10
+
+
+class RecordTooLargeError(RecordsError):
+    """A batch larger than ``max.message.bytes`` (Kafka MESSAGE_TOO_LARGE, code 10)."""
+
+    code = 10
+
+
+class RecordBatchTooLargeError(RecordsError):
+    """An append larger than a whole segment, ``segment.bytes`` (Kafka
+    RECORD_LIST_TOO_LARGE, code 18)."""
+
+    code = 18

@@ -1,71 +1,103 @@
-"""Compacted topics' rule that every record has a key, checked with bounded decompression.
+"""Walk the records of a records block streamed in pieces: count them and, for compacted
+topics, check that each has a key.
 
 Compaction keeps the last value per key, so Kafka refuses keyless records on a compacted
-topic, which means decoding (and decompressing) every batch of a produce request. A
-decompression bomb turns that into seconds of CPU and gigabytes of memory (issue 10,
-item 6), so the check has a budget of decompressed bytes per request
-(``KEY_CHECK_MAX_BYTES``), answered MESSAGE_TOO_LARGE past it, and the broker runs it on
-a worker thread (``produce`` handler), never on the event loop. Sans-I/O.
+topic (INVALID_RECORD). Checking means reading every record's first fields, which for a
+compressed batch means decompressing it. ``RecordScan`` reads only what it needs of each
+record (its length, then, for the key check, the three fields before the key's length: at
+most 26 bytes) and steps over the rest, piece by piece, so a check holds one piece of the
+decompressed block at a time (``codecs.iter_decompressed``), never the whole block: a
+decompression bomb costs time, which the caller bounds, but no memory.
+
+Record layout (Kafka's DefaultRecord, zigzag varints)::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+    keyLength varint (-1: no key) | key | valueLength varint | value | headers ...
+
+Sans-I/O: pieces in, a count out.
 """
 
 from __future__ import annotations
 
-from tierlog.records.errors import DecompressedTooLargeError, InvalidRecordError
-from tierlog.records.header import HEADER_SIZE, Attr, iter_batches
-from tierlog.records.reader import DecodedRecord, iter_records
-from tierlog.records.varint import BytesLike
+from tierlog.records.errors import CorruptBatchError, InvalidRecordError
+from tierlog.records.varint import MAX_VARINT_BYTES, decode_varint, decode_varlong
 
-# Decompressed bytes one produce request may cost the key check: the bound tierlog's
-# readers put on one batch (codecs.DEFAULT_MAX_SIZE), for the whole request.
-KEY_CHECK_MAX_BYTES = 256 * 1024 * 1024
-
-
-class KeysChecked(bytes):
-    """The bytes of batches whose keys were checked already (off the event loop): the log
-    skips its own check for them. A copy is the price of the marker; only compacted
-    topics pay it."""
+# The smallest record body (after its length): attributes, timestampDelta, offsetDelta,
+# keyLength, valueLength and headers count, one byte each.
+MIN_RECORD_BODY = 6
+# Bytes of a body up to and with keyLength: attributes 1, varlong 10, two varints 5 each.
+_KEY_FIELDS_MAX = 1 + 10 + 5 + 5
 
 
-def check_keys(records: BytesLike, budget: int = KEY_CHECK_MAX_BYTES) -> int:
-    """Check that every record of every batch in ``records`` has a key.
+class RecordScan:
+    """Feed a records block's pieces in order (``feed``), then ``finish``.
 
-    Returns:
-        The decompressed bytes the check cost (0 for uncompressed batches).
-
-    Raises:
-        InvalidRecordError: a record without a key (Kafka's rule, INVALID_RECORD).
-        DecompressedTooLargeError: the batches decompress to more than ``budget`` bytes.
-        CorruptBatchError: a batch that does not decode.
+    Args:
+        keys_required: refuse a record without a key (compacted topics).
     """
-    view = memoryview(records)
-    spent = 0
-    for position, header in iter_batches(view):
-        batch = view[position : position + header.size]
-        compressed = header.attributes & Attr.COMPRESSION_MASK
-        try:
-            decoded = iter_records(batch, verify_crc=False, max_decompressed_size=budget - spent)
-        except DecompressedTooLargeError:
-            raise DecompressedTooLargeError(
-                f"batches of this produce request decompress to more than {budget} bytes, "
-                "the most a compacted topic's key check decompresses per request; send "
-                "smaller batches"
-            ) from None
-        for record in decoded:
-            if record.key is None:
-                raise InvalidRecordError(
-                    "compacted topic cannot accept a message without a key "
-                    f"(offset delta {record.offset - header.base_offset} of batch {position})"
-                )
-            if compressed:
-                spent += _record_size(record)
-        if compressed:
-            spent += HEADER_SIZE
-    return spent
 
+    def __init__(self, *, keys_required: bool) -> None:
+        self.keys_required = keys_required
+        self.count = 0
+        self._skip = 0  # bytes of the current record still to pass over
+        self._carry = b""  # the start of a record that the last piece cut
 
-def _record_size(record: DecodedRecord) -> int:
-    """About the bytes ``record`` took decompressed (fields, key, value and headers)."""
-    size = 8 + len(record.key or b"") + len(record.value or b"")
-    for name, value in record.headers:
-        size += 2 + len(name) + len(value or b"")
-    return size
+    def feed(self, piece: bytes | memoryview) -> None:
+        """Walk the records in ``piece`` (continuing the one the last piece cut).
+
+        Raises:
+            InvalidRecordError: a record without a key, ``keys_required``.
+            CorruptBatchError: a record length or field that cannot be read.
+        """
+        data = self._carry + bytes(piece) if self._carry else piece
+        self._carry = b""
+        n = len(data)
+        pos = 0
+        if self._skip:
+            if self._skip >= n:
+                self._skip -= n
+                return
+            pos, self._skip = self._skip, 0
+        while pos < n:
+            try:
+                length, body = decode_varint(data, pos)
+            except CorruptBatchError:
+                if n - pos < MAX_VARINT_BYTES:  # cut by the piece's end: wait for more
+                    self._carry = bytes(data[pos:])
+                    return
+                raise
+            if length < MIN_RECORD_BODY:
+                raise CorruptBatchError(f"record {self.count} has length {length}")
+            end = body + length
+            if self.keys_required:
+                if n - body < min(length, _KEY_FIELDS_MAX) and end > n:
+                    self._carry = bytes(data[pos:])
+                    return
+                self._check_key(data, body, end)
+            self.count += 1
+            if end > n:
+                self._skip = end - n
+                return
+            pos = end
+
+    def _check_key(self, data: bytes | memoryview, body: int, end: int) -> None:
+        _, p = decode_varlong(data, body + 1)  # attributes, then timestampDelta
+        _, p = decode_varint(data, p)  # offsetDelta
+        key_length, p = decode_varint(data, p)
+        if p > end:
+            raise CorruptBatchError(f"record {self.count} is shorter than its fields")
+        if key_length < 0:
+            raise InvalidRecordError(
+                f"compacted topic cannot accept a message without a key (record {self.count} "
+                "of its batch)"
+            )
+
+    def finish(self) -> int:
+        """The records walked.
+
+        Raises:
+            CorruptBatchError: the block ended inside a record.
+        """
+        if self._skip or self._carry:
+            raise CorruptBatchError("the records block ends inside a record")
+        return self.count

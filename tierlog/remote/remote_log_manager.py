@@ -77,6 +77,8 @@ log = logging.getLogger(__name__)
 
 # Orphans are looked for when a partition is first tracked and every this many cycles.
 ORPHAN_SCAN_EVERY = 20
+# How long a clean stop waits for the upload in progress (``stop``).
+CLOSE_TIMEOUT_S = 30.0
 
 
 class RemoteCompaction(Protocol):
@@ -121,6 +123,9 @@ class RemoteLogManager:
         # The one thread that writes manifests (every commit of every partition).
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="remote-log")
         self._cycle_running = False
+        # Set by ``stop``: the cycle in progress stops before its next upload.
+        self._closing = False
+        self._cycle_done: asyncio.Event | None = None
         self.copier = RemoteCopier(store, self.clock)
         self.retention = RemoteRetention(store, self.cache, self.clock)
         self.reads = RemoteReads(store, self.cache, self.fetch_timeout_s)
@@ -211,19 +216,24 @@ class RemoteLogManager:
         """One pass over every tracked partition: load manifests, clean orphans, offload
         eligible segments, apply remote retention. Errors are logged and retried on the
         next pass (the cycle itself never raises)."""
-        if self._cycle_running:
+        if self._cycle_running or self._closing:
             return
         self._cycle_running = True
+        self._cycle_done = asyncio.Event()
         try:
             await self._delete_deleted_topics()
             for state in list(self.partitions.values()):
-                if state.log.closed:
+                if state.log.closed or self._closing:
                     continue
                 try:
                     await self._cycle_partition(state)
                     if state.problem is not None:
                         log.info("%s: remote tier reachable again", state.name)
                         state.problem = None
+                except RuntimeError:
+                    if not self._closing:
+                        raise
+                    return  # the worker stopped under an abandoned upload (``stop``)
                 except (RemoteStorageError, CorruptSegmentError, OSError, ValueError) as exc:
                     self.copy_errors += 1
                     if isinstance(exc, CorruptManifestError):
@@ -235,6 +245,7 @@ class RemoteLogManager:
             self.cycles += 1
         finally:
             self._cycle_running = False
+            self._cycle_done.set()
 
     def _report(self, state: TieredPartition, exc: BaseException) -> None:
         problem = f"{type(exc).__name__}: {exc}"
@@ -281,6 +292,8 @@ class RemoteLogManager:
             )
         state.cycles += 1
         for segment in self.copier.eligible(state):
+            if self._closing:
+                return  # stopping: what is left goes at the next start
             snapshot = SegmentFiles.of(segment, state.log)
             state.manifest = await loop.run_in_executor(
                 self._worker, self.copier.upload, state, snapshot, state.leader_epoch()
@@ -361,7 +374,10 @@ class RemoteLogManager:
                 log.warning("%s: cannot write %s: %s", state.name, path, exc)
 
         # On the worker (one thread): writes land in order, and the fsync stays off the loop.
-        self._worker.submit(write)
+        try:
+            self._worker.submit(write)
+        except RuntimeError:  # stopped (``stop`` gave up waiting): the next start re-reads
+            log.warning("%s: stopping; %s not updated", state.name, path)
 
     def acknowledge_loss(self, state: TieredPartition, log_start: int) -> None:
         """DeleteRecords moved the log start to ``log_start``: a lost range below it is
@@ -461,7 +477,34 @@ class RemoteLogManager:
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
+        """Release the threads and the cache, when no cycle runs (tools, tests driving
+        cycles themselves); a running broker calls ``stop``."""
+        self._closing = True
         self._worker.shutdown(wait=True, cancel_futures=True)
+        self.reads.close()
+        self.cache.close()  # its chunks may be kept by the next start
+
+    async def stop(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Stop: the cycle in progress finishes the upload it is in (with its manifest
+        commit and its ``remote-log-checkpoint``) and starts no other; then the threads
+        stop, after the checkpoint writes queued on the worker. Before, the worker was
+        shut down under the running cycle, whose next step then failed with "cannot
+        schedule new futures after shutdown" (a traceback) and lost that cycle's
+        checkpoint (issue 20, item 12). Bounded by ``timeout_s``: an upload still running
+        then is abandoned (its objects are orphans the next start removes) and the
+        shutdown goes on, with a WARNING."""
+        self._closing = True
+        if self._cycle_running and self._cycle_done is not None:
+            try:
+                await asyncio.wait_for(self._cycle_done.wait(), timeout_s)
+            except TimeoutError:
+                log.warning(
+                    "stopping with a remote upload still running after %.0f s; it is "
+                    "retried at the next start",
+                    timeout_s,
+                )
+        # Off the event loop: an abandoned upload may still hold the worker.
+        await asyncio.to_thread(self._worker.shutdown, wait=not self._cycle_running)
         self.reads.close()
         self.cache.close()  # its chunks may be kept by the next start
 

@@ -3,9 +3,9 @@
 cause and the fix.
 
 A user who starts a broker twice (or restarts one whose ZooKeeper registration is still
-held), picks a taken port, fills the disk or points a broker at another cluster's data dir
-gets ``tierlog: <cause>; <fix>`` and exit status 1, no
-traceback (``--verbose`` adds it).
+held), picks a taken port, fills the disk, gives a read-only data dir or points a broker at
+another cluster's data dir gets ``tierlog: <cause>; <fix>`` and exit status 1, no traceback
+(``--verbose`` adds it).
 """
 
 from __future__ import annotations
@@ -42,6 +42,17 @@ def explain_broker_start(cause: BaseException) -> CliError | None:
             f"cannot listen on {where}: the address is already in use (another broker?); "
             "stop that process, or pick a free port "
             "(--override listeners=PLAINTEXT://127.0.0.1:PORT)"
+        )
+    if (
+        isinstance(cause, OSError)
+        and cause.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+        and cause.filename
+    ):
+        # A data dir (or a file in it) that became read-only after the start-up checks
+        # (``BrokerConfig.check_environment``) looked at it.
+        return CliError(
+            f"cannot write {cause.filename}: {cause.strerror or cause}; make it "
+            "writable by this user, or use another directory"
         )
     if isinstance(cause, InconsistentMetaError):
         return CliError(

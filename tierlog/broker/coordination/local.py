@@ -202,6 +202,8 @@ class LocalCoordinator:
         self._journal_lines = 0
         # Lines waiting for the next group write: (line, apply once written, caller).
         self._queue: list[tuple[bytes, Callable[[], None], asyncio.Future[None]]] = []
+        # The topics the queued lines change, for the listeners (``MetadataChange``).
+        self._queue_topics: set[str] = set()
         self._writer: asyncio.Task[None] | None = None
         self._creating: set[str] = set()
         self._fold_requested = False
@@ -238,7 +240,7 @@ class LocalCoordinator:
                 f"{self.path}: unreadable single-node metadata ({problem}); it holds the "
                 "topics, their ids and configs: restore it from a backup, or move it away "
                 "to start with no topics (the topic directories under log.dirs are then "
-                "orphaned)"
+                "kept aside, renamed <topic>-<partition>.<id>-stray)"
             ) from None
 
     def _replay_journal(self) -> None:
@@ -384,6 +386,9 @@ class LocalCoordinator:
         done: asyncio.Future[None] = loop.create_future()
         line = json.dumps(change, sort_keys=True).encode() + b"\n"
         self._queue.append((line, apply, done))
+        topic = change.get("topic", change.get("deleted"))
+        if isinstance(topic, str):
+            self._queue_topics.add(topic)
         self._queue_frees_space |= frees_space
         self._start_writer()
         # Shielded: a caller that gives up does not undo a change already on its way.
@@ -406,6 +411,7 @@ class LocalCoordinator:
 
     async def _write_group(self) -> None:
         group, self._queue = self._queue, []
+        changed, self._queue_topics = MetadataChange(topics=frozenset(self._queue_topics)), set()
         self._group_frees_space, self._queue_frees_space = self._queue_frees_space, False
         try:
             await asyncio.to_thread(self._append, b"".join(line for line, _, _ in group))
@@ -422,7 +428,9 @@ class LocalCoordinator:
                 done.set_result(None)
         for listener in list(self._listeners):
             try:
-                listener(None)  # one node: nothing to gain from naming what changed
+                # What changed, by name: the replica manager applies just that, in slices
+                # (a 10,000-partition topic applied whole held the loop for seconds).
+                listener(changed)
             except OSError as exc:
                 # A full disk while hosting what changed (issue 10, items 8 and 9): expected,
                 # and retried by whoever needs the partition; no traceback for it.

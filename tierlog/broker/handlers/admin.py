@@ -27,6 +27,7 @@ from tierlog.broker.handlers.metadata import (
     request_response_type,
 )
 from tierlog.broker.handlers.quotas import MutationQuota
+from tierlog.broker.partition_limits import PartitionLimitError, check_request
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.protocol import Request
@@ -65,6 +66,17 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
     denied = services.authz.denied(request, ResourceType.TOPIC, names)
     configs_visible = set(services.authz.visible(request, ResourceType.TOPIC, names))
     mutations = MutationQuota(services, request)
+    try:
+        # All topics together, before anything is placed (Kafka 4, KAFKA-17870): a
+        # million partitions are refused at once instead of built and counted.
+        check_request(sum(_requested_partitions(services, t) for t in body.topics))
+    except PartitionLimitError as exc:
+        return build(
+            request_response_type(request),
+            {"throttle_time": 0, "topics": [_refused(t.name, exc) for t in body.topics]},
+        )
+    # One running count for the request: its topics add up against the limits together.
+    count = services.replicas.limits.count(services.cluster.topics())
     answers = []
     # Checked and to be created: (its answer, the spec, its config overrides).
     pending: list[tuple[dict[str, Any], TopicSpec]] = []
@@ -113,25 +125,27 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
                     ErrorCode.invalid_request,
                     f"{t.name} is an internal topic; the broker creates it on first use",
                 )
-            await services.replicas.create_topic(
-                t.name, partitions, rf, configs, validate_only=True, replicas=replicas
+            placed = services.replicas.plan_topic(
+                t.name, partitions, rf, configs, replicas=replicas, count=count
             )
-            answer["num_partitions"] = len(replicas) if replicas else partitions
-            answer["replication_factor"] = len(next(iter(replicas.values()))) if replicas else rf
+            answer["num_partitions"] = len(placed)
+            answer["replication_factor"] = len(next(iter(placed.values())))
             if t.name in configs_visible:
                 answer["configs"] = _created_configs(services, configs)
             else:
                 answer["topic_config_error_code"] = ErrorCode.topic_authorization_failed
             if not validate_only:
-                refused = mutations.admit(len(replicas) if replicas else partitions)
+                refused = mutations.admit(len(placed))
                 if refused:
                     raise TopicError(refused, "The throttling quota has been exceeded.")
-                pending.append((answer, TopicSpec(t.name, partitions, rf, configs, replicas)))
+                # Created as placed (and counted) here.
+                pending.append((answer, TopicSpec(t.name, len(placed), rf, configs, placed)))
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
     if pending:
-        outcome = await create_in_groups(services, [spec for _, spec in pending])
+        with count.held():  # other requests count these until they are in the metadata
+            outcome = await create_in_groups(services, [spec for _, spec in pending])
         for answer, spec in pending:
             result = outcome[spec.name]
             if isinstance(result, BaseException):
@@ -148,6 +162,27 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
                 answer["replication_factor"] = len(result.replicas[0])
     throttle_ms = mutations.done()
     return build(request_response_type(request), {"throttle_time": throttle_ms, "topics": answers})
+
+
+def _requested_partitions(services: BrokerServices, t: Any) -> int:
+    """The partitions one CreateTopics entry asks for (as Kafka counts them for its cap)."""
+    if t.assignments:
+        return len(t.assignments)
+    if t.num_partitions == -1:
+        return int(services.config["num.partitions"])
+    return max(0, int(t.num_partitions))
+
+
+def _refused(name: str, exc: Exception) -> dict[str, Any]:
+    return {
+        "name": name,
+        "topic_id": ZERO_UUID,
+        "error_code": error_code(exc),
+        "error_message": str(exc),
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": [],
+    }
 
 
 def _created_configs(services: BrokerServices, configs: dict[str, str]) -> list[dict[str, Any]]:
@@ -216,6 +251,20 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
     denied = services.authz.denied(request, ResourceType.TOPIC, (t.name for t in body.topics))
     mutations = MutationQuota(services, request)
     results = []
+    adding = 0
+    for t in body.topics:
+        known = services.cluster.topic(t.name)
+        adding += max(0, t.count - known.partitions) if known is not None else 0
+    try:
+        # All topics together, before a replica is placed: as CreateTopics (tierlog's
+        # extension of Kafka 4's cap to this request, which can grow a topic as much).
+        check_request(adding)
+    except PartitionLimitError as exc:
+        refused = [
+            {"name": t.name, "error_code": error_code(exc), "error_message": str(exc)}
+            for t in body.topics
+        ]
+        return build(request_response_type(request), {"throttle_time": 0, "results": refused})
     for t in body.topics:
         result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.coordination.api import TopicCollisionError, TopicExistsError, TopicMetadata
 from tierlog.broker.handlers.authorized_ops import authorized_operations
+from tierlog.broker.partition_limits import PartitionLimitError
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
 from tierlog.broker.server import CLIENT_SOFTWARE
 from tierlog.protocol import Request, api_versions_response
@@ -186,7 +187,8 @@ async def auto_create(services: BrokerServices, names: list[str]) -> dict[str, i
     """
     config = services.config
     refused: dict[str, int] = {}
-    creatable: list[str] = []
+    creatable: list[TopicSpec] = []
+    count = services.replicas.limits.count(services.cluster.topics())
     for name in names:
         if not config["auto.create.topics.enable"]:
             refused[name] = ErrorCode.unknown_topic_or_partition
@@ -204,26 +206,20 @@ async def auto_create(services: BrokerServices, names: list[str]) -> dict[str, i
             except TopicError as exc:
                 refused[name] = exc.code
         else:
+            partitions, rf = config["num.partitions"], config["default.replication.factor"]
             try:
                 # Every check CreateTopics makes (name rules, replication factor against
-                # the live brokers, the default config), without creating.
-                await services.replicas.create_topic(
-                    name,
-                    config["num.partitions"],
-                    config["default.replication.factor"],
-                    {},
-                    validate_only=True,
-                )
-            except TopicError as exc:
+                # the live brokers, the default config, the partition limits), without
+                # creating; created as placed here.
+                placed = services.replicas.plan_topic(name, partitions, rf, {}, count=count)
+            except (TopicError, PartitionLimitError) as exc:
                 if exc.code != ErrorCode.topic_already_exists:
                     refused[name] = exc.code
                 continue
-            creatable.append(name)
-    specs = [
-        TopicSpec(name, config["num.partitions"], config["default.replication.factor"])
-        for name in creatable
-    ]
-    for name, result in (await create_in_groups(services, specs)).items():
+            creatable.append(TopicSpec(name, partitions, rf, replicas=placed))
+    with count.held():
+        outcome = await create_in_groups(services, creatable)
+    for name, result in outcome.items():
         if isinstance(result, TopicError):
             if result.code != ErrorCode.topic_already_exists:  # else: answered as it is
                 refused[name] = result.code
@@ -271,8 +267,9 @@ async def create_in_groups(
             # Every time, as ReplicaManager.create_topic does, also when a change listener
             # already hosted the partitions: skipping it then broke a tiered topic made by
             # CreateTopics in cluster mode (tests/integration/test_tiered_cluster.py), the
-            # watch that hosted it having likely not seen its configs yet.
-            services.replicas.sync()
+            # watch that hosted it having likely not seen its configs yet. In slices, with
+            # other requests answered between (a 10,000-partition topic: issue 20, item 8).
+            await services.replicas.apply_topics(created)
             log.info("created %d topic(s): %s", len(created), ", ".join(created))
         await asyncio.sleep(0)  # let other connections' requests run between groups
     return outcome

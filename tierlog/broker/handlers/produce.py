@@ -35,7 +35,7 @@ from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import millis
 from tierlog.protocol.produce_encoder import PartitionAnswer, encode_produce_response
 from tierlog.records.header import HEADER_SIZE, Attr, parse_header
-from tierlog.records.keys import KEY_CHECK_MAX_BYTES, KeysChecked, check_keys
+from tierlog.records.validate import RequestBudget
 from tierlog.security.acl import ResourceType
 from tierlog.security.authz_table import When
 
@@ -87,7 +87,7 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
     # (their topic's answers, the answer's position, the wait).
     waits: list[tuple[list[PartitionAnswer], int, Coroutine[Any, Any, int]]] = []
     timeout_s = max(0, millis(body.timeout)) / 1000
-    key_budget = KEY_CHECK_MAX_BYTES
+    budget = RequestBudget()  # what this request's checks may cost, all partitions
     for topic in body.topic_data:
         answers: list[PartitionAnswer] = []
         for data in topic.partition_data:
@@ -115,12 +115,14 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
                     hosted is not None
                     and hosted.is_leader
                     and topic.name not in INTERNAL_TOPICS  # refused by append_records
-                    and hosted.local.config.compact
                 ):
-                    # Keys are checked by decoding every record: on a worker thread, with a
-                    # budget of decompressed bytes for the whole request (issue 10, item 6).
-                    records, spent = await asyncio.to_thread(_check_keys, records, key_budget)
-                    key_budget -= spent
+                    # Checked here rather than in the append (which takes them as they
+                    # are): what needs decoding (a compacted topic's keys, a block that
+                    # could be a bomb) is decoded off the event loop, within the request's
+                    # budget (issue 10, item 6; issue 20, item 10).
+                    records = hosted.local.validate(records, budget=budget)
+                    if records.needs_decoding:
+                        await services.decoder.decode(records, budget)
                 if verifying:
                     # Right before the append, with no await between: the transaction may
                     # have ended while this request waited (verification, key checks).
@@ -252,9 +254,3 @@ async def _verify_transactional(
     if not wanted or transactions is None:
         return {}
     return await transactions.verify_produce(body.transactional_id, wanted)
-
-
-def _check_keys(records: bytes | memoryview, budget: int) -> tuple[KeysChecked, int]:
-    """A compacted topic's batches, keys checked (worker thread: decodes every record)."""
-    spent = check_keys(records, budget)
-    return KeysChecked(records), spent
