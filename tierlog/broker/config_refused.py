@@ -20,7 +20,7 @@ from typing import Final
 
 __all__ = ["BROKER_REFUSED", "KAFKA_BROKER_KEYS", "refusal"]
 
-_SECURITY = "TLS, SASL and ACLs come with the security work (issue 22)"
+_SECURITY = "TLS and SASL on the listeners come with the security work (issue 22)"
 _KRAFT = (
     "KRaft only: tierlog keeps Kafka's ZooKeeper-mode metadata (zookeeper.connect, or one "
     "node's own store)"
@@ -31,7 +31,10 @@ _THREADS = (
 )
 _PURGATORY = "no purgatory to purge: a waiting request is a future, dropped as soon as it completes"
 _PLUGIN = "a Java plugin class: tierlog is not a JVM and loads no Kafka plugins"
-_KIP848 = "KIP-848 consumer groups: issue 23 item 1 (in progress)"
+_KIP848 = (
+    "the consumer group coordinator assigns on each heartbeat, on the event loop: there is "
+    "no assignment interval to set and no assignor thread to offload to"
+)
 _SHARE = "share groups (KIP-932) are not implemented"
 _STREAMS = "the Streams group protocol (KIP-1071) is not implemented"
 _COORDINATOR_RUNTIME = (
@@ -63,13 +66,11 @@ BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
         "sasl.": _SECURITY,
         "security.": _SECURITY,
         "principal.builder.class": _SECURITY,
-        "authorizer.class.name": _SECURITY,
         "connections.max.reauth.ms": _SECURITY,
         "connection.failed.authentication.delay.ms": _SECURITY,
         "listener.security.protocol.map": _SECURITY,
         "inter.broker.listener.name": _SECURITY,
         "early.start.listeners": _SECURITY,
-        "max.connection.creation.rate": f"{_SECURITY}: KIP-612 is in its quota part",
         "delegation.token.": (
             "delegation tokens (KIP-48) are not built; they need SASL (issue 22) first"
         ),
@@ -123,9 +124,15 @@ BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
         "kafka.metrics.": f"{_PLUGIN}; {_METRICS}",
         "metrics.": _METRICS,
         # Groups.
-        "group.consumer.": _KIP848,
-        "group.coordinator.rebalance.protocols": _KIP848,
-        "group.coordinator.": _COORDINATOR_RUNTIME,
+        "group.consumer.assignment.interval.ms": _KIP848,
+        "group.consumer.min.assignment.interval.ms": _KIP848,
+        "group.consumer.max.assignment.interval.ms": _KIP848,
+        "group.consumer.assignor.offload.enable": _KIP848,
+        # group.coordinator.rebalance.protocols is honoured; the runtime's tuning is not.
+        "group.coordinator.append.linger.ms": _COORDINATOR_RUNTIME,
+        "group.coordinator.background.threads": _COORDINATOR_RUNTIME,
+        "group.coordinator.cached.buffer.max.bytes": _COORDINATOR_RUNTIME,
+        "group.coordinator.threads": _COORDINATOR_RUNTIME,
         "group.share.": _SHARE,
         "share.coordinator.": _SHARE,
         "group.streams.": _STREAMS,
