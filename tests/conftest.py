@@ -42,6 +42,15 @@ def xdist_group(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+# A test on the shared Spark session may be the one that starts it (JVM, Delta jars) and
+# runs several Spark jobs: a minute alone, several while other test processes load the
+# machine. Its hang guard, unless its module sets one.
+SPARK_TIMEOUT_S = 600
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+        group = xdist_group(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+        if group == SPARK_GROUP and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_S))

@@ -25,6 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 EVENTS = 4000
 START_MS = 1_700_000_000_000  # produce_activity's first timestamp; events are 2 ms apart
+# A kernel and a Spark per run: a minute or two alone, several on a busy machine; a hang guard.
+pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture(scope="module")

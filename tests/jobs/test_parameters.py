@@ -4,7 +4,6 @@ itself only warns and runs on with the defaults), and so is a run whose broker i
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from tests.cli import REPO, TIERLOG, closed_port, one_line_failure, run
@@ -54,12 +53,12 @@ def test_a_notebook_without_a_parameters_cell_takes_none(tmp_path: Path) -> None
 def test_a_notebook_whose_broker_is_not_running_fails_at_once(tmp_path: Path) -> None:
     bootstrap = f"127.0.0.1:{closed_port()}"
     runs = tmp_path / "runs"
-    started = time.monotonic()
     result = run(
         TIERLOG, "notebook", "run", str(NOTEBOOKS / "ingest_to_delta.ipynb"),
         "--runs-dir", str(runs), "-p", "bootstrap_servers", bootstrap,
     )  # fmt: skip
-    assert time.monotonic() - started < 10  # not after a kernel and Spark have started
+    # The pre-flight check's own line, and no run written: it failed before a kernel and
+    # Spark started (a wall-clock bound here failed on a loaded machine).
     line = one_line_failure(result)
     assert line == (
         f"tierlog: cannot reach a broker at {bootstrap}: connection refused (is a broker "

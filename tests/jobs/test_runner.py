@@ -174,7 +174,10 @@ def test_cli_prints_progress_on_stderr_and_only_the_path_on_stdout(tmp_path: Pat
     stderr = result.stderr.splitlines()
     assert re.fullmatch(r"\[ *\d+\.\d s\] cell 1 of 2: greeting = \"hello\"", stderr[0]), stderr
     assert re.fullmatch(r"\[ *\d+\.\d s\] cell 2 of 2: import json", stderr[1]), stderr
-    assert re.fullmatch(r"\[ *\d+\.\d s\] notebook report finished in \d+\.\d s", stderr[-1])
+    assert re.fullmatch(
+        r"\[ *\d+\.\d s\] notebook report finished in \d+\.\d s; HTML copy runs/report-\S+\.html",
+        stderr[-1],
+    ), stderr[-1]
 
     quiet = tierlog("notebook", "run", "report", "--quiet", cwd=tmp_path, env=env)
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr

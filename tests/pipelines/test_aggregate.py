@@ -8,10 +8,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pipelines.aggregate import aggregate
 from tierlog.tools.activity import activity_stream
 
 # 5 events a second: 3000 events span ten minutes, so there are many windows to count.
+# Spark jobs and a Delta commit: over a minute alone, several on a busy machine; a hang guard.
+pytestmark = pytest.mark.timeout(600)
 EVENTS = list(activity_stream(3000, events_per_second=5, start_ms=1_700_000_017_000))
 
 
