@@ -254,7 +254,9 @@ class LogManager:
         when that is more than the process has (issue 20, item 8)."""
         budget = self.open_files
         segments = sum(len(lg.segments) for lg in self.logs.values())
-        log.info(
+        # DEBUG: a start prints nothing before its listener is up unless something is
+        # wrong (a start that then fails, e.g. on a port in use, stays one line).
+        log.debug(
             "%d partitions, %d segments on disk; %d segment files open, at most %d at once "
             "(from the file descriptor limit, ulimit -n %d)",
             len(self.logs),
