@@ -109,7 +109,7 @@ def test_the_readme_runs_as_written_after_the_demo(
     # What the steps leave behind, so that a block that silently did nothing shows.
     assert (clone / "data" / "delta" / "bronze" / "activity" / "_delta_log").is_dir()
     assert list((clone / "runs").glob("explore_events-*.ipynb"))
-    assert (clone / "data" / "clicks-0").is_dir()
+    assert (clone / "data" / "broker" / "clicks-0").is_dir()  # configs/server.properties
 
 
 # --- the follower itself: it fails when the README is wrong ---------------------------------
