@@ -52,8 +52,8 @@ from tierlog.broker.group.consumer.group import ConsumerGroup
 from tierlog.broker.group.consumer.heartbeat import (
     Changes,
     Context,
+    advance_group,
     fence,
-    refresh_subscriptions,
     replace_static_member,
 )
 from tierlog.broker.group.consumer.member import (
@@ -67,7 +67,6 @@ from tierlog.broker.group.consumer.member import (
 from tierlog.broker.group.consumer.migration import CONSUMER_PROTOCOL_TYPE
 from tierlog.broker.group.consumer.reconcile import reconcile
 from tierlog.broker.group.consumer.records import Record
-from tierlog.broker.group.consumer.target import compute_target
 from tierlog.broker.group.consumer.timers import (
     TimerKind,
     TimerOp,
@@ -239,16 +238,7 @@ def join(ctx: Context, group: ConsumerGroup, request: ClassicJoinRequest) -> Joi
     )
     if updated != member or member_id not in work.members:
         changes.add(record_helpers.member_subscription(gid, updated))
-    bump = updated.subscribed_topic_names != member.subscribed_topic_names
-    bump = refresh_subscriptions(ctx, changes) or bump
-    if bump:
-        changes.add(record_helpers.group_epoch(gid, work.group_epoch + 1))
-
-    # 2. A new target assignment when the group epoch moved past it.
-    if work.group_epoch > work.assignment_epoch:
-        _, records = compute_target(work, work.group_epoch, ctx.assignors, ctx.config.assignors)
-        for record in records:
-            changes.add(record)
+    advance_group(ctx, changes, updated.subscribed_topic_names != member.subscribed_topic_names)
 
     # 3. One reconciliation step, with what the subscription says the member owns.
     current = work.members[member_id]

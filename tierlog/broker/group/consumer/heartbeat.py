@@ -313,6 +313,19 @@ def refresh_subscriptions(ctx: Context, changes: Changes) -> bool:
     return bump
 
 
+def advance_group(ctx: Context, changes: Changes, subscription_changed: bool) -> None:
+    """The end of step 1 and step 2 of every member's request (consumer or classic): the
+    group epoch moves when its subscriptions changed, and a new target assignment is
+    computed when the group epoch moved past the assignment's."""
+    work = changes.group
+    if refresh_subscriptions(ctx, changes) or subscription_changed:
+        changes.add(record_helpers.group_epoch(work.group_id, work.group_epoch + 1))
+    if work.group_epoch > work.assignment_epoch:
+        _, records = compute_target(work, work.group_epoch, ctx.assignors, ctx.config.assignors)
+        for record in records:
+            changes.add(record)
+
+
 def _join_or_update(
     ctx: Context,
     group: ConsumerGroup | None,
@@ -351,16 +364,7 @@ def _join_or_update(
         compile_regex(updated.subscribed_topic_regex)
     if updated != member or member_id not in work.members:
         changes.add(record_helpers.member_subscription(gid, updated))
-    bump = work.group_epoch == 0 or names_changed or regex_changed
-    bump = refresh_subscriptions(ctx, changes) or bump
-    if bump:
-        changes.add(record_helpers.group_epoch(gid, work.group_epoch + 1))
-
-    # 2. A new target assignment when the group epoch moved past it.
-    if work.group_epoch > work.assignment_epoch:
-        _, records = compute_target(work, work.group_epoch, ctx.assignors, ctx.config.assignors)
-        for record in records:
-            changes.add(record)
+    advance_group(ctx, changes, work.group_epoch == 0 or names_changed or regex_changed)
 
     # 3. One reconciliation step toward the member's target.
     current = work.members[member_id]
