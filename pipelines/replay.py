@@ -100,8 +100,10 @@ def replay(
     frame = source.read(spark, **bounds)
     # An empty range would overwrite the table with nothing and report rows: 0 as if that
     # were a result; a range that matches nothing is a mistake to report (it reads up to
-    # the first record only).
-    if frame.isEmpty():
+    # the first record only). take(1), not isEmpty(): Spark runs isEmpty on a projection
+    # with no columns, which on this source started a fresh Python worker per split (43 s
+    # against take(1)'s 0.5 s on the notebook test's 27 splits).
+    if not frame.select("offset").take(1):
         from tierlog.spark.discovery import SourceError
 
         asked = ", ".join(f"{key}={value}" for key, value in sorted(bounds.items()))

@@ -16,6 +16,10 @@ from typing import Any
 
 import pytest
 
+from tests import hang_guard
+
+hang_guard.install()
+
 SPARK_GROUP = "spark"
 FIXED_PORTS_GROUP = "fixed-ports"
 
