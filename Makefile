@@ -72,8 +72,9 @@ chromium:
 	command -v chromium > /dev/null || (apt-get update -q && apt-get install -y -q chromium)
 
 # Apache Kafka's command-line tools (org.apache.kafka:kafka-tools, the version bench/kafka_ref.py
-# resolves) from Maven Central with mvn, once, into bench/.work; tests/integration/
-# test_kafka_tools.py runs them against a tierlog cluster. Prints what the fetch cost.
+# resolves), its broker's jars and MirrorMaker 2's from Maven Central with mvn, once, into
+# bench/.work; tests/integration runs them against tierlog brokers (no test downloads under
+# its timeout). Prints what each fetch cost.
 kafka-tools: $(STAMP)
 	command -v java > /dev/null || (apt-get update -q && apt-get install -y -q default-jre-headless)
 	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)

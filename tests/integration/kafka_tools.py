@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,24 +189,34 @@ def run_tool(dist: KafkaDist, main_class: str, args: list[str], timeout: float =
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Fetch the tools, and the broker and MirrorMaker 2 jars the integration tests run, so
+    no test downloads under its hang guard (a fresh clone's first fetch takes minutes)."""
+    import mirror_maker  # bench/, on the path above
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["fetch"])
     parser.add_argument("--version", default="auto", help="Kafka version (default: auto)")
     args = parser.parse_args(argv)
-    try:
-        dist = fetch_tools(WORK, args.version)
-    except KafkaUnavailable as exc:
-        print(f"kafka-tools: {exc}", file=sys.stderr)
-        return 1
-    how = (
-        "cached"
-        if dist.cached
-        else f"fetched in {dist.fetch_seconds:.1f} s, {dist.download_mib:.1f} MiB downloaded"
-    )
-    size = kafka_ref._dir_mib(dist.libs)
-    print(
-        f"kafka-tools {dist.version}: {dist.jar_count} jars ({size:.1f} MiB) in {dist.libs} ({how})"
-    )
+    fetches: list[tuple[str, Callable[[], KafkaDist]]] = [
+        ("kafka-tools", lambda: fetch_tools(WORK, args.version)),
+        ("kafka", lambda: kafka_ref.fetch_kafka(WORK, args.version)),
+        ("mirror-maker", lambda: mirror_maker.fetch_mirror_maker(WORK)),
+    ]
+    for name, fetch in fetches:
+        try:
+            dist = fetch()
+        except KafkaUnavailable as exc:
+            print(f"{name}: {exc}", file=sys.stderr)
+            return 1
+        how = (
+            "cached"
+            if dist.cached
+            else f"fetched in {dist.fetch_seconds:.1f} s, {dist.download_mib:.1f} MiB downloaded"
+        )
+        size = kafka_ref._dir_mib(dist.libs)
+        print(
+            f"{name} {dist.version}: {dist.jar_count} jars ({size:.1f} MiB) in {dist.libs} ({how})"
+        )
     return 0
 
 
