@@ -295,23 +295,30 @@ def test_concurrent_writers_on_file_never_lose_an_update(tmp_path: Path) -> None
     url = f"file://{tmp_path}/remote"
     writers, increments = 4, 15
 
+    failures: list[BaseException] = []
+
     def writer() -> None:
         store = FsspecRemoteStore(url, retries=0)
         done = 0
-        while done < increments:
-            current = store.read_manifest(TOPIC, PARTITION)
-            bumped = mf.with_log_start_offset(current, current.log_start_offset + 1)
-            try:
-                store.commit(TOPIC, PARTITION, bumped, current.version)
-            except ManifestConflictError:
-                continue
-            done += 1
+        try:
+            while done < increments:
+                current = store.read_manifest(TOPIC, PARTITION)
+                bumped = mf.with_log_start_offset(current, current.log_start_offset + 1)
+                try:
+                    store.commit(TOPIC, PARTITION, bumped, current.version)
+                except ManifestConflictError:
+                    continue
+                done += 1
+        except BaseException as exc:  # a thread's exception would only be printed
+            failures.append(exc)
 
     threads = [threading.Thread(target=writer) for _ in range(writers)]
     for thread in threads:
         thread.start()
+    # No join timeout: a loaded machine may take minutes; the test's own timeout bounds it.
     for thread in threads:
-        thread.join(timeout=30)
+        thread.join()
+    assert failures == []
     final = FsspecRemoteStore(url).read_manifest(TOPIC, PARTITION)
     assert final.log_start_offset == final.version == writers * increments
     leftovers = sorted(p.name for p in (tmp_path / "remote" / f"{TOPIC}-{PARTITION}").iterdir())
@@ -319,6 +326,35 @@ def test_concurrent_writers_on_file_never_lose_an_update(tmp_path: Path) -> None
     assert leftovers[-1] == "manifest.json"
     assert all(".tmp" not in name for name in leftovers)
     assert len(leftovers) <= 2 * mf.KEEP_VERSIONS + 2
+
+
+def test_a_writer_stale_past_the_pruned_versions_cannot_move_the_pointer_back(
+    tmp_path: Path,
+) -> None:
+    """A zombie built on its own last commit, after others committed and pruned past it:
+    creating the next version succeeds (the slot was pruned), but the commit is refused,
+    the re-created version removed, and the pointer left where the log is."""
+    url = f"file://{tmp_path}/remote"
+    zombie, leader = FsspecRemoteStore(url, retries=0), FsspecRemoteStore(url, retries=0)
+    first = zombie.read_manifest(TOPIC, PARTITION)
+    stale = zombie.commit(TOPIC, PARTITION, mf.with_log_start_offset(first, 1), first.version)
+    current = leader.read_manifest(TOPIC, PARTITION)
+    for _ in range(3 * mf.KEEP_VERSIONS):
+        current = leader.commit(
+            TOPIC,
+            PARTITION,
+            mf.with_log_start_offset(current, current.log_start_offset + 1),
+            current.version,
+        )
+    directory = tmp_path / "remote" / f"{TOPIC}-{PARTITION}"
+    slot = [p for p in directory.iterdir() if f"-{stale.version + 1}." in p.name]
+    assert slot == []  # pruned, so creating it again would succeed
+
+    with pytest.raises(ManifestConflictError) as refused:
+        zombie.commit(TOPIC, PARTITION, mf.with_log_start_offset(stale, 99), stale.version)
+    assert refused.value.actual_version == current.version
+    assert [p for p in directory.iterdir() if f"-{stale.version + 1}." in p.name] == []
+    assert leader.read_manifest(TOPIC, PARTITION) == current
 
 
 # -- errors, retries, pickling ----------------------------------------------------------------

@@ -256,9 +256,11 @@ class FsspecManifests:
                     actual_version=current.version,
                 )
             version_path = self.version_path(topic, partition, new.version)
+            created = True
             try:
                 self._create(version_path, data)
             except FileExistsError:
+                created = False
                 if not retry or bytes(self.root.fs.cat_file(version_path)) != data:
                     self._committed.pop(key, None)
                     newest = self._repair_pointer(topic, partition, new.version)
@@ -269,10 +271,39 @@ class FsspecManifests:
                         actual_version=newest,
                     ) from None
                 # Ours, from an attempt whose pointer write failed: finish it.
+            # Creating the next version is the compare-and-set only while that version has
+            # never existed. A writer whose view is stale by more than KEEP_VERSIONS commits
+            # (a zombie leader built on its own last commit, a reader descheduled for long)
+            # finds the slot pruned, creates it, and would move the pointer back, dropping
+            # every commit since. The pointer says whether the log moved on.
+            pointed = self._pointed_version(topic, partition)
+            if pointed is not None and pointed > expected:
+                if created:
+                    with suppress(FileNotFoundError):
+                        self.root.fs.rm_file(version_path)
+                    self._committed.pop(key, None)
+                    raise ManifestConflictError(
+                        f"{where}: expected version {expected}, found {pointed}",
+                        expected_version=expected,
+                        actual_version=pointed,
+                    )
+                # Ours, from an attempt whose answer was lost, and later commits built on it.
+                self._committed.pop(key, None)
+                return new
             self._point(topic, partition, pointer_to(new.version, data))
             self._committed[key] = new
         self._prune(topic, partition, new.version)
         return new
+
+    def _pointed_version(self, topic: str, partition: int) -> int | None:
+        """The version ``manifest.json`` names; None when it is missing or unreadable (the
+        repair that reads it next takes the newest version listed)."""
+        path = self.pointer_path(topic, partition)
+        try:
+            stored = decode_stored(bytes(self.root.fs.cat_file(path)), self.root.url_of(path))
+        except (FileNotFoundError, CorruptManifestError):
+            return None
+        return stored.version
 
     def _create(self, path: str, data: bytes) -> None:
         """Create the object only if it does not exist; FileExistsError when it does."""
