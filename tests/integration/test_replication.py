@@ -34,6 +34,9 @@ from tests.integration.cluster_harness import ProcessCluster
 
 # Kafka's test bounces 5 times, and so does CI; TIERLOG_BOUNCES=N runs another count.
 BOUNCES = int(os.environ.get("TIERLOG_BOUNCES", "5"))
+# A case is 30-50 s alone (five restarts of a broker process, the ISR filling again after
+# each); a loaded 2-core run of the whole suite takes it past the default 120 s hang guard.
+pytestmark = pytest.mark.timeout(360)
 
 
 class LiveConsumer:
