@@ -52,6 +52,9 @@ def xdist_group(item: pytest.Item) -> str:
 SPARK_TIMEOUT_S = 600
 
 
+# Before xdist's own hook (on each worker), which reads the xdist_group markers into the
+# test ids its scheduler groups by.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         group = xdist_group(item)
