@@ -44,7 +44,9 @@ def run(name: str, tmp_path: Path, **parameters: Any) -> NotebookRun:
         notebooks_dir=NOTEBOOKS,
         runs_dir=tmp_path / "runs",
         cwd=tmp_path,
-        timeout_s=100,
+        # A cell's hang guard: the replay cell takes 20-40 s alone and passed 100 s on a
+        # run with four Spark sessions beside it (load 16).
+        timeout_s=300,
     )
     assert result.ok, f"{name} failed: {result.error}; see {result.output}"
     return result
