@@ -7,7 +7,14 @@ One Spark session per test process: start-up costs seconds, so every test using 
 (its group is the module), so a module-scoped fixture (a broker with a tiered topic, a
 Kafka cluster) is built once. Tests marked ``fixed_ports`` bind 127.0.0.1:9092 (the
 README's broker, ``tierlog demo serve``) or share the demo's data: one process runs them
-one after another. Every other port is ephemeral (bound to port 0)."""
+one after another. Every other port is ephemeral (bound to port 0).
+
+Tests marked ``notebooks`` run kernels and Spark jobs in processes of their own; they share
+one process too (group ``notebooks``). So at most three of the suite's processes run Spark
+at once: four JVMs on two cores had made every Spark step several times slower and timed
+tests out. The three Spark groups are the longest chains of the run, so they are queued
+first: the other processes work through the many short modules beside them, instead of
+the Spark groups starting last and running side by side at the end."""
 
 from __future__ import annotations
 
@@ -22,6 +29,9 @@ hang_guard.install()
 
 SPARK_GROUP = "spark"
 FIXED_PORTS_GROUP = "fixed-ports"
+NOTEBOOKS_GROUP = "notebooks"
+# Queued in this order, before every module's group.
+FIRST_GROUPS = (SPARK_GROUP, FIXED_PORTS_GROUP, NOTEBOOKS_GROUP)
 
 
 @pytest.fixture(scope="session")
@@ -38,9 +48,12 @@ def spark() -> Iterator[Any]:
 
 
 def xdist_group(item: pytest.Item) -> str:
-    """The process group of a test: ``fixed-ports``, ``spark``, or its module."""
+    """The process group of a test: ``fixed-ports``, ``notebooks``, ``spark``, or its
+    module."""
     if item.get_closest_marker("fixed_ports") is not None:
         return FIXED_PORTS_GROUP
+    if item.get_closest_marker("notebooks") is not None:
+        return NOTEBOOKS_GROUP
     if SPARK_GROUP in getattr(item, "fixturenames", ()):
         return SPARK_GROUP
     return item.nodeid.split("::", 1)[0]
@@ -56,8 +69,13 @@ SPARK_TIMEOUT_S = 600
 # test ids its scheduler groups by.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {}
     for item in items:
-        group = xdist_group(item)
+        group = groups[item] = xdist_group(item)
         item.add_marker(pytest.mark.xdist_group(group))
         if group == SPARK_GROUP and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_S))
+    # xdist queues groups in the order their first test is collected; a stable sort keeps
+    # each group's own order.
+    rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
+    items.sort(key=lambda item: rank.get(groups[item], len(FIRST_GROUPS)))

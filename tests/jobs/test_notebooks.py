@@ -26,7 +26,7 @@ NOTEBOOKS = REPO / "notebooks"
 EVENTS = 4000
 START_MS = 1_700_000_000_000  # produce_activity's first timestamp; events are 2 ms apart
 # A kernel and a Spark per run: a minute or two alone, several on a busy machine; a hang guard.
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.notebooks]
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from tierlog.jobs.summary import read_summary
 # The demo (about a minute, shared with the README test) and three notebooks (a minute or
 # less each on a small machine).
 # A hang guard (about 3 min on an idle 2-core machine); `demo serve` binds 127.0.0.1:9092.
-pytestmark = [pytest.mark.timeout(900), pytest.mark.fixed_ports]
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.fixed_ports]
 
 RUN_DUE_TIMEOUT_S = 600.0
 

@@ -36,7 +36,7 @@ EVENTS = 3000
 MALFORMED = [b"not json", b'{"user":"user-x"}', b"[1,2]"]
 COMMITTED_TXN = 40
 # Spark jobs and Delta commits take seconds each, tens on a busy machine; a hang guard.
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.notebooks]
 
 Input = tuple[int, int, bytes | None, bytes | None]  # partition, offset, key, value
 

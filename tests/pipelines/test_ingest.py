@@ -160,8 +160,9 @@ def kill_ingest_mid_write(tiered: TieredTopic, path: Path) -> bool:
         )
     committed = path / "_delta_log" / f"{0:020d}.json"
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None:
+        # Its JVM's start-up alone took over 90 s beside the suite's other Spark processes;
+        # the test's own hang guard bounds this wait.
+        while proc.poll() is None:
             if committed.exists() or any(path.glob("*.parquet")):
                 break
             time.sleep(0.02)

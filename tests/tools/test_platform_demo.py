@@ -15,7 +15,7 @@ from tierlog.tools.platform_demo import run_platform_demo
 REPO = Path(__file__).resolve().parents[2]
 # A broker, a kernel and a Spark of its own: about a minute alone, several on a loaded run
 # (tests/jobs/test_notebooks.py has the same hang guard).
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.notebooks]
 
 
 def test_demo_lands_every_message_in_delta_from_both_tiers(
