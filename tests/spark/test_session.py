@@ -82,3 +82,22 @@ def test_the_jvms_incubator_warning_is_dropped_and_the_rest_kept(
     err = capfd.readouterr().err
     assert "incubator" not in err
     assert err == "26/11/27 23:19:10 WARN Executor: something a user can act on\n"
+
+
+@pytest.mark.parametrize(
+    ("master", "partitions"),
+    [("local", "1"), ("local[2]", "2"), ("local[3, 4]", "3"), ("local[*]", None)],
+)
+def test_a_local_master_rebuilds_delta_state_in_as_many_tasks_as_it_has_cores(
+    master: str, partitions: str | None
+) -> None:
+    import os
+
+    settings = spark_session.local_delta_settings(master)
+    expected = partitions or str(os.cpu_count())
+    assert settings == {"spark.databricks.delta.snapshotPartitions": expected}
+
+
+@pytest.mark.parametrize("master", ["spark://10.0.0.1:7077", "yarn", "local[x]", "local[0]"])
+def test_any_other_master_keeps_deltas_own_setting(master: str) -> None:
+    assert spark_session.local_delta_settings(master) == {}

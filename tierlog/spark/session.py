@@ -93,6 +93,7 @@ def session(
         settings["spark.sql.catalog.spark_catalog"] = (
             "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
+        settings.update(local_delta_settings(master))
     settings.update(conf or {})
     quiet_logging(settings)
     _start_jvm(app_name, master, settings)
@@ -103,6 +104,34 @@ def session(
     spark.sparkContext.setLogLevel(log_level)
     spark.dataSource.register(TierlogDataSource)
     return spark
+
+
+def local_delta_settings(master: str) -> dict[str, str]:
+    """Delta's settings for a local master: its table-state reconstruction in as many
+    partitions as the master has cores, not Delta's cluster-sized 50.
+
+    Every read of a Delta table whose state is not cached rebuilds it from the log in
+    ``spark.databricks.delta.snapshotPartitions`` tasks, whatever the table's size. On a
+    2-core machine 50 tasks made each such read of the demo's 100,000-row table take 43-55 s
+    under load against 5-12 s with 2 (bench/spark_small_data.py, BENCHMARKS.md); the
+    ingest notebook reads its tables six times."""
+    cores = local_cores(master)
+    if cores is None:
+        return {}
+    return {"spark.databricks.delta.snapshotPartitions": str(cores)}
+
+
+def local_cores(master: str) -> int | None:
+    """The cores a ``local``, ``local[N]``, ``local[*]`` or ``local[N,F]`` master uses;
+    ``None`` for any other master (a cluster sizes itself)."""
+    if master == "local":
+        return 1
+    if not (master.startswith("local[") and master.endswith("]")):
+        return None
+    threads = master[len("local[") : -1].split(",", 1)[0].strip()
+    if threads == "*":
+        return os.cpu_count() or 1
+    return int(threads) if threads.isdigit() and int(threads) > 0 else None
 
 
 def quiet_logging(settings: dict[str, Any]) -> None:
