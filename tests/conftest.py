@@ -13,11 +13,12 @@ Tests marked ``notebooks`` run kernels and Spark jobs in processes of their own;
 one process too (group ``notebooks``). So at most three of the suite's processes run Spark
 at once: four JVMs on two cores had made every Spark step several times slower and timed
 tests out. The three Spark groups are the longest chains of the run, so they are queued
-first: the other processes work through the many short modules beside them, instead of
-the Spark groups starting last and running side by side at the end."""
+first (xdist's own order, groups with more tests first, had put them last, side by side at
+the end); the other processes work through the many short modules beside them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,6 +66,13 @@ def xdist_group(item: pytest.Item) -> str:
 SPARK_TIMEOUT_S = 600
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's own order (groups with more tests first) put the Spark groups, which have few
+    # tests but the longest run times, last; the queue follows the collection order below.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 # Before xdist's own hook (on each worker), which reads the xdist_group markers into the
 # test ids its scheduler groups by.
 @pytest.hookimpl(tryfirst=True)
@@ -75,7 +83,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
         if group == SPARK_GROUP and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_S))
-    # xdist queues groups in the order their first test is collected; a stable sort keeps
-    # each group's own order.
+    # The queue: FIRST_GROUPS in their order, then the other groups with more tests first
+    # (xdist's own rule); a stable sort keeps each group's own order.
     rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
-    items.sort(key=lambda item: rank.get(groups[item], len(FIRST_GROUPS)))
+    sizes = Counter(groups.values())
+    items.sort(key=lambda item: (rank.get(groups[item], len(rank)), -sizes[groups[item]]))
