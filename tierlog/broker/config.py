@@ -28,6 +28,7 @@ from tierlog.broker.group.consumer.config import (
 )
 from tierlog.broker.listeners import parse_listener
 from tierlog.broker.replica_selector import SELECTORS
+from tierlog.local.compression_config import COMPRESSION_TYPES, level_keys
 from tierlog.local.config import LogConfig, check_kafka_ranges
 from tierlog.remote.registry import check_url
 from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
@@ -236,6 +237,14 @@ BROKER_CONFIG = ConfigDef(
             at_least(1),
         ),
         ConfigKey("message.max.bytes", "int", 1048588, "-> max.message.bytes", at_least(0)),
+        ConfigKey(
+            "compression.type",
+            "string",
+            "producer",
+            "-> compression.type",
+            one_of(*COMPRESSION_TYPES),
+        ),
+        *level_keys(broker=True),
         ConfigKey(
             "socket.request.max.bytes", "int", 104857600, "largest request frame", at_least(1)
         ),
@@ -624,6 +633,10 @@ _TOPIC_DEFAULTS = {
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "message.max.bytes": "max.message.bytes",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "log.local.retention.ms": "local.retention.ms",

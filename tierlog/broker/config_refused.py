@@ -42,10 +42,6 @@ _COORDINATOR_RUNTIME = (
     "broker's event loop and writes at once"
 )
 _THROTTLES = "replication throttles: issue 23 item 3"
-_RECOMPRESSION = (
-    "broker-side recompression (compression.type other than producer) is being built "
-    "(issue 23 item 5)"
-)
 _METRICS = (
     "tierlog's metrics are counters and gauges served as Prometheus text "
     "(metrics.http.port), not sampled JMX sensors"
@@ -156,11 +152,7 @@ BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
         "remote.log.manager.fetch.max.bytes.per.second": _THROTTLES,
         "remote.log.manager.copy.quota.window.": _THROTTLES,
         "remote.log.manager.fetch.quota.window.": _THROTTLES,
-        # Compression and append validation.
-        "compression.type": _RECOMPRESSION,
-        "compression.gzip.level": _RECOMPRESSION,
-        "compression.lz4.level": _RECOMPRESSION,
-        "compression.zstd.level": _RECOMPRESSION,
+        # Append validation.
         "log.message.timestamp.after.max.ms": _APPEND_VALIDATION,
         "log.message.timestamp.before.max.ms": _APPEND_VALIDATION,
         "max.decompressed.message.bytes": (

@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tierlog.records.recompress import TargetCompression
+
+from tierlog.local.compression_config import COMPRESSION_TYPES, level_keys, target_compression
 from tierlog.local.config_notes import TOPIC_NOTES
 from tierlog.local.config_refused import refusal
 from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, between, one_of
@@ -85,9 +88,11 @@ TOPIC_CONFIG = ConfigDef(
             "compression.type",
             "string",
             "producer",
-            "keep the producer's codec; broker-side recompression is not supported",
-            one_of("producer"),
+            "codec batches are stored in: producer keeps the producer's; any other is "
+            "recompressed to on the leader's append",
+            one_of(*COMPRESSION_TYPES),
         ),
+        *level_keys(),
         ConfigKey(
             "unclean.leader.election.enable",
             "bool",
@@ -202,6 +207,9 @@ class LogConfig:
     cleanup_policy: tuple[str, ...] = tuple(_default("cleanup.policy"))
     min_insync_replicas: int = _default("min.insync.replicas")
     compression_type: str = _default("compression.type")
+    compression_gzip_level: int = _default("compression.gzip.level")
+    compression_lz4_level: int = _default("compression.lz4.level")
+    compression_zstd_level: int = _default("compression.zstd.level")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     delete_retention_ms: int = _default("delete.retention.ms")
     min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
@@ -262,6 +270,18 @@ class LogConfig:
         if self.compact:
             return min(self.segment_ms, self.max_compaction_lag_ms)
         return self.segment_ms
+
+    @property
+    def target_compression(self) -> TargetCompression | None:
+        """The codec and level appended batches are stored in; None for ``producer``."""
+        return target_compression(
+            self.compression_type,
+            {
+                "gzip": self.compression_gzip_level,
+                "lz4": self.compression_lz4_level,
+                "zstd": self.compression_zstd_level,
+            },
+        )
 
     @property
     def compact(self) -> bool:

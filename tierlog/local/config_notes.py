@@ -7,9 +7,8 @@ from __future__ import annotations
 from tierlog.util.configdef import KafkaNotes
 
 TOPIC_NOTES: dict[str, KafkaNotes] = {
-    "compression.type": KafkaNotes(
-        kafka="only producer: batches are kept as producers compressed them (Kafka also "
-        "recompresses to uncompressed, gzip, snappy, lz4, zstd)"
+    "compression.lz4.level": KafkaNotes(
+        kafka="Kafka's lz4-java takes 1-17; liblz4 compresses at most at 12, so 13-17 act as 12"
     ),
     "remote.storage.enable": KafkaNotes(
         kafka="also with cleanup.policy=compact, which Kafka refuses (KIP-1272; docs/compaction.md)"

@@ -16,18 +16,11 @@ from typing import Final
 
 __all__ = ["KAFKA_TOPIC_KEYS", "TOPIC_REFUSED", "refusal"]
 
-_RECOMPRESSION = (
-    "compression levels (KIP-390) apply to broker-side recompression, which is being "
-    "built with compression.type (issue 23 item 5)"
-)
 _THROTTLES = "replication throttles: issue 23 item 3"
 _APPEND_VALIDATION = "timestamp bounds on append: the append validation being rewritten (issue 21)"
 
 TOPIC_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "compression.gzip.level": _RECOMPRESSION,
-        "compression.lz4.level": _RECOMPRESSION,
-        "compression.zstd.level": _RECOMPRESSION,
         "leader.replication.throttled.replicas": _THROTTLES,
         "follower.replication.throttled.replicas": _THROTTLES,
         "message.timestamp.after.max.ms": _APPEND_VALIDATION,

@@ -4,8 +4,9 @@ Owns the partition directory's files (segments, indexes, ``leader-epoch-checkpoi
 rules that span segments: offset assignment, rolling, the flush policy, retention, truncation
 and recovery after an unclean stop. Appends read batch headers and write the producer's bytes
 with baseOffset/partitionLeaderEpoch rewritten; records are decoded only when the validator
-says so (a compacted topic's keys, a possible decompression bomb), and the broker has that
-done off its event loop before it calls ``append`` (``records.validate``).
+says so (a compacted topic's keys, a possible decompression bomb, a batch to re-encode in
+the topic's ``compression.type``), and the broker has that done off its event loop before
+it calls ``append`` (``records.validate``).
 
 The segment list is a ``LogSegments`` (``log_segments.py``), which the loader builds
 (``log_loader.load`` returns it with the offsets it settled, and the log is built from
@@ -88,7 +89,7 @@ from tierlog.records.validate import (
     ValidatedBatches,
     check_crc,
     complete,
-    decode,
+    prepare,
     validate,
 )
 from tierlog.util.clock import Clock, SystemClock
@@ -253,8 +254,8 @@ class Log:
         if self.closed:
             self._check_open()  # raises LogClosedError
         batches = self.validate(records, Origin.COORDINATOR if coordinator else Origin.CLIENT)
-        if batches.needs_decoding and not batches.decoded:
-            decode(batches)  # here, for callers that did not (tools, tests)
+        if (batches.needs_decoding and not batches.decoded) or batches.needs_recompression:
+            prepare(batches)  # here, for callers that did not (tools, tests, coordinators)
         headers = batches.headers
         if not headers:
             return AppendInfo()
@@ -314,6 +315,7 @@ class Log:
                 max_batch_bytes=config.max_message_bytes,
                 max_append_bytes=config.segment_bytes,
                 keys_required=config.compact,
+                compression=config.target_compression,
             )
             self._rules_of = config
         return rules

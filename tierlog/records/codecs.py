@@ -32,7 +32,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from tierlog.records.errors import (
     CorruptBatchError,
@@ -52,6 +52,27 @@ DEFAULT_MAX_SIZE = 256 * 1024 * 1024
 # Levels the Java client uses by default (KIP-390): gzip 6 (zlib's default), zstd 3.
 GZIP_LEVEL = 6
 ZSTD_LEVEL = 3
+
+
+class LevelRange(NamedTuple):
+    """A codec's compression levels as Kafka's ``compression.<codec>.level`` takes them
+    (KIP-390): ``low``..``high``, or ``default``, which means the library's own default."""
+
+    low: int
+    high: int
+    default: int
+
+
+# Kafka 4.x's GzipCompression, Lz4Compression and ZstdCompression: gzip 1-9 or -1 (zlib's
+# default, 6); lz4 1-17, default 9; zstd from zstd's minimum (-131072, the fast levels)
+# to 22, default 3.
+LEVELS: dict[Compression, LevelRange] = {
+    Compression.GZIP: LevelRange(1, 9, -1),
+    Compression.LZ4: LevelRange(1, 17, 9),
+    Compression.ZSTD: LevelRange(-131072, 22, 3),
+}
+# liblz4's strongest level; Kafka's lz4-java accepts up to 17, which it treats as 12 too.
+_LZ4_MAX_LEVEL = 12
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -96,8 +117,13 @@ def codec_of(codec: Compression | int) -> Compression:
         raise UnsupportedCompressionError(f"unknown compression codec id {int(codec)}") from None
 
 
-def compress(codec: Compression | int, data: BytesLike) -> bytes:
+def compress(codec: Compression | int, data: BytesLike, level: int | None = None) -> bytes:
     """Compress a records block with ``codec``, framed as the Java client frames it.
+
+    Args:
+        level: the codec's level as ``LEVELS`` ranges it (Kafka's
+            ``compression.<codec>.level``); None or the range's ``default`` for the
+            codec's default. Snappy has no levels and ignores it.
 
     Raises:
         UnsupportedCompressionError: unknown codec id, or its library is not installed.
@@ -106,8 +132,9 @@ def compress(codec: Compression | int, data: BytesLike) -> bytes:
     if kind is Compression.NONE:
         return bytes(data)
     if kind is Compression.GZIP:
+        gzip_level = GZIP_LEVEL if level is None or level == -1 else level
         # mtime=0 keeps output deterministic (the gzip header otherwise holds the time).
-        return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+        return gzip.compress(data, compresslevel=gzip_level, mtime=0)
     if kind is Compression.SNAPPY:
         return _snappy_compress(data)
     if kind is Compression.LZ4:
@@ -121,10 +148,13 @@ def compress(codec: Compression | int, data: BytesLike) -> bytes:
                 block_linked=False,
                 content_checksum=False,
                 store_size=False,
+                # None: lz4's fast mode, as before levels existed; 3 and up is LZ4HC.
+                compression_level=0 if level is None else min(_LZ4_MAX_LEVEL, level),
             )
         )
     zstandard = _load("zstandard")
-    return bytes(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data))
+    zstd_level = ZSTD_LEVEL if level is None else level
+    return bytes(zstandard.ZstdCompressor(level=zstd_level).compress(data))
 
 
 def decompress(

@@ -17,6 +17,7 @@ records fill the batch, recordCount many   client, coordinator     a walk of rec
   (uncompressed)                                                   (no field decoded)
 stated sizes possible and readable         client, coordinator     a few bytes
   (compressed)
+the topic's codec (``compression.type``)   client, coordinator     one compare (the header)
 zstd: the frames' block headers            client, coordinator     one step per block
 every record's length; its key on a        client, coordinator     decoding, off the event
   compacted topic; the decompressed size                           loop, bounded (``decode``)
@@ -34,6 +35,14 @@ size, a large gzip or lz4 block). Stored unchecked, such a block stalled every c
 its offset (issue 20, item 10). ``needs_decoding`` says so; ``decode`` does it in pieces
 (``codecs.iter_decompressed``: memory stays at one piece) within a ``RequestBudget``, and
 the broker runs it on a worker thread, never on the event loop.
+
+Recompression (``compression.type`` other than ``producer``, as Kafka's ``LogValidator``):
+a batch whose codec is not the topic's is re-encoded before it is appended
+(``needs_recompression``, then ``recompress``; ``tierlog.records.recompress`` owns the
+bytes), on the same worker thread and within the same budget as ``decode``; the re-encoded
+batches are checked against the size limits again. A batch already in the topic's codec,
+and every batch of a ``producer`` topic, costs one compare more than before. Followers
+never re-encode: they store the leader's bytes (``Origin.REPLICATION``).
 
 Large batches: the CRC-32C (and record count) of one whole batch of at least
 ``crc_later_from`` bytes is left to the caller (``crc_pending``), which computes it beside
@@ -75,6 +84,7 @@ from tierlog.records.header import (
     validate_batch,
 )
 from tierlog.records.keys import RecordScan
+from tierlog.records.recompress import TargetCompression, needs_recompression, recompress_batch
 from tierlog.records.record_walk import count_records
 from tierlog.records.varint import BytesLike
 
@@ -108,12 +118,15 @@ class AppendRules:
         keys_required: ``cleanup.policy`` has ``compact``: every record needs a key.
         max_decompressed_bytes: the most one compressed batch may decompress to: what a
             reader of this broker decompresses (MESSAGE_TOO_LARGE past it).
+        compression: the topic's ``compression.type`` and level; None for ``producer``
+            (batches are kept in the producer's codec).
     """
 
     max_batch_bytes: int
     max_append_bytes: int
     keys_required: bool = False
     max_decompressed_bytes: int = DEFAULT_MAX_SIZE
+    compression: TargetCompression | None = None
 
 
 class RequestBudget:
@@ -136,7 +149,8 @@ class ValidatedBatches:
 
     ``crc_pending``: the one large batch's CRC-32C and record count are not checked yet
     (``check_crc`` / ``complete``). ``needs_decoding``: ``decode`` must run before they
-    are appended; ``decoded`` once it has.
+    are appended; ``decoded`` once it has. ``needs_recompression``: some are not in the
+    topic's codec; ``recompress`` re-encodes them (and clears it).
     """
 
     records: BytesLike
@@ -148,6 +162,7 @@ class ValidatedBatches:
     crc_pending: bool = False
     needs_decoding: bool = False
     decoded: bool = False
+    needs_recompression: bool = False
 
 
 def validate(
@@ -178,7 +193,8 @@ def validate(
     client = origin is not Origin.REPLICATION
     headers: list[BatchHeader] = []
     pos = count = 0
-    crc_pending = needs_decoding = False
+    crc_pending = needs_decoding = recompressing = False
+    target = rules.compression
     while pos < end:
         header = parse_header(view, pos)
         size = header.size
@@ -215,6 +231,8 @@ def validate(
             elif not later:
                 _check_record_count(count_records(view, pos + HEADER_SIZE, pos + size), header)
             needs_decoding |= rules.keys_required
+            if target is not None:
+                recompressing |= needs_recompression(header.attributes, target)
         crc_pending |= later
         headers.append(header)
         count += header.record_count
@@ -226,7 +244,15 @@ def validate(
             f"{end} bytes in one append exceed segment.bytes {rules.max_append_bytes}"
         )
     return ValidatedBatches(
-        records, headers, rules, origin, end, count, crc_pending, needs_decoding and client
+        records,
+        headers,
+        rules,
+        origin,
+        end,
+        count,
+        crc_pending,
+        needs_decoding and client,
+        needs_recompression=recompressing,
     )
 
 
@@ -329,6 +355,10 @@ def decode(batches: ValidatedBatches, budget: RequestBudget | None = None) -> in
         pos += header.size
         if not codec and not rules.keys_required:
             continue  # counted already by its lengths (``validate``)
+        if batches.needs_recompression and needs_recompression(
+            header.attributes, rules.compression
+        ):
+            continue  # ``recompress`` decodes it whole and makes the same checks
         scan = RecordScan(keys_required=rules.keys_required)
         left = budget.decode_bytes - spent
         limit = min(rules.max_decompressed_bytes, left)
@@ -349,6 +379,83 @@ def decode(batches: ValidatedBatches, budget: RequestBudget | None = None) -> in
     budget.decode_bytes -= spent
     batches.decoded = True
     return spent
+
+
+def recompress(batches: ValidatedBatches, budget: RequestBudget | None = None) -> int:
+    """Re-encode the batches not in the topic's codec (``needs_recompression``), making
+    the checks ``decode`` makes on them, and check the new sizes against the limits.
+    CPU-bound like ``decode``: the broker runs it on a worker thread.
+
+    Returns:
+        What it cost ``budget`` (decompressed bytes, plus ``RECORD_COST`` a record).
+
+    Raises:
+        As ``decode``; RecordTooLargeError / RecordBatchTooLargeError when a re-encoded
+        batch, or the request, no longer fits ``max.message.bytes`` / ``segment.bytes``
+        (Kafka checks the batch it stores, not the one it was sent).
+    """
+    if not batches.needs_recompression:
+        return 0
+    complete(batches)  # the one large batch's CRC, before its bytes are trusted
+    budget = budget or RequestBudget()
+    rules = batches.rules
+    target = rules.compression
+    assert target is not None  # validate sets needs_recompression only with a target
+    view = memoryview(batches.records)
+    out: list[bytes | memoryview] = []
+    headers: list[BatchHeader] = []
+    spent = pos = total = 0
+    for header in batches.headers:
+        batch = view[pos : pos + header.size]
+        pos += header.size
+        if not needs_recompression(header.attributes, target):
+            out.append(batch)
+            headers.append(header)
+            total += header.size
+            continue
+        left = budget.decode_bytes - spent
+        try:
+            done = recompress_batch(
+                batch,
+                header,
+                target,
+                max_decompressed_bytes=min(rules.max_decompressed_bytes, left),
+                keys_required=rules.keys_required,
+            )
+        except DecompressedTooLargeError:
+            raise _past(rules.max_decompressed_bytes, left, budget) from None
+        spent += done.decoded_bytes + RECORD_COST * header.record_count
+        if spent > budget.decode_bytes:
+            raise _past(rules.max_decompressed_bytes, left, budget)
+        new_header = parse_header(done.batch)
+        if new_header.size > rules.max_batch_bytes:
+            raise RecordTooLargeError(
+                f"batch of {new_header.size} bytes in {target.codec.name} exceeds "
+                f"max.message.bytes {rules.max_batch_bytes}"
+            )
+        out.append(done.batch)
+        headers.append(new_header)
+        total += new_header.size
+    if total > rules.max_append_bytes:
+        raise RecordBatchTooLargeError(
+            f"{total} bytes in one append exceed segment.bytes {rules.max_append_bytes}"
+        )
+    batches.records = out[0] if len(out) == 1 else b"".join(out)
+    batches.headers = headers
+    batches.size = total
+    batches.needs_recompression = False
+    budget.decode_bytes -= spent
+    return spent
+
+
+def prepare(batches: ValidatedBatches, budget: RequestBudget | None = None) -> int:
+    """What is left before ``batches`` can be appended: ``decode`` when it needs
+    decoding, then ``recompress``. Returns what it cost ``budget``."""
+    budget = budget or RequestBudget()
+    spent = 0
+    if batches.needs_decoding and not batches.decoded:
+        spent += decode(batches, budget)
+    return spent + recompress(batches, budget)
 
 
 def _past(per_batch: int, left: int, budget: RequestBudget) -> DecompressedTooLargeError:

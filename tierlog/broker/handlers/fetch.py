@@ -179,6 +179,21 @@ def _authorize(
             w.partition = None
 
 
+# Fetch v10 is the first a consumer that reads zstd sends (KIP-110).
+ZSTD_FETCH_VERSION = 10
+
+
+def _refuse_zstd_topics(wanted: list[_Wanted]) -> None:
+    """Kafka's answer to a consumer's Fetch below v10 for a topic whose compression.type is
+    zstd: UNSUPPORTED_COMPRESSION_TYPE, and no records (KafkaApis checks the topic's config,
+    not the batches; followers are not asked)."""
+    for w in wanted:
+        partition = w.partition
+        if partition is not None and partition.local.config.compression_type == "zstd":
+            w.answer.error_code = ErrorCode.unsupported_compression_type
+            w.partition = None
+
+
 # How one partition is read: (wanted, byte limit, first with data?) -> ReadResult.
 PartitionRead = Callable[[_Wanted, int, bool], Awaitable[ReadResult]]
 
@@ -318,6 +333,8 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
     from_follower = replica_id >= 0
     if services.authz.enabled:
         _authorize(services, request, entries, wanted, from_follower)
+    if not from_follower and request.api_version < ZSTD_FETCH_VERSION:
+        _refuse_zstd_topics(wanted)
     read_committed = field(body, "isolation_level", 0) == READ_COMMITTED
     max_bytes = field(body, "max_bytes", 2**31 - 1)
     max_bytes = min(max_bytes, services.config["fetch.max.bytes"])

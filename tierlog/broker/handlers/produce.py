@@ -121,7 +121,9 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
                     # could be a bomb) is decoded off the event loop, within the request's
                     # budget (issue 10, item 6; issue 20, item 10).
                     records = hosted.local.validate(records, budget=budget)
-                    if records.needs_decoding:
+                    if records.needs_decoding or records.needs_recompression:
+                        # Re-encoding in the topic's compression.type too (Kafka's
+                        # LogValidator): CPU-bound, so on the decode pool's thread.
                         await services.decoder.decode(records, budget)
                 if verifying:
                     # Right before the append, with no await between: the transaction may
