@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -51,15 +52,13 @@ def stored_batches(broker: BrokerProcess, topic: str) -> list[tuple[int, bytes]]
     for segment in sorted((broker.data_dir / f"{topic}-0").glob("*.log")):
         data = segment.read_bytes()
         for pos, header in iter_batches(data):
-            out.append(
-                (header.attributes & Attr.COMPRESSION_MASK, data[pos : pos + header.size])
-            )
+            out.append((header.attributes & Attr.COMPRESSION_MASK, data[pos : pos + header.size]))
     return out
 
 
 def consume(
     bootstrap: str, topic: str, expected: int, *, committed: bool = False, timeout: float = 20
-) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]], int]]:
+) -> list[tuple[Any, ...]]:
     """(key, value, headers, timestamp) of the first ``expected`` records, assigned from 0."""
     consumer = Consumer(
         {
@@ -70,7 +69,7 @@ def consume(
         }
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
-    out = []
+    out: list[tuple[Any, ...]] = []
     deadline = time.monotonic() + timeout
     try:
         while len(out) < expected and time.monotonic() < deadline:
@@ -84,7 +83,7 @@ def consume(
     return out
 
 
-def sent_records(n: int) -> list[tuple[bytes, bytes, list[tuple[str, bytes]], int]]:
+def sent_records(n: int) -> list[tuple[Any, ...]]:
     return [
         (b"key-%d" % i, b"value %05d " % i * 8, [("h", b"%d" % i)], T_BASE + i * 7)
         for i in range(n)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.records.test_validate import with_block
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
-from tests.records.test_validate import with_block
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.errors import CorruptBatchError
 from tierlog.records.header import HEADER_SIZE, Attr, Compression, TimestampType
@@ -90,9 +90,7 @@ def test_idempotent_retry_of_a_recompressed_batch_is_a_duplicate(make_log: LogFa
 def test_transactional_batches_and_markers(make_log: LogFactory) -> None:
     lg = make_log(compression_type="gzip")
     records = [Record(b"k%d" % i, b"v", timestamp=T0) for i in range(3)]
-    txn = build_batch(
-        records, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True
-    )
+    txn = build_batch(records, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True)
     lg.append(txn)
     assert lg.first_unstable_offset == 0
     lg.append_marker(9, 0, 0, commit=False, leader_epoch=0)

@@ -61,9 +61,7 @@ def test_every_codec_pair_keeps_the_records_and_the_header(
 ) -> None:
     batch = idempotent_batch(source, transactional=True)
     before = parse_header(batch)
-    done = recompress_batch(
-        batch, before, TargetCompression(target), max_decompressed_bytes=LIMIT
-    )
+    done = recompress_batch(batch, before, TargetCompression(target), max_decompressed_bytes=LIMIT)
     after = validate_batch(done.batch)  # CRC right, length whole
     assert after.attributes & Attr.COMPRESSION_MASK == target
     assert after.attributes & ~Attr.COMPRESSION_MASK == before.attributes & ~Attr.COMPRESSION_MASK
@@ -83,9 +81,7 @@ def test_every_codec_pair_keeps_the_records_and_the_header(
 
 
 def test_an_uncompressed_control_batch_stays_uncompressed() -> None:
-    marker = build_control_batch(
-        ControlType.COMMIT, producer_id=1, producer_epoch=0, timestamp=1
-    )
+    marker = build_control_batch(ControlType.COMMIT, producer_id=1, producer_epoch=0, timestamp=1)
     attributes = parse_header(marker).attributes
     assert not needs_recompression(attributes, TargetCompression(Compression.ZSTD))
     data = parse_header(build_batch(records(2))).attributes
@@ -95,13 +91,18 @@ def test_an_uncompressed_control_batch_stays_uncompressed() -> None:
 
 
 def test_a_higher_gzip_level_gives_a_batch_no_larger() -> None:
-    text = [Record(b"k", b" ".join(b"word%d" % (i * j % 97) for j in range(200))) for i in range(50)]
+    text = [
+        Record(b"k", b" ".join(b"word%d" % (i * j % 97) for j in range(200))) for i in range(50)
+    ]
     batch = build_batch(text)
     header = parse_header(batch)
     sizes = [
         len(
             recompress_batch(
-                batch, header, TargetCompression(Compression.GZIP, level), max_decompressed_bytes=LIMIT
+                batch,
+                header,
+                TargetCompression(Compression.GZIP, level),
+                max_decompressed_bytes=LIMIT,
             ).batch
         )
         for level in (1, 9)
@@ -110,7 +111,10 @@ def test_a_higher_gzip_level_gives_a_batch_no_larger() -> None:
     zstd = [
         len(
             recompress_batch(
-                batch, header, TargetCompression(Compression.ZSTD, level), max_decompressed_bytes=LIMIT
+                batch,
+                header,
+                TargetCompression(Compression.ZSTD, level),
+                max_decompressed_bytes=LIMIT,
             ).batch
         )
         for level in (-50, 19)
@@ -148,7 +152,9 @@ def test_a_count_that_is_not_the_headers_is_invalid() -> None:
 def test_validate_flags_only_batches_in_another_codec() -> None:
     zstd = AppendRules(1 << 30, 1 << 30, compression=TargetCompression(Compression.ZSTD))
     assert validate(build_batch(records()), zstd).needs_recompression
-    assert not validate(build_batch(records(), compression=Compression.ZSTD), zstd).needs_recompression
+    assert not validate(
+        build_batch(records(), compression=Compression.ZSTD), zstd
+    ).needs_recompression
     producer = AppendRules(1 << 30, 1 << 30)
     assert not validate(build_batch(records()), producer).needs_recompression
 
@@ -180,7 +186,8 @@ def test_a_recompressed_batch_past_max_message_bytes_is_refused() -> None:
     noise = [Record(None, os.urandom(4000)) for _ in range(4)]
     batch = build_batch(noise)
     rules = AppendRules(
-        max_batch_bytes=len(batch) + 5, max_append_bytes=1 << 30,
+        max_batch_bytes=len(batch) + 5,
+        max_append_bytes=1 << 30,
         compression=TargetCompression(Compression.GZIP),
     )
     batches = validate(batch, rules)  # fits as sent

@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from tierlog.records.recompress import TargetCompression
-
 from tierlog.local.compression_config import COMPRESSION_TYPES, level_keys, target_compression
 from tierlog.local.config_notes import TOPIC_NOTES
 from tierlog.local.config_refused import refusal
+from tierlog.records.recompress import TargetCompression
 from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, between, one_of
 
 NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for flush.* and segment.ms
