@@ -18,7 +18,7 @@ from tierlog.compaction.cleaner import CHECKPOINT_FILE, CleanerConfig, LogCleane
 from tierlog.local.checkpoint import read_offsets
 from tierlog.local.log import Log
 from tierlog.local.log_manager import LogManager
-from tierlog.records.header import Compression
+from tierlog.records.header import Attr, Compression, iter_batches
 from tierlog.util.clock import ManualClock
 
 from .conftest import KeyValue, append, compacted, read_all
@@ -51,13 +51,22 @@ def _check_against_model(log: Log, written: dict[int, KeyValue], map_end: int) -
         assert len(kept) == 1, f"{key!r} kept {kept} in the cleaned part"
 
 
+@pytest.mark.parametrize("compression_type", ["producer", "zstd"])
 @pytest.mark.parametrize("seed", range(6))
 def test_cleaned_log_keeps_the_last_value_of_every_key(
-    seed: int, manager: LogManager, cleaner: LogCleaner, clock: ManualClock
+    seed: int,
+    compression_type: str,
+    manager: LogManager,
+    cleaner: LogCleaner,
+    clock: ManualClock,
 ) -> None:
+    """Also on a zstd topic, whose batches the leader recompressed (issue 23 item 5): the
+    cleaner keeps each batch's codec, so the cleaned log stays zstd."""
     rnd = random.Random(seed)
     codec = rnd.choice(list(Compression))
-    log = manager.get_or_create_log("t", 0, compacted(delete_retention_ms=HOUR))
+    log = manager.get_or_create_log(
+        "t", 0, compacted(delete_retention_ms=HOUR, compression_type=compression_type)
+    )
     written: dict[int, KeyValue] = {}
     keys = rnd.randrange(5, 200)
     for _round in range(4):
@@ -83,6 +92,13 @@ def test_cleaned_log_keeps_the_last_value_of_every_key(
     first_dirty = cleaner.state.logs[("t", 0)].first_dirty
     _check_against_model(log, written, first_dirty)
     assert not [r for r in read_all(log) if r.value is None and r.offset < first_dirty]
+    if compression_type == "zstd":
+        stored = {
+            header.attributes & Attr.COMPRESSION_MASK
+            for segment in log.segments
+            for _, header in iter_batches(segment.path.read_bytes())
+        }
+        assert stored == {Compression.ZSTD}
 
 
 def test_tombstones_stay_for_delete_retention_after_their_first_pass(
