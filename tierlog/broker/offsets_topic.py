@@ -117,6 +117,9 @@ class OffsetsTopic:
             {
                 "cleanup.policy": "compact",
                 "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                # Kafka's offsetsTopicConfigs: kept as written, whatever the broker's
+                # default compression.type (no recompression of the coordinator's writes).
+                "compression.type": "producer",
             },
         )
 

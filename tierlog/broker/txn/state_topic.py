@@ -164,6 +164,8 @@ class TransactionStateTopic:
                 "cleanup.policy": "compact",
                 "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
                 "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                # Kafka's transactionTopicConfigs: "no compression types".
+                "compression.type": "uncompressed",
             },
         )
 
