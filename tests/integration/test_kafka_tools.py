@@ -10,6 +10,9 @@ with confluent-kafka's AdminClient, not with the tools' own word.
 with an empty batch and a delete horizon, and prints the same batch lines as ``tierlog
 dump-log`` (same byte format).
 
+``kafka-configs --entity-type topics`` sets, describes and refuses compression.type and its
+KIP-390 levels; DumpLogSegments reads the zstd batches the leader recompressed.
+
 ``--generate``/``--execute`` need DescribeLogDirs (API 35); ``--verify`` clears the
 replication throttles with an IncrementalAlterConfigs DELETE on every broker resource.
 """
@@ -322,6 +325,53 @@ def test_kafka_dump_log_reads_a_cleaned_segment(tools: KafkaDist, tmp_path: Path
         if line.startswith("baseOffset:")
     ]  # fmt: skip
     assert ours_batches == batches
+
+
+# -- kafka-configs and kafka-dump-log: a topic's compression.type ------------------------------
+
+
+def test_compression_type_with_kafka_configs_and_dump_log(tools: KafkaDist, tmp_path: Path) -> None:
+    """``kafka-configs --entity-type topics`` sets compression.type and a KIP-390 level
+    (IncrementalAlterConfigs), describes them (DescribeConfigs) and has a bad level refused
+    naming the key; Kafka's DumpLogSegments then reads the leader's recompressed batch
+    (issue 23 item 5)."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        bootstrap = broker.bootstrap
+        configs = kafka_tools.CONFIGS
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("zt", 1, 1)])["zt"].result(30)
+        topic = "--entity-type topics --entity-name zt"
+        tool(
+            tools,
+            configs,
+            bootstrap,
+            f"--alter {topic} --add-config compression.type=zstd,compression.zstd.level=7",
+        )
+        described = tool(tools, configs, bootstrap, f"--describe {topic}").stdout
+        assert "compression.type=zstd" in described, described
+        assert "compression.zstd.level=7" in described, described
+        refused = tool(
+            tools, configs, bootstrap, f"--alter {topic} --add-config compression.gzip.level=10",
+            ok=False,
+        )  # fmt: skip
+        assert refused.returncode != 0 and "compression.gzip.level" in refused.output, (
+            refused.output
+        )
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "none"})
+        for i in range(10):
+            producer.produce("zt", key=b"k%d" % i, value=b"value %d" % i)
+        assert producer.flush(30) == 0
+        segment = broker.data_dir / "zt-0" / "00000000000000000000.log"
+        run = kafka_tools.run_tool(tools, DUMP_LOG, ["--files", str(segment), "--deep-iteration"])
+        assert run.returncode == 0, run.output
+        assert "isvalid: false" not in run.stdout and "Exception" not in run.stderr, run.output
+        batches = [line for line in run.stdout.splitlines() if line.startswith("baseOffset:")]
+        assert batches and all("compresscodec: zstd" in b for b in batches), batches
+        records = [line for line in run.stdout.splitlines() if line.startswith("| offset:")]
+        assert len(records) == 10, run.stdout
+    finally:
+        broker.stop()
 
 
 # -- kafka-consumer-groups --------------------------------------------------------------------
