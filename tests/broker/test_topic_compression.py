@@ -6,6 +6,7 @@ topic gets UNSUPPORTED_COMPRESSION_TYPE, as Kafka answers."""
 
 from __future__ import annotations
 
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,12 @@ from confluent_kafka.admin import (
 from kafka import KafkaProducer
 
 from tests.broker.harness import BrokerProcess
+from tests.broker.test_integrity_produce import produce_raw, reseal
 from tests.raw_client import RawClient, fetch_body, request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.versions import ApiKey
-from tierlog.records.header import Attr, Compression, iter_batches, parse_header
+from tierlog.records.builder import Record, build_batch
+from tierlog.records.header import HEADER_SIZE, Attr, Compression, iter_batches, parse_header
 from tierlog.records.reader import iter_records
 
 TOPIC_CODECS = {
@@ -276,3 +279,21 @@ def test_a_fetch_below_v10_of_a_zstd_topic_is_unsupported(broker: BrokerProcess)
             assert bool(partition.records) == (code == 0)
     finally:
         client.close()
+
+
+def test_a_batch_that_does_not_decompress_is_refused_and_nothing_is_stored(
+    broker: BrokerProcess,
+) -> None:
+    create_topic(broker.bootstrap, "zstd-bad", **{"compression.type": "zstd"})
+    good = build_batch(
+        [Record(b"k%d" % i, b"v" * 40) for i in range(5)], compression=Compression.GZIP
+    )
+    garbled = bytearray(good[:HEADER_SIZE]) + good[HEADER_SIZE : HEADER_SIZE + 10] + b"\x00" * 30
+    assert produce_raw(broker, "zstd-bad", reseal(garbled))[0] == ErrorCode.corrupt_message
+    miscounted = bytearray(good)
+    struct.pack_into(">i", miscounted, 57, 4)  # recordCount 4 of the 5 it holds
+    struct.pack_into(">i", miscounted, 23, 3)
+    assert produce_raw(broker, "zstd-bad", reseal(miscounted))[0] == ErrorCode.invalid_record
+    assert stored_batches(broker, "zstd-bad") == []
+    assert produce_raw(broker, "zstd-bad", good) == (0, 0)  # the partition still takes batches
+    assert [c for c, _ in stored_batches(broker, "zstd-bad")] == [Compression.ZSTD]
