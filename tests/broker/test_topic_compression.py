@@ -24,12 +24,18 @@ from confluent_kafka.admin import (
 from kafka import KafkaProducer
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.test_integrity_produce import produce_raw, reseal
 from tests.raw_client import RawClient, fetch_body, request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.versions import ApiKey
 from tierlog.records.builder import Record, build_batch
-from tierlog.records.header import HEADER_SIZE, Attr, Compression, iter_batches, parse_header
+from tierlog.records.header import (
+    HEADER_SIZE,
+    Attr,
+    Compression,
+    compute_crc,
+    iter_batches,
+    parse_header,
+)
 from tierlog.records.reader import iter_records
 
 TOPIC_CODECS = {
@@ -279,6 +285,30 @@ def test_a_fetch_below_v10_of_a_zstd_topic_is_unsupported(broker: BrokerProcess)
             assert bool(partition.records) == (code == 0)
     finally:
         client.close()
+
+
+def reseal(batch: bytearray) -> bytes:
+    """``batch`` with its length and CRC made right again (its lie is inside)."""
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, compute_crc(batch))
+    return bytes(batch)
+
+
+def produce_raw(broker: BrokerProcess, topic: str, batch: bytes) -> tuple[int, int]:
+    """(error code, base offset) of a Produce v9 of ``batch`` to partition 0, acks=1."""
+    data = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    client = RawClient(broker.port)
+    try:
+        answer = client.call(request(ApiKey.PRODUCE, 9, data))
+    finally:
+        client.close()
+    p = answer.responses[0].partition_responses[0]
+    return int(p.error_code), int(p.base_offset)
 
 
 def test_a_batch_that_does_not_decompress_is_refused_and_nothing_is_stored(

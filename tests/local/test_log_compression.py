@@ -4,16 +4,16 @@ any append; a follower stores its leader's bytes as they are."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
 
-from tests.records.test_validate import with_block
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.errors import CorruptBatchError
-from tierlog.records.header import HEADER_SIZE, Attr, Compression, TimestampType
+from tierlog.records.header import HEADER_SIZE, Attr, Compression, TimestampType, compute_crc
 from tierlog.records.reader import iter_records
 from tierlog.util.clock import ManualClock
 
@@ -131,7 +131,9 @@ def test_a_batch_that_does_not_decompress_appends_nothing(
     lg.append(make_batch(2))
     before = dir_snapshot(log_dir)
     good = make_batch(3, compression=Compression.GZIP)
-    bad = with_block(good, good[HEADER_SIZE:][:10] + b"\x00" * 40)
+    bad = bytearray(good[:HEADER_SIZE]) + good[HEADER_SIZE : HEADER_SIZE + 10] + b"\x00" * 40
+    struct.pack_into(">i", bad, 8, len(bad) - 12)  # a whole batch, CRC right: a bad block
+    struct.pack_into(">I", bad, 17, compute_crc(bad))
     with pytest.raises(CorruptBatchError):
         lg.append(bad)
     assert dir_snapshot(log_dir) == before
