@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO
 
 STARTED = re.compile(r"tierlog broker \d+ started on port (\d+)")
+LISTENER = re.compile(r"tierlog broker \d+ listener (\w+) on port (\d+)")
 
 
 class BrokerProcess:
@@ -34,6 +35,8 @@ class BrokerProcess:
             **(overrides or {}),
         }
         self.port = port
+        # Every listener's port by name, from the broker's start lines.
+        self.ports: dict[str, int] = {}
         self.fd_limit = fd_limit
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
@@ -62,11 +65,17 @@ class BrokerProcess:
             line = self.proc.stdout.readline()
             if not line:
                 raise RuntimeError(f"broker exited early:\n{self.log_text()}")
+            listener = LISTENER.search(line)
+            if listener:
+                self.ports[listener.group(1)] = int(listener.group(2))
             match = STARTED.search(line)
             if match:
                 self.port = int(match.group(1))
-                # Pin the port so a restart comes back where clients expect it.
-                self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+                # Pin the ports so a restart comes back where clients expect them.
+                self.overrides["listeners"] = (
+                    ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.ports.items())
+                    or f"PLAINTEXT://127.0.0.1:{self.port}"
+                )
                 return self
         self.kill()
         raise TimeoutError(f"broker did not start in {timeout}s:\n{self.log_text()}")

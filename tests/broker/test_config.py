@@ -55,7 +55,7 @@ def test_retention_ms_wins_over_minutes_and_hours() -> None:
         ("log.dirz", "/tmp", "unknown configuration key"),
         ("num.partitions", "0", "must be >= 1"),
         ("auto.create.topics.enable", "yes", "expected bool"),
-        ("listeners", "SSL://127.0.0.1:9093", "only PLAINTEXT"),
+        ("listeners", "SSL:/127.0.0.1:9093", "expected NAME://host:port"),
         ("listeners", "PLAINTEXT://nohost", "expected NAME://host:port"),
         ("log.segment.bytes", "10", "must be >= 14"),
         ("replica.selector.class", "com.example.Nearest", "must be one of"),

@@ -29,7 +29,8 @@ def test_every_rule_names_a_kafka_key() -> None:
 
 def test_a_rule_names_a_key_or_a_prefix() -> None:
     assert refusal("group.coordinator.threads") == BROKER_REFUSED["group.coordinator.threads"]
-    assert refusal("ssl.keystore.location") == BROKER_REFUSED["ssl."]
+    assert refusal("sasl.kerberos.service.name") == BROKER_REFUSED["sasl.kerberos."]
+    assert refusal("ssl.keystore.location") is None  # honoured (issue 22, listeners)
     assert refusal("group.coordinator.rebalance.protocols") is None  # honoured (KIP-848)
     assert refusal("no.such.key") is None
 
@@ -38,7 +39,8 @@ def test_a_rule_names_a_key_or_a_prefix() -> None:
     ("key", "words"),
     [
         ("num.network.threads", "event loop"),
-        ("ssl.keystore.location", "issue 22"),
+        ("ssl.provider", "JSSE"),
+        ("sasl.mechanism.inter.broker.protocol", "issue 22"),
         ("process.roles", "KRaft"),
         ("group.share.max.size", "KIP-932"),
         ("leader.replication.throttled.rate", "issue 23 item 3"),

@@ -68,6 +68,8 @@ INTER_BROKER_VERSIONS = [(k, v) for k, v in SUPPORTED_PAIRS if k not in KP_REQUE
 # A request body (its required scalar fields) per API kafka-python cannot build
 # (inter-broker ones, and Kafka 3.7+'s).
 INTER_BROKER_SAMPLES: dict[int, dict[str, Any]] = {
+    17: {"mechanism": "SCRAM-SHA-256"},  # SaslHandshake
+    36: {"auth_bytes": b"n,,n=alice,r=abc"},  # SaslAuthenticate
     56: {"broker_id": 1, "broker_epoch": 25},  # AlterPartition
     68: {  # ConsumerGroupHeartbeat: a member joining
         "group_id": "g",
@@ -358,7 +360,7 @@ def test_unsupported_versions(api_key: int, version: int) -> None:
     )
 
 
-@pytest.mark.parametrize("api_key", [17, 36, 1000, -1])  # 17 SaslHandshake, 36 SaslAuthenticate
+@pytest.mark.parametrize("api_key", [4, 38, 1000, -1])  # LeaderAndIsr, CreateDelegationToken
 def test_unknown_api_keys(api_key: int) -> None:
     raw = struct.pack(">hhih", api_key, 0, 56, -1) + b"\x00" * 20
     with pytest.raises(UnknownApiKeyError) as info:
@@ -367,10 +369,10 @@ def test_unknown_api_keys(api_key: int) -> None:
 
 
 def test_a_codec_a_client_built_does_not_make_its_api_served() -> None:
-    # A SaslHandshake response read in this process (a client, a tool, a test) builds a
-    # codec for key 17; a request with that key must still be an unknown API to the broker.
-    response_type_for(17, 1)
-    raw = struct.pack(">hhih", 17, 1, 57, -1) + b"\x00" * 20
+    # A DescribeDelegationToken response read in this process (a client, a tool, a test)
+    # builds a codec for key 41; a request with that key must still be an unknown API.
+    response_type_for(41, 1)
+    raw = struct.pack(">hhih", 41, 1, 57, -1) + b"\x00" * 20
     with pytest.raises(UnknownApiKeyError):
         decode_request(raw)
 

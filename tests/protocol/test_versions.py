@@ -43,9 +43,9 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 
 # 34: AlterReplicaLogDirs; 60: DescribeCluster; 68, 69: ConsumerGroupHeartbeat and
 # ConsumerGroupDescribe (KIP-848); 71, 72: client metrics (KIP-714); 74: ListConfigResources;
 # 75: DescribeTopicPartitions.
-BRIEF_KEYS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25,
-              26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 37, 42, 43, 44, 45, 46, 47, 48, 49, 50,
-              51, 56, 60, 61, 65, 66, 68, 69, 71, 72, 74, 75}  # fmt: skip
+BRIEF_KEYS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+              25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 42, 43, 44, 45, 46, 47, 48,
+              49, 50, 51, 56, 60, 61, 65, 66, 68, 69, 71, 72, 74, 75}  # fmt: skip
 
 
 def test_table_has_exactly_the_broker_apis() -> None:
@@ -93,7 +93,8 @@ def test_flexible_boundaries_match_kio(api_key: int) -> None:
 def test_is_supported_edges() -> None:
     assert is_supported(0, 3) and is_supported(0, 11)
     assert not is_supported(0, 2) and not is_supported(0, 12)
-    assert not is_supported(17, 0)  # SaslHandshake: not implemented
+    assert is_supported(17, 1) and not is_supported(17, 2)  # SaslHandshake v0-v1
+    assert not is_supported(4, 0)  # LeaderAndIsr: removed in Kafka 4
     assert not is_supported(18, -1)
 
 

@@ -23,14 +23,21 @@ from tierlog.broker.authorization import RequestAuthorizer, bind_request
 from tierlog.broker.client_metrics.manager import ClientMetricsManager
 from tierlog.broker.cluster import ClusterMembership
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.coordination.api import BrokerRegistration, Coordinator, UserConfigs
+from tierlog.broker.connection_security import ListenerSecurity
+from tierlog.broker.coordination.api import (
+    BrokerRegistration,
+    Coordinator,
+    RegisteredEndpoint,
+    UserConfigs,
+)
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.coordination.local_security import LocalAclStore, LocalUserConfigs
 from tierlog.broker.decode_pool import DecodePool
 from tierlog.broker.fetch_sessions import FetchSessionCache
 from tierlog.broker.handlers.fetch import replica_id_of
 from tierlog.broker.handlers.routes import HANDLERS
-from tierlog.broker.listeners import endpoints
+from tierlog.broker.listener_setup import listener_security
+from tierlog.broker.listeners import ListenerPlan
 from tierlog.broker.log_dir_mover import LogDirMover
 from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
 from tierlog.broker.meta_properties import check_or_write
@@ -42,8 +49,9 @@ from tierlog.broker.partition_limits import PartitionLimits, fd_limit
 from tierlog.broker.quotas import ClientQuotaManager
 from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replica_manager import ReplicaManager
+from tierlog.broker.scram_store import ScramCredentialCache
 from tierlog.broker.segment_repair import SegmentRepairer
-from tierlog.broker.server import ConnectionLimits, KafkaServer
+from tierlog.broker.server import ConnectionLimits, ConnectionQuotas, KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.broker.txn import Transactions
 from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
@@ -79,7 +87,9 @@ class Broker:
         self._stopped = asyncio.Event()
         self.coordinator: Coordinator | None = None
         self.log_manager: LogManager | None = None
-        self.server: KafkaServer | None = None
+        self.server: KafkaServer | None = None  # the inter-broker listener's
+        self.servers: dict[str, KafkaServer] = {}  # every listener's, by name
+        self.listeners: ListenerPlan | None = None
         self.remote: RemoteLogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.offsets_topic: OffsetsTopic | None = None
@@ -107,7 +117,7 @@ class Broker:
     async def start(self) -> None:
         config = self.config
         # Before anything is written: a bad listener is a one-line config error.
-        listener, advertised = endpoints(config.listeners, config.advertised)
+        listeners = config.listener_plan()
         loop = asyncio.get_running_loop()
         coordinator: Coordinator
         # Logs no metadata accounts for are strays, removed (issue 20, item 5), except
@@ -129,6 +139,12 @@ class Broker:
             coordinator = self.cluster.coordinator
             await self.cluster.connect()
         self.coordinator = coordinator
+        # Before anything is written: a TLS or SASL mistake is a one-line config error too.
+        scram = ScramCredentialCache(self._user_configs(coordinator), self.clock)
+        security = {
+            e.name: listener_security(config.security, e, self.clock, scram)
+            for e in listeners.listeners
+        }
         # Before anything is served: every request is authorized from the first one on.
         self.authorizer = await self._open_authorizer(coordinator)
         for log_dir in config.log_dirs:
@@ -156,30 +172,8 @@ class Broker:
             ),
         )
         log_manager.startup(topic_configs)
-        self.server = KafkaServer(
-            self.dispatch,
-            listener.host,
-            listener.port,
-            config["socket.request.max.bytes"],
-            ConnectionLimits(
-                max_connections=config["max.connections"],
-                max_connections_per_ip=config["max.connections.per.ip"],
-                idle_ms=config["connections.max.idle.ms"],
-                request_receive_timeout_ms=config["socket.request.receive.timeout.ms"],
-                queued_max_request_bytes=config["queued.max.request.bytes"],
-                max_connection_creation_rate=config["max.connection.creation.rate"],
-            ),
-            clock=self.clock,
-        )
-        self.port = await self.server.start()
-        await coordinator.start(
-            BrokerRegistration(
-                config.broker_id,
-                advertised.host,
-                advertised.port or self.port,
-                config["broker.rack"] or None,
-            )
-        )
+        await self._bind_listeners(listeners, security)
+        await coordinator.start(self._registration(listeners))
         self.remote = self._remote_log_manager()
         replicas = self.replicas = ReplicaManager(
             config.broker_id,
@@ -298,13 +292,70 @@ class Broker:
                     clock=self.clock,
                 )
         self._serve_metrics()
-        await self.server.serve()
-        log.info(
-            "broker %d listening on %s:%d (cluster %s)",
-            config.broker_id,
-            listener.host,
-            self.port,
-            coordinator.cluster_id,
+        for name, server in self.servers.items():
+            await server.serve()
+            log.info(
+                "broker %d listening on %s:%d, listener %s (%s)",
+                config.broker_id,
+                server.host,
+                server.port,
+                name,
+                server.listener.protocol.value,
+            )
+        log.info("broker %d serving cluster %s", config.broker_id, coordinator.cluster_id)
+
+    async def _bind_listeners(
+        self, listeners: ListenerPlan, security: dict[str, ListenerSecurity]
+    ) -> None:
+        """One KafkaServer per listener, bound (not yet accepting), under one set of
+        connection quotas as Kafka shares them across listeners. ``server`` is the
+        inter-broker one (metrics read its shared counts); ``port`` the first one's."""
+        config = self.config
+        quotas = ConnectionQuotas(
+            ConnectionLimits(
+                max_connections=config["max.connections"],
+                max_connections_per_ip=config["max.connections.per.ip"],
+                idle_ms=config["connections.max.idle.ms"],
+                request_receive_timeout_ms=config["socket.request.receive.timeout.ms"],
+                queued_max_request_bytes=config["queued.max.request.bytes"],
+                max_connection_creation_rate=config["max.connection.creation.rate"],
+            ),
+            self.clock,
+        )
+        self.listeners = listeners
+        for endpoint in listeners.listeners:
+            server = KafkaServer(
+                self.dispatch,
+                endpoint.bind_host,
+                endpoint.bind_port,
+                config["socket.request.max.bytes"],
+                quotas=quotas,
+                listener=security[endpoint.name],
+            )
+            self.servers[endpoint.name] = server
+            await server.start()
+        self.server = self.servers[listeners.inter_broker]
+        self.port = self.servers[listeners.listeners[0].name].port
+
+    def _registration(self, listeners: ListenerPlan) -> BrokerRegistration:
+        """Every listener's advertised endpoint (port 0: the port it was bound to); the
+        inter-broker one is what other brokers connect to."""
+        registered = tuple(
+            RegisteredEndpoint(
+                e.name,
+                e.protocol.value,
+                e.advertised_host,
+                e.advertised_port or self.servers[e.name].port,
+            )
+            for e in listeners.listeners
+        )
+        inter = next(e for e in registered if e.listener == listeners.inter_broker)
+        return BrokerRegistration(
+            self.config.broker_id,
+            inter.host,
+            inter.port,
+            self.config["broker.rack"] or None,
+            registered,
         )
 
     def _user_configs(self, coordinator: Coordinator) -> UserConfigs:
@@ -426,7 +477,10 @@ class Broker:
         """Where a live broker listens (the replica fetchers connect there)."""
         assert self.coordinator is not None
         found = next((b for b in self.coordinator.brokers() if b.broker_id == broker_id), None)
-        return (found.host, found.port) if found is not None else None
+        if found is None:
+            return None
+        inter_broker = self.listeners.inter_broker if self.listeners else ""
+        return found.address_on(inter_broker) or (found.host, found.port)
 
     def _remote_log_manager(self) -> RemoteLogManager | None:
         """The remote log manager, when remote.log.storage.system.enable (the default)."""
@@ -513,12 +567,12 @@ class Broker:
         # a running broker), and steps of components a failed start never built are
         # skipped: a SIGTERM must always end the process.
         clean = True
-        server, remote, replicas = self.server, self.remote, self.replicas
+        remote, replicas = self.remote, self.replicas
         log_manager, coordinator, cluster = self.log_manager, self.coordinator, self.cluster
         groups = self.offsets_topic.groups if self.offsets_topic is not None else None
         fetchers = replicas.fetchers if replicas is not None else None
         steps: list[tuple[str, Callable[[], Any] | None]] = [
-            ("server", server.stop if server else None),
+            *((f"listener {name}", server.stop) for name, server in self.servers.items()),
             ("metrics endpoint", self._metrics_server.shutdown if self._metrics_server else None),
             ("replica fetchers", fetchers.close if fetchers else None),
             ("log dir moves", self._log_dir_mover_close()),

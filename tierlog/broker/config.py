@@ -26,8 +26,14 @@ from tierlog.broker.group.consumer.config import (
     ConsumerGroupConfig,
     rebalance_protocols_problem,
 )
-from tierlog.broker.listeners import parse_listener
+from tierlog.broker.listeners import ListenerPlan, parse_listener, parse_protocol_map, plan
 from tierlog.broker.replica_selector import SELECTORS
+from tierlog.broker.security_config import (
+    SECURITY_KEYS,
+    SECURITY_NOTES,
+    is_listener_key,
+    security_settings,
+)
 from tierlog.local.compression_config import COMPRESSION_TYPES, level_keys
 from tierlog.local.config import LogConfig, check_kafka_ranges
 from tierlog.remote.registry import check_url
@@ -612,8 +618,10 @@ BROKER_CONFIG = ConfigDef(
             "most partitions one DescribeTopicPartitions answer holds",
             at_least(1),
         ),
+        # Listeners, TLS and SASL (issue 22): security_config.py.
+        *SECURITY_KEYS,
     ],
-    BROKER_NOTES,
+    BROKER_NOTES | SECURITY_NOTES,
     # Kafka's other broker keys, refused with a reason (config_refused.py).
     refused=refusal,
 )
@@ -686,7 +694,9 @@ class BrokerConfig:
             {
                 k: v
                 for k, v in self.raw.items()
-                if not k.startswith(REMOTE_OPTIONS_PREFIX) and not is_provider_key(k)
+                if not k.startswith(REMOTE_OPTIONS_PREFIX)
+                and not is_provider_key(k)
+                and not is_listener_key(k)
             }
         )
         check_kafka_ranges(BROKER_CONFIG, self.values)
@@ -702,6 +712,10 @@ class BrokerConfig:
         self.advertised = [
             parse_listener(text, "advertised.listeners") for text in v["advertised.listeners"]
         ]
+        self.protocol_map = parse_protocol_map(v["listener.security.protocol.map"])
+        # The TLS and SASL keys as written, listener.name.<l>.* ones included, for the
+        # listeners' TLS contexts and authenticators (security_config.py).
+        self.security = security_settings(self.raw)
         self.log_dirs = [Path(d) for d in (v["log.dirs"] or [v["log.dir"]])]
         self.log_config = self._log_config()
 
@@ -713,6 +727,24 @@ class BrokerConfig:
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+    def listener_plan(self) -> ListenerPlan:
+        """Every listener with its protocol and advertised address, and the inter-broker
+        one (Kafka's cross-checks, ``listeners.plan``).
+
+        Raises:
+            ConfigError: naming the key at fault.
+        """
+        raw = self.raw
+        return plan(
+            self.listeners,
+            self.advertised,
+            self.protocol_map,
+            self.values["inter.broker.listener.name"] or None,
+            self.values["security.inter.broker.protocol"]
+            if "security.inter.broker.protocol" in raw
+            else None,
+        )
 
     @property
     def broker_id(self) -> int:

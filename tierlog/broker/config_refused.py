@@ -20,7 +20,19 @@ from typing import Final
 
 __all__ = ["BROKER_REFUSED", "KAFKA_BROKER_KEYS", "refusal"]
 
-_SECURITY = "TLS and SASL on the listeners come with the security work (issue 22)"
+_INTER_BROKER = (
+    "inter-broker TLS and SASL are the next stage of issue 22: inter-broker traffic stays "
+    "on a PLAINTEXT listener"
+)
+_JAVA_TLS = "a JSSE (Java TLS) setting: tierlog's TLS is OpenSSL through Python's ssl module"
+_DYNAMIC_TLS = "certificate updates through dynamic broker configs come with issue 23"
+_SASL_CLIENT = (
+    "a SASL client (login) setting: brokers do not log in to each other over SASL yet "
+    "(issue 22, inter-broker stage)"
+)
+_OAUTH_STRICT = (
+    "tierlog checks aud and iss whenever sasl.oauthbearer.expected.audience/issuer are set"
+)
 _KRAFT = (
     "KRaft only: tierlog keeps Kafka's ZooKeeper-mode metadata (zookeeper.connect, or one "
     "node's own store)"
@@ -58,15 +70,35 @@ _REMOTE_UNBUILT = "not implemented in tierlog's remote tier"
 BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
     {
         # Security (issue 22).
-        "ssl.": _SECURITY,
-        "sasl.": _SECURITY,
-        "security.": _SECURITY,
-        "principal.builder.class": _SECURITY,
-        "connections.max.reauth.ms": _SECURITY,
-        "connection.failed.authentication.delay.ms": _SECURITY,
-        "listener.security.protocol.map": _SECURITY,
-        "inter.broker.listener.name": _SECURITY,
-        "early.start.listeners": _SECURITY,
+        "ssl.protocol": _JAVA_TLS,
+        "ssl.provider": _JAVA_TLS,
+        "ssl.keymanager.algorithm": _JAVA_TLS,
+        "ssl.trustmanager.algorithm": _JAVA_TLS,
+        "ssl.secure.random.implementation": _JAVA_TLS,
+        "ssl.engine.factory.class": _PLUGIN,
+        "ssl.allow.dn.changes": _DYNAMIC_TLS,
+        "ssl.allow.san.changes": _DYNAMIC_TLS,
+        "security.providers": _PLUGIN,
+        "sasl.kerberos.": "GSSAPI (Kerberos) is not supported: PLAIN, SCRAM and OAUTHBEARER are",
+        "sasl.login.": _SASL_CLIENT,
+        "sasl.client.callback.handler.class": _PLUGIN,
+        "sasl.server.callback.handler.class": _PLUGIN,
+        "sasl.mechanism.inter.broker.protocol": _INTER_BROKER,
+        "sasl.mechanism.controller.protocol": _KRAFT,
+        "sasl.oauthbearer.assertion.": _SASL_CLIENT,
+        "sasl.oauthbearer.client.credentials.": _SASL_CLIENT,
+        "sasl.oauthbearer.scope": _SASL_CLIENT,
+        "sasl.oauthbearer.token.endpoint.url": _SASL_CLIENT,
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": (
+            "unknown key ids refetch at most once per "
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms, with no growing backoff"
+        ),
+        "sasl.oauthbearer.jwt.validator.class": _PLUGIN,
+        "sasl.oauthbearer.jwt.retriever.class": _PLUGIN,
+        "sasl.oauthbearer.allow.unverified.audience": _OAUTH_STRICT,
+        "sasl.oauthbearer.allow.unverified.issuer": _OAUTH_STRICT,
+        "principal.builder.class": _PLUGIN,
+        "early.start.listeners": _KRAFT,
         "delegation.token.": (
             "delegation tokens (KIP-48) are not built; they need SASL (issue 22) first"
         ),

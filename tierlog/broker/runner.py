@@ -24,7 +24,12 @@ async def serve(config: BrokerConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
     loop.add_signal_handler(signal.SIGUSR2, _log_tasks)
-    # A line tools and tests can wait for: the broker is accepting connections.
+    # One line per listener, then the line tools and tests wait for: the broker is
+    # accepting connections (its port: the first listener's).
+    for name, server in broker.servers.items():
+        print(
+            f"tierlog broker {config.broker_id} listener {name} on port {server.port}", flush=True
+        )
     print(f"tierlog broker {config.broker_id} started on port {broker.port}", flush=True)
     await broker.wait_stopped()
 

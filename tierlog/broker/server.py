@@ -39,10 +39,23 @@ import os
 import socket
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from tierlog.broker.connection_context import (
+    CLIENT_ADDRESS,
+    CLIENT_PORT,
+    CLIENT_SOFTWARE,
+    CONNECTION_LISTENER,
+    CONNECTION_PRINCIPAL,
+    CONNECTION_PROTOCOL,
+)
+from tierlog.broker.connection_security import (
+    AuthenticationClosed,
+    ListenerSecurity,
+    SaslDriver,
+    authenticate_connection,
+)
 from tierlog.broker.quotas import SampledRate
 from tierlog.client.frame_stream import FrameStream
 from tierlog.local.segment import FileSlice
@@ -54,25 +67,25 @@ from tierlog.protocol import (
     encode_response,
 )
 from tierlog.protocol.framing import FrameReceiver
-from tierlog.security.principal import ANONYMOUS, KafkaPrincipal
 from tierlog.util.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Any]]
-# The address of the client whose request is being handled ("/127.0.0.1", Kafka's form),
-# set per connection task; consumer groups report it as the member's client host.
-CLIENT_ADDRESS: ContextVar[str] = ContextVar("client_address", default="")
-# Who the connection is (``tierlog.broker.authorization`` makes each request's context from
-# it): PLAINTEXT connections are User:ANONYMOUS; authentication (TLS client certificates,
-# SASL) will set it per connection task, beside CLIENT_ADDRESS.
-CONNECTION_PRINCIPAL: ContextVar[KafkaPrincipal] = ContextVar(
-    "connection_principal", default=ANONYMOUS
-)
-# The client's source port, and the software name and version its ApiVersions request gave
-# (v3+, KIP-511); client-metrics subscriptions match on them (KIP-714).
-CLIENT_PORT: ContextVar[int | None] = ContextVar("client_port", default=None)
-CLIENT_SOFTWARE: ContextVar[tuple[str, str] | None] = ContextVar("client_software", default=None)
+# The connection context variables live in connection_context; handlers import them here.
+__all__ = [
+    "CLIENT_ADDRESS",
+    "CLIENT_PORT",
+    "CLIENT_SOFTWARE",
+    "CONNECTION_LISTENER",
+    "CONNECTION_PRINCIPAL",
+    "CONNECTION_PROTOCOL",
+    "ConnectionLimits",
+    "ConnectionQuotas",
+    "KafkaServer",
+    "ListenerSecurity",
+    "RequestMemoryPool",
+]
 # Drain the socket's buffer when more than this is queued, so a slow reader cannot make
 # the broker hold unbounded response bytes in memory.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -166,7 +179,71 @@ class ConnectionStats:
     throttled_creation: int = 0
 
 
+class ConnectionQuotas:
+    """The connection limits of a broker, shared by all its listeners as Kafka's
+    ``ConnectionQuotas`` and memory pool are: connections in all and per address, the
+    creation rate (KIP-612), and the request memory pool. Event loop only."""
+
+    def __init__(self, limits: ConnectionLimits | None = None, clock: Clock | None = None):
+        self.limits = limits or ConnectionLimits()
+        self.stats = ConnectionStats()
+        self.count = 0
+        self._per_ip: Counter[str] = Counter()
+        self._clock: Clock = clock or SystemClock()
+        # Kafka: a pool only when queued.max.request.bytes > 0 (-1, its default, is none).
+        capacity = self.limits.queued_max_request_bytes
+        self.memory_pool = RequestMemoryPool(capacity) if capacity > 0 else None
+        # KIP-612: connections created per second, over Kafka's quota windows (11 x 1 s).
+        self._creations = (
+            SampledRate(11, 1000) if self.limits.max_connection_creation_rate < UNLIMITED else None
+        )
+
+    def admit(self, ip: str) -> bool:
+        """Whether a new connection from ``ip`` fits (and if so, count it). Kafka's
+        acceptor stops accepting at ``max.connections`` (the backlog waits); asyncio
+        accepts for us, so the connection is closed at once instead: the client sees it
+        closed and retries with backoff, as it does against a Kafka broker at its per-IP
+        limit."""
+        limits = self.limits
+        if self.count >= limits.max_connections:
+            self.stats.refused_max_connections += 1
+            log.debug("refusing a connection from %s: max.connections reached", ip)
+            return False
+        if self._per_ip[ip] >= limits.max_connections_per_ip:
+            self.stats.refused_per_ip += 1
+            log.debug("refusing a connection from %s: max.connections.per.ip reached", ip)
+            return False
+        self.count += 1
+        self._per_ip[ip] += 1
+        return True
+
+    def release(self, ip: str) -> None:
+        self.count -= 1
+        self._per_ip[ip] -= 1
+        if not self._per_ip[ip]:
+            del self._per_ip[ip]
+
+    def creation_delay_ms(self) -> int:
+        """How long a new connection waits for ``max.connection.creation.rate`` (Kafka's
+        ``ConnectionQuotas``: the rate's throttle time once it is over the bound)."""
+        rate = self._creations
+        if rate is None:
+            return 0
+        bound = self.limits.max_connection_creation_rate
+        now = self._clock.monotonic_ms()
+        rate.record(1, now)
+        observed = rate.rate(now)
+        if observed <= bound:
+            return 0
+        self.stats.throttled_creation += 1
+        return int(min((observed - bound) / bound * rate.window_size_ms(now), 11 * 1000))
+
+
 class KafkaServer:
+    """One listener: binds its address and serves its connections, under the broker's
+    shared ``ConnectionQuotas``. ``listener`` says its name and security (TLS context,
+    authenticator); the default is a PLAINTEXT listener where everyone is ANONYMOUS."""
+
     def __init__(
         self,
         dispatch: Handler,
@@ -175,29 +252,28 @@ class KafkaServer:
         max_frame_bytes: int,
         limits: ConnectionLimits | None = None,
         clock: Clock | None = None,
+        *,
+        quotas: ConnectionQuotas | None = None,
+        listener: ListenerSecurity | None = None,
     ) -> None:
         self.dispatch = dispatch
         self.host = host
         self.port = port
         self.max_frame_bytes = max_frame_bytes
-        self.limits = limits or ConnectionLimits()
+        self.quotas = quotas or ConnectionQuotas(limits, clock)
+        self.limits = self.quotas.limits
+        self.stats = self.quotas.stats
+        self.memory_pool = self.quotas.memory_pool
+        self.listener = listener or ListenerSecurity()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self._per_ip: Counter[str] = Counter()
         self.connections_closed_for_errors = 0
-        self.stats = ConnectionStats()
-        # Kafka: a pool only when queued.max.request.bytes > 0 (-1, its default, is none).
-        capacity = self.limits.queued_max_request_bytes
-        self.memory_pool = RequestMemoryPool(capacity) if capacity > 0 else None
-        self._clock: Clock = clock or SystemClock()
-        # KIP-612: connections created per second, over Kafka's quota windows (11 x 1 s).
-        self._creations = (
-            SampledRate(11, 1000) if self.limits.max_connection_creation_rate < UNLIMITED else None
-        )
+        self.failed_authentications = 0
 
     @property
     def connection_count(self) -> int:
-        return len(self._connections)
+        """Connections open on every listener of the broker (the shared quotas' count)."""
+        return self.quotas.count
 
     async def start(self) -> int:
         """Bind, without accepting connections yet (``serve`` starts that, once the broker
@@ -210,6 +286,7 @@ class KafkaServer:
             self.port,
             reuse_address=True,
             start_serving=False,
+            ssl=self.listener.ssl_context,
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -242,36 +319,21 @@ class KafkaServer:
         )
         return FrameStream(receiver, self._serve)
 
-    def _admit(self, ip: str) -> bool:
-        """Whether a new connection from ``ip`` fits the connection quotas. Kafka's acceptor
-        stops accepting at ``max.connections`` (the backlog waits); asyncio accepts for us,
-        so the connection is closed at once instead: the client sees it closed and
-        retries with backoff, as it does against a Kafka broker at its per-IP limit."""
-        limits = self.limits
-        if len(self._connections) >= limits.max_connections:
-            self.stats.refused_max_connections += 1
-            log.debug("refusing a connection from %s: max.connections reached", ip)
-            return False
-        if self._per_ip[ip] >= limits.max_connections_per_ip:
-            self.stats.refused_per_ip += 1
-            log.debug("refusing a connection from %s: max.connections.per.ip reached", ip)
-            return False
-        return True
-
     async def _serve(self, stream: FrameStream) -> None:
         task = asyncio.current_task()
         assert task is not None and stream.transport is not None
         transport = stream.transport
         peer = transport.get_extra_info("peername")
         ip = peer[0] if peer else ""
-        if not self._admit(ip):
+        if not self.quotas.admit(ip):
             transport.abort()  # no FIN handshake to wait for: it was never served
             return
         self._connections.add(task)
-        self._per_ip[ip] += 1
-        delay_ms = self._creation_delay_ms()
+        delay_ms = self.quotas.creation_delay_ms()
         CLIENT_ADDRESS.set(f"/{ip}" if peer else "")
         CLIENT_PORT.set(peer[1] if peer and len(peer) > 1 else None)
+        CONNECTION_LISTENER.set(self.listener.name)
+        CONNECTION_PROTOCOL.set(self.listener.protocol)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -279,7 +341,21 @@ class KafkaServer:
         receive_s = self.limits.request_receive_timeout_ms / 1000
         pool = self.memory_pool
         held = 0  # bytes this connection holds in the pool
+        sasl: SaslDriver | None = None
         try:
+            peer_text = f"{ip}:{peer[1]}" if peer and len(peer) > 1 else str(peer)
+            session = authenticate_connection(self.listener, transport, peer_text)
+            if session is not None:
+                # An unauthenticated peer may not make the broker hold a request as large
+                # as socket.request.max.bytes (sasl.server.max.receive.size, Kafka's rule).
+                stream.receiver.limit(min(self.max_frame_bytes, session.max_receive_bytes))
+                receiver = stream.receiver
+                sasl = SaslDriver(
+                    session,
+                    self.listener,
+                    peer_text,
+                    lambda: receiver.limit(self.max_frame_bytes),
+                )
             if delay_ms > 0:
                 await asyncio.sleep(delay_ms / 1000)
             while True:
@@ -302,8 +378,20 @@ class KafkaServer:
                     held = item
                     stream.admit()
                     continue
-                request = decode_request(item)
-                del item  # the request holds what it needs of the frame
+                frame: bytes | memoryview = item
+                del item
+                if sasl is not None:
+                    # The SASL exchange first; afterwards it passes requests on (and
+                    # watches for re-authentication, KIP-368).
+                    forwarded = await sasl.receive(frame, stream)
+                    if forwarded is None:
+                        if held:
+                            pool.release(held)  # type: ignore[union-attr]
+                            held = 0
+                        continue
+                    frame = forwarded
+                request = decode_request(frame)
+                del frame  # the request holds what it needs of the frame
                 response = await self.dispatch(request)
                 if response is not None:  # acks=0 produce: no answer at all
                     await self._send(stream, request, response)
@@ -315,9 +403,11 @@ class KafkaServer:
                 stream.restart_clock()
                 if stream.get_write_buffer_size() > 0:
                     await stream.drain()
+        except AuthenticationClosed:
+            self.failed_authentications += 1
         except ProtocolError as exc:
             self.connections_closed_for_errors += 1
-            log.warning("closing connection from %s: %s", peer, exc)
+            log.warning("closing connection from %s: %s", peer, _explained(exc, self.listener))
         except ConnectionError:
             pass
         except asyncio.CancelledError:
@@ -329,25 +419,8 @@ class KafkaServer:
             if pool is not None:
                 pool.release(held)
             self._connections.discard(task)
-            self._per_ip[ip] -= 1
-            if not self._per_ip[ip]:
-                del self._per_ip[ip]
+            self.quotas.release(ip)
             stream.close()
-
-    def _creation_delay_ms(self) -> int:
-        """How long a new connection waits for ``max.connection.creation.rate`` (Kafka's
-        ``ConnectionQuotas``: the rate's throttle time once it is over the bound)."""
-        rate = self._creations
-        if rate is None:
-            return 0
-        bound = self.limits.max_connection_creation_rate
-        now = self._clock.monotonic_ms()
-        rate.record(1, now)
-        observed = rate.rate(now)
-        if observed <= bound:
-            return 0
-        self.stats.throttled_creation += 1
-        return int(min((observed - bound) / bound * rate.window_size_ms(now), 11 * 1000))
 
     def _timed_out(self, peer: Any, buffered: int, partial: bool) -> None:
         if partial:
@@ -382,9 +455,18 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         transport = stream.transport
         assert transport is not None
+        tls = self.listener.ssl_context is not None
         for part in response.parts:
             if isinstance(part, FileSlice):
                 if part.size == 0:
+                    continue
+                if tls:
+                    # No sendfile under TLS (no kTLS, as Kafka's KAFKA-2561): the slice is
+                    # read with pread, which leaves the segment fd's offset alone (asyncio's
+                    # own fallback seeks it), and encrypted from memory.
+                    _write_slice(stream, part)
+                    if stream.get_write_buffer_size() > WRITE_HIGH_WATER:
+                        await stream.drain()
                     continue
                 # A file object over the segment's fd, not owning it; loop.sendfile waits
                 # for the bytes queued before it, then sends this range in the kernel.
@@ -396,6 +478,32 @@ class KafkaServer:
                 stream.write(part)
             else:
                 raise TypeError(f"cannot send a {type(part).__name__} in a fetch answer")
+
+
+# Under TLS a fetch's file slices are read in pieces of this size, so a large answer is
+# encrypted and queued piece by piece under the write high-water mark.
+TLS_READ_CHUNK = 1024 * 1024
+
+
+def _write_slice(stream: FrameStream, part: FileSlice) -> None:
+    position, end = part.position, part.position + part.size
+    while position < end:
+        data = os.pread(part.fd, min(TLS_READ_CHUNK, end - position), position)
+        if not data:
+            raise ConnectionError(f"segment slice ended early at {position} of {end}")
+        stream.write(data)
+        position += len(data)
+
+
+def _explained(exc: ProtocolError, listener: ListenerSecurity) -> str:
+    """A first frame whose size prefix is a TLS record header (0x16 0x03: handshake, TLS
+    major version 3) on a listener without TLS says so, instead of only "too large"."""
+    size = getattr(exc, "size", None)
+    if listener.ssl_context is None and isinstance(size, int) and size >> 16 == 0x1603:
+        return (
+            f"{exc} (a TLS handshake, sent to {listener.protocol.value} listener {listener.name})"
+        )
+    return str(exc)
 
 
 def _stack_of(task: asyncio.Task[Any]) -> str:

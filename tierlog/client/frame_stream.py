@@ -115,7 +115,10 @@ class FrameStream(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._wake()
-        return True  # keep the transport open: answers to frames read may still go out
+        # Keep the transport open: answers to frames read may still go out. TLS has no
+        # half-close (asyncio warns and closes anyway), so there the answer is False.
+        transport = self.transport
+        return transport is None or transport.get_extra_info("sslcontext") is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True

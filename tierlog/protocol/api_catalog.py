@@ -73,8 +73,7 @@ _DELEGATION_TOKENS = (
     "delegation tokens (KIP-48) authenticate over SASL/SCRAM and need a token store; not "
     "built (security, issue 22, comes first)"
 )
-_SECURITY = "answered once authentication (SASL, issue 22) is wired into the listeners"
-_I, _S, _R = ApiStatus.IMPLEMENTED, ApiStatus.SECURITY, ApiStatus.REFUSED
+_I, _R = ApiStatus.IMPLEMENTED, ApiStatus.REFUSED
 
 KAFKA_APIS: Final[tuple[KafkaApi, ...]] = (
     KafkaApi(0, (3, 13), "Produce", _I),
@@ -101,7 +100,7 @@ KAFKA_APIS: Final[tuple[KafkaApi, ...]] = (
     KafkaApi(14, (0, 5), "SyncGroup", _I),
     KafkaApi(15, (0, 6), "DescribeGroups", _I),
     KafkaApi(16, (0, 5), "ListGroups", _I),
-    KafkaApi(17, (0, 1), "SaslHandshake", _S, _SECURITY),
+    KafkaApi(17, (0, 1), "SaslHandshake", _I),
     KafkaApi(18, (0, 5), "ApiVersions", _I),
     KafkaApi(19, (2, 7), "CreateTopics", _I),
     KafkaApi(20, (1, 6), "DeleteTopics", _I),
@@ -120,7 +119,7 @@ KAFKA_APIS: Final[tuple[KafkaApi, ...]] = (
     KafkaApi(33, (0, 2), "AlterConfigs", _I),
     KafkaApi(34, (1, 2), "AlterReplicaLogDirs", _I),
     KafkaApi(35, (1, 5), "DescribeLogDirs", _I),
-    KafkaApi(36, (0, 2), "SaslAuthenticate", _S, _SECURITY),
+    KafkaApi(36, (0, 2), "SaslAuthenticate", _I),
     KafkaApi(37, (0, 3), "CreatePartitions", _I),
     KafkaApi(38, (1, 3), "CreateDelegationToken", _R, _DELEGATION_TOKENS),
     KafkaApi(39, (1, 2), "RenewDelegationToken", _R, _DELEGATION_TOKENS),

@@ -242,6 +242,14 @@ class FrameReceiver:
         # first, the error is raised by the next call.
         self._failed: FrameError | None = None
 
+    def limit(self, max_frame_bytes: int) -> None:
+        """Change the largest frame accepted from the next size prefix on (a SASL
+        listener's peer is held to ``sasl.server.max.receive.size`` until it has
+        authenticated)."""
+        if max_frame_bytes < 0:
+            raise ValueError("max_frame_bytes must be >= 0")
+        self._max = max_frame_bytes
+
     @property
     def buffered(self) -> int:
         """Bytes received of the incomplete frame (prefix included); 0 between frames."""

@@ -58,6 +58,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -76,6 +77,7 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -225,6 +227,11 @@ SUPPORTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         # DescribeTopicPartitions (KIP-966): Kafka 4's admin client describes topics with it
         # (paged by a cursor), falling back to Metadata when a broker lacks it.
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+        # SASL (issue 22): on SASL listeners the connection's SaslSession answers them
+        # (connection_security.py); elsewhere their handlers answer ILLEGAL_SASL_STATE, as
+        # Kafka's KafkaApis does. Advertised always: librdkafka looks for them.
+        ApiKey.SASL_HANDSHAKE: (0, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
     }
 )
 

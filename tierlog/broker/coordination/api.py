@@ -51,11 +51,38 @@ class AlterPartitionError(CoordinationError):
 
 
 @dataclass(frozen=True)
+class RegisteredEndpoint:
+    """One advertised listener of a broker (an entry of ``/brokers/ids/<id>``'s
+    ``endpoints``, with its ``listener_security_protocol_map`` protocol)."""
+
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
 class BrokerRegistration:
+    """A live broker. ``host``/``port``: where other brokers reach it (its inter-broker
+    listener; in ZooKeeper, the top-level host/port of its first PLAINTEXT endpoint, as
+    Kafka writes). ``endpoints``: every advertised listener (KIP-103); empty for a
+    registration that names only host/port, which then serves every listener name."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[RegisteredEndpoint, ...] = ()
+
+    def address_on(self, listener: str) -> tuple[str, int] | None:
+        """Where clients of ``listener`` reach this broker; None if it has no such
+        listener (Kafka leaves such a broker out of Metadata). ``""``: host/port."""
+        if not listener or not self.endpoints:
+            return (self.host, self.port)
+        for endpoint in self.endpoints:
+            if endpoint.listener == listener:
+                return (endpoint.host, endpoint.port)
+        return None
 
 
 @dataclass

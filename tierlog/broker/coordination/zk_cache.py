@@ -43,6 +43,7 @@ from tierlog.broker.coordination.api import (
     BrokerRegistration,
     MetadataChange,
     PartitionState,
+    RegisteredEndpoint,
     TopicMetadata,
 )
 from tierlog.broker.coordination.zk_cache_delta import (
@@ -245,7 +246,14 @@ class ClusterCache:
                 continue  # its session ended between the listing and the read
             info = zk_data.decode_broker(broker_id, node.data)
             brokers[broker_id] = BrokerRegistration(
-                broker_id, info.host or "", info.port, info.rack
+                broker_id,
+                info.host or "",
+                info.port,
+                info.rack,
+                tuple(
+                    RegisteredEndpoint(e.listener, e.security_protocol, e.host, e.port)
+                    for e in info.endpoints
+                ),
             )
             epochs[broker_id] = node.czxid  # the broker epoch (KIP-380)
         return brokers, epochs

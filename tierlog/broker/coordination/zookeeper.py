@@ -36,7 +36,7 @@ from tierlog.broker.coordination.api import (
 )
 from tierlog.broker.coordination.zk_cache import ClusterCache, ClusterSnapshot
 from tierlog.broker.coordination.zk_client import ZkClient
-from tierlog.broker.coordination.zk_data import BrokerInfo
+from tierlog.broker.coordination.zk_data import BrokerInfo, EndPoint
 from tierlog.broker.coordination.zk_session import SessionEvent
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,18 @@ class ZkCoordinator:
         Raises:
             BrokerIdInUseError: another broker with this id is still registered after that.
         """
-        self._me = BrokerInfo.plaintext(me.broker_id, me.host, me.port, me.rack)
+        # Every listener, as Kafka's /brokers/ids/<id> lists them (KIP-103).
+        self._me = (
+            BrokerInfo(
+                me.broker_id,
+                tuple(
+                    EndPoint(e.host, e.port, e.listener, e.security_protocol) for e in me.endpoints
+                ),
+                me.rack,
+            )
+            if me.endpoints
+            else BrokerInfo.plaintext(me.broker_id, me.host, me.port, me.rack)
+        )
         info = self._me
         self.broker_epoch = await self._call(lambda: self.zk.brokers.register(info))
         await self._call(self._start_watching)

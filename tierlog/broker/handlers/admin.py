@@ -29,6 +29,7 @@ from tierlog.broker.handlers.metadata import (
 from tierlog.broker.handlers.quotas import MutationQuota
 from tierlog.broker.partition_limits import PartitionLimitError, check_request
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError
+from tierlog.broker.security_config import SENSITIVE
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
@@ -336,7 +337,12 @@ def _broker_configs(services: BrokerServices) -> list[dict[str, Any]]:
             )
         )
         source = SOURCE_STATIC_BROKER if name in services.config.raw else SOURCE_DEFAULT
-        # Broker configs are static here (no dynamic broker configs).
+        # Broker configs are static here (no dynamic broker configs). Secrets are
+        # answered as Kafka answers them: sensitive, with no value.
+        if name in SENSITIVE:
+            entry = _config_entry(name, None, key, source, read_only=True)
+            out.append({**entry, "is_sensitive": True})
+            continue
         out.append(_config_entry(name, text, key, source, read_only=True))
     return out
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from tierlog.broker.handlers.authorized_ops import OMITTED, authorized_operations
+from tierlog.broker.handlers.listener_endpoints import address_for_client
 from tierlog.broker.handlers.metadata import ZERO_UUID, request_response_type, topic_entry
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
@@ -57,15 +58,17 @@ async def handle_describe_cluster(services: BrokerServices, request: Request) ->
             "its metadata in ZooKeeper; describe the brokers (endpoint type 1)"
         )
         return build(request_response_type(request), answer)
+    # The brokers on the request's listener (KIP-103), as Metadata lists them.
     answer["brokers"] = [
         {
             "broker_id": b.broker_id,
-            "host": b.host,
-            "port": b.port,
+            "host": address[0],
+            "port": address[1],
             "rack": b.rack,
             "is_fenced": False,
         }
         for b in services.cluster.brokers()
+        if (address := address_for_client(b)) is not None
     ]
     return build(request_response_type(request), answer)
 

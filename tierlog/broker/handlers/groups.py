@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.group.placement import OFFSETS_TOPIC
 from tierlog.broker.handlers.authorized_ops import authorized_operations
+from tierlog.broker.handlers.listener_endpoints import address_for_client
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.handlers.transactions import transaction_coordinator_for
 from tierlog.broker.server import CLIENT_ADDRESS
@@ -69,7 +70,10 @@ async def _coordinator_for(services: BrokerServices, key: str, key_type: int) ->
             "port": -1,
         }
     leader = await services.offsets_topic.coordinator_node(key)
-    if leader is None:
+    # The coordinator's address on the request's listener (KIP-103); without one, it is
+    # not available to this client, as in Kafka.
+    address = address_for_client(leader) if leader is not None else None
+    if leader is None or address is None:
         return {
             "error_code": ErrorCode.coordinator_not_available,
             "error_message": None,
@@ -81,8 +85,8 @@ async def _coordinator_for(services: BrokerServices, key: str, key_type: int) ->
         "error_code": 0,
         "error_message": None,
         "node_id": leader.broker_id,
-        "host": leader.host,
-        "port": leader.port,
+        "host": address[0],
+        "port": address[1],
     }
 
 

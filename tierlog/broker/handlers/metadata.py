@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.coordination.api import TopicCollisionError, TopicExistsError, TopicMetadata
 from tierlog.broker.handlers.authorized_ops import authorized_operations
+from tierlog.broker.handlers.listener_endpoints import address_for_client
 from tierlog.broker.partition_limits import PartitionLimitError
 from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
 from tierlog.broker.server import CLIENT_SOFTWARE
@@ -46,10 +47,15 @@ async def handle_api_versions(services: BrokerServices, request: Request) -> Any
 
 
 def broker_entries(services: BrokerServices) -> list[dict[str, Any]]:
-    return [
-        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-        for b in services.cluster.brokers()
-    ]
+    """The brokers on the request's listener (KIP-103); those without it are left out."""
+    entries = []
+    for b in services.cluster.brokers():
+        address = address_for_client(b)
+        if address is not None:
+            entries.append(
+                {"node_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack}
+            )
+    return entries
 
 
 def topic_entry(services: BrokerServices, name: str) -> dict[str, Any]:

@@ -68,6 +68,7 @@ from tierlog.broker.handlers.reassignment import (
     handle_list_partition_reassignments,
 )
 from tierlog.broker.handlers.replication import handle_alter_partition
+from tierlog.broker.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from tierlog.broker.handlers.scram_credentials import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
@@ -132,6 +133,8 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: handle_get_telemetry_subscriptions,
     ApiKey.PUSH_TELEMETRY: handle_push_telemetry,
     ApiKey.LIST_CONFIG_RESOURCES: handle_list_config_resources,

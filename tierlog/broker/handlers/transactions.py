@@ -14,6 +14,7 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.group.placement import partition_for
+from tierlog.broker.handlers.listener_endpoints import address_for_client
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.txn.id_pattern import InvalidIdPatternError, compile_id_pattern
 from tierlog.broker.txn.log_codec import STATE_BY_NAME, topic_partitions
@@ -59,14 +60,15 @@ async def transaction_coordinator_for(services: BrokerServices, key: str) -> dic
     if not key:
         return {"error_code": E.invalid_request, "error_message": "empty transactional id"}
     node = await _txns(services).state_topic.coordinator_node(key)
-    if node is None:
+    address = address_for_client(node) if node is not None else None  # KIP-103
+    if node is None or address is None:
         return {"error_code": E.coordinator_not_available, "error_message": None}
     return {
         "error_code": 0,
         "error_message": None,
         "node_id": node.broker_id,
-        "host": node.host,
-        "port": node.port,
+        "host": address[0],
+        "port": address[1],
     }
 
 
