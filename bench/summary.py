@@ -70,6 +70,7 @@ BENCHES = (
     Bench("integrity", ("integrity.py", "--quick")),
     Bench("acl_authorizer", ("acl_authorizer.py", "--quick")),
     Bench("acl_produce", ("acl_produce.py", "--quick")),
+    Bench("tls", ("tls.py", "--quick")),
     Bench("consumer_protocol", ("consumer_protocol.py", "--quick")),
 )
 # Issue 26 item 4: the file:// remote tier's two ratios, checked in every summary.

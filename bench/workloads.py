@@ -14,8 +14,8 @@ import resource
 import statistics
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class Target:
     bootstrap: str
     pid: int
     data_dir: Path  # its log.dirs, for counting record batches per partition
+    # librdkafka settings every client of this target adds (security.protocol, ssl.*).
+    client_conf: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ def _base_conf(target: Target) -> dict[str, Any]:
         # 4 = warnings and errors: librdkafka's info lines (BGQUEUE ... Purging as a
         # client closes) would be printed between the benchmark's results.
         "log_level": 4,
+        **target.client_conf,
     }
 
 
