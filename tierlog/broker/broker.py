@@ -24,19 +24,19 @@ from tierlog.broker.client_metrics.manager import ClientMetricsManager
 from tierlog.broker.cluster import ClusterMembership
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.connection_security import ListenerSecurity
-from tierlog.broker.coordination.api import (
-    BrokerRegistration,
-    Coordinator,
-    RegisteredEndpoint,
-    UserConfigs,
-)
+from tierlog.broker.coordination.api import Coordinator, UserConfigs
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.coordination.local_security import LocalAclStore, LocalUserConfigs
 from tierlog.broker.decode_pool import DecodePool
 from tierlog.broker.fetch_sessions import FetchSessionCache
 from tierlog.broker.handlers.fetch import replica_id_of
 from tierlog.broker.handlers.routes import HANDLERS
-from tierlog.broker.listener_setup import listener_security
+from tierlog.broker.listener_setup import (
+    bind_listeners,
+    connection_limits,
+    listener_security,
+    registration,
+)
 from tierlog.broker.listeners import ListenerPlan
 from tierlog.broker.log_dir_mover import LogDirMover
 from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
@@ -51,7 +51,7 @@ from tierlog.broker.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replica_manager import ReplicaManager
 from tierlog.broker.scram_store import ScramCredentialCache
 from tierlog.broker.segment_repair import SegmentRepairer
-from tierlog.broker.server import ConnectionLimits, ConnectionQuotas, KafkaServer
+from tierlog.broker.server import ConnectionQuotas, KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.broker.txn import Transactions
 from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
@@ -173,7 +173,14 @@ class Broker:
         )
         log_manager.startup(topic_configs)
         await self._bind_listeners(listeners, security)
-        await coordinator.start(self._registration(listeners))
+        await coordinator.start(
+            registration(
+                listeners,
+                {name: server.port for name, server in self.servers.items()},
+                config.broker_id,
+                config["broker.rack"] or None,
+            )
+        )
         self.remote = self._remote_log_manager()
         replicas = self.replicas = ReplicaManager(
             config.broker_id,
@@ -307,56 +314,20 @@ class Broker:
     async def _bind_listeners(
         self, listeners: ListenerPlan, security: dict[str, ListenerSecurity]
     ) -> None:
-        """One KafkaServer per listener, bound (not yet accepting), under one set of
-        connection quotas as Kafka shares them across listeners. ``server`` is the
-        inter-broker one (metrics read its shared counts); ``port`` the first one's."""
+        """Every listener bound (not yet accepting) under the broker's one set of
+        connection quotas. ``server`` is the inter-broker listener's (metrics read the
+        shared counts through it); ``port`` the first listener's."""
         config = self.config
-        quotas = ConnectionQuotas(
-            ConnectionLimits(
-                max_connections=config["max.connections"],
-                max_connections_per_ip=config["max.connections.per.ip"],
-                idle_ms=config["connections.max.idle.ms"],
-                request_receive_timeout_ms=config["socket.request.receive.timeout.ms"],
-                queued_max_request_bytes=config["queued.max.request.bytes"],
-                max_connection_creation_rate=config["max.connection.creation.rate"],
-            ),
-            self.clock,
-        )
         self.listeners = listeners
-        for endpoint in listeners.listeners:
-            server = KafkaServer(
-                self.dispatch,
-                endpoint.bind_host,
-                endpoint.bind_port,
-                config["socket.request.max.bytes"],
-                quotas=quotas,
-                listener=security[endpoint.name],
-            )
-            self.servers[endpoint.name] = server
-            await server.start()
+        self.servers = await bind_listeners(
+            listeners,
+            security,
+            self.dispatch,
+            config["socket.request.max.bytes"],
+            ConnectionQuotas(connection_limits(config), self.clock),
+        )
         self.server = self.servers[listeners.inter_broker]
         self.port = self.servers[listeners.listeners[0].name].port
-
-    def _registration(self, listeners: ListenerPlan) -> BrokerRegistration:
-        """Every listener's advertised endpoint (port 0: the port it was bound to); the
-        inter-broker one is what other brokers connect to."""
-        registered = tuple(
-            RegisteredEndpoint(
-                e.name,
-                e.protocol.value,
-                e.advertised_host,
-                e.advertised_port or self.servers[e.name].port,
-            )
-            for e in listeners.listeners
-        )
-        inter = next(e for e in registered if e.listener == listeners.inter_broker)
-        return BrokerRegistration(
-            self.config.broker_id,
-            inter.host,
-            inter.port,
-            self.config["broker.rack"] or None,
-            registered,
-        )
 
     def _user_configs(self, coordinator: Coordinator) -> UserConfigs:
         if self.cluster is not None:

@@ -1,21 +1,28 @@
-"""Each listener's security from the broker's keys: its TLS context (``tls.py``, with
-``listener.name.<l>.ssl.*`` over ``ssl.*``) and its authenticator (``authenticator.py``,
-SASL mechanisms with SCRAM against the stored credentials). Built once at start-up;
-a mistake is a ConfigError naming the key, before anything is bound."""
+"""The broker's listeners as it serves them: each listener's security from the broker's
+keys (its TLS context from ``tls.py``, with ``listener.name.<l>.ssl.*`` over ``ssl.*``, and
+its authenticator from ``authenticator.py``, SCRAM against the stored credentials), one
+``KafkaServer`` per listener under the broker's one ``ConnectionQuotas`` (Kafka shares
+them across listeners), and the registration naming every endpoint (KIP-103).
+
+Security is built once at start-up, before anything is written: a mistake is a
+ConfigError naming the key."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tierlog.broker.config import BrokerConfig
 from tierlog.broker.connection_security import ListenerSecurity
-from tierlog.broker.listeners import ListenerEndpoint
+from tierlog.broker.coordination.api import BrokerRegistration, RegisteredEndpoint
+from tierlog.broker.listeners import ListenerEndpoint, ListenerPlan
 from tierlog.broker.scram_store import ScramCredentialCache
+from tierlog.broker.server import ConnectionLimits, ConnectionQuotas, Handler, KafkaServer
 from tierlog.security.api import SecurityProtocol
 from tierlog.security.authenticator import ListenerAuthenticator
 from tierlog.security.tls import TlsSettings, server_context
 from tierlog.util.clock import Clock
 
-__all__ = ["listener_security"]
+__all__ = ["bind_listeners", "connection_limits", "listener_security", "registration"]
 
 
 def listener_security(
@@ -50,3 +57,56 @@ def listener_security(
         authenticator,
         scram.refresh if uses_scram else None,
     )
+
+
+def connection_limits(config: BrokerConfig) -> ConnectionLimits:
+    return ConnectionLimits(
+        max_connections=config["max.connections"],
+        max_connections_per_ip=config["max.connections.per.ip"],
+        idle_ms=config["connections.max.idle.ms"],
+        request_receive_timeout_ms=config["socket.request.receive.timeout.ms"],
+        queued_max_request_bytes=config["queued.max.request.bytes"],
+        max_connection_creation_rate=config["max.connection.creation.rate"],
+    )
+
+
+async def bind_listeners(
+    plan: ListenerPlan,
+    security: Mapping[str, ListenerSecurity],
+    dispatch: Handler,
+    max_frame_bytes: int,
+    quotas: ConnectionQuotas,
+) -> dict[str, KafkaServer]:
+    """One KafkaServer per listener, in ``listeners`` order, each bound (port 0: a free
+    port of its own) but not yet accepting."""
+    servers: dict[str, KafkaServer] = {}
+    for endpoint in plan.listeners:
+        server = KafkaServer(
+            dispatch,
+            endpoint.bind_host,
+            endpoint.bind_port,
+            max_frame_bytes,
+            quotas=quotas,
+            listener=security[endpoint.name],
+        )
+        servers[endpoint.name] = server
+        await server.start()
+    return servers
+
+
+def registration(
+    plan: ListenerPlan, bound_ports: Mapping[str, int], broker_id: int, rack: str | None
+) -> BrokerRegistration:
+    """Every listener's advertised endpoint (an advertised port 0: the port it was bound
+    to); host and port are the inter-broker listener's, what other brokers connect to."""
+    endpoints = tuple(
+        RegisteredEndpoint(
+            e.name,
+            e.protocol.value,
+            e.advertised_host,
+            e.advertised_port or bound_ports[e.name],
+        )
+        for e in plan.listeners
+    )
+    inter = next(e for e in endpoints if e.listener == plan.inter_broker)
+    return BrokerRegistration(broker_id, inter.host, inter.port, rack, endpoints)
