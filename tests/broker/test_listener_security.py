@@ -8,10 +8,12 @@ the wire closes that connection only."""
 from __future__ import annotations
 
 import io
+import re
 import socket
 import ssl
 import struct
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -367,3 +369,56 @@ def test_describe_configs_answers_secrets_as_sensitive(secured: Secured) -> None
     jaas = configs["sasl.jaas.config"]
     assert jaas.is_sensitive and jaas.value is None
     assert configs["ssl.keystore.location"].value.endswith("broker.pem")
+
+
+def metric(broker: BrokerProcess, name: str) -> float:
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{broker.metrics_port()}/metrics", timeout=10
+    ) as answer:
+        text = answer.read().decode()
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    assert found, f"no {name}"
+    return float(found.group(1))
+
+
+def test_sessions_are_reauthenticated_before_connections_max_reauth_ms(tmp_path: Path) -> None:
+    # KIP-368: with connections.max.reauth.ms the broker tells the client its session's
+    # lifetime; librdkafka re-authenticates on the same connection before it ends, and
+    # keeps producing through it.
+    data = tmp_path / "data"
+    data.mkdir()
+    add_user("alice", "SCRAM-SHA-256", Password("alice-secret"), io.StringIO(), data_dir=data)
+    broker = BrokerProcess(
+        data,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+            "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": "2000",
+            "metrics.http.port": "0",
+        },
+    ).start()
+    try:
+        errors: list[KafkaError | None] = []
+        producer = Producer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{broker.ports['SASL_PLAINTEXT']}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": "alice",
+                "sasl.password": "alice-secret",
+            }
+        )
+        reauthenticated = "kafka_server_socket_server_metrics_successful_reauthentication_total"
+        deadline = time.monotonic() + 60
+        while metric(broker, reauthenticated) < 2:
+            assert time.monotonic() < deadline, broker.log_text()[-3000:]
+            producer.produce("r", b"v", on_delivery=lambda err, _m: errors.append(err))
+            producer.flush(10)
+            time.sleep(0.2)
+        producer.produce("r", b"v", on_delivery=lambda err, _m: errors.append(err))
+        assert producer.flush(30) == 0
+        assert errors and all(e is None for e in errors), [e for e in errors if e]
+        assert metric(broker, "kafka_server_socket_server_metrics_failed_authentication_total") == 0
+    finally:
+        broker.stop()

@@ -99,14 +99,15 @@ def authenticate_connection(
 
 
 class SaslDriver:
-    """Carries out one connection's ``SaslSession`` actions on its stream."""
+    """Carries out one connection's ``SaslSession`` actions on its stream;
+    ``on_authenticated(reauthenticated)`` is called at each success."""
 
     def __init__(
         self,
         session: SaslSession,
         listener: ListenerSecurity,
         peer: str,
-        on_authenticated: Callable[[], None],
+        on_authenticated: Callable[[bool], None],
     ) -> None:
         self.session = session
         self._listener = listener
@@ -131,7 +132,7 @@ class SaslDriver:
                 forwarded = action.frame
             elif isinstance(action, Authenticated):
                 CONNECTION_PRINCIPAL.set(action.principal)
-                self._on_authenticated()
+                self._on_authenticated(action.reauthenticated)
                 log.debug(
                     "%s %s as %s with %s on %s",
                     self._peer,

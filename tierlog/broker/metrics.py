@@ -321,6 +321,17 @@ def _server_metrics(server: KafkaServer) -> Iterator[Any]:
     closed.add_metric(["connections.max.idle.ms"], s.closed_idle)
     closed.add_metric(["socket.request.receive.timeout.ms"], s.closed_slow_request)
     yield closed
+    # Kafka's socket-server-metrics authentication counters (SSL and SASL listeners).
+    for name, value, text in (
+        ("successful_authentication", s.successful_authentication, "Authentications"),
+        ("successful_reauthentication", s.successful_reauthentication, "Re-authentications"),
+        ("failed_authentication", s.failed_authentication, "Failed authentications"),
+    ):
+        yield CounterMetricFamily(
+            f"kafka_server_socket_server_metrics_{name}",
+            f"{text} on SSL and SASL listeners",
+            value=value,
+        )
 
 
 def _cleaner_metrics(cleaner: LogCleaner, remote: RemoteLogManager | None) -> Iterator[Any]:

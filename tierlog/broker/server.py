@@ -177,6 +177,10 @@ class ConnectionStats:
     closed_idle: int = 0
     closed_slow_request: int = 0
     throttled_creation: int = 0
+    # Authentication on SSL and SASL listeners (Kafka's socket-server-metrics names).
+    successful_authentication: int = 0
+    successful_reauthentication: int = 0
+    failed_authentication: int = 0
 
 
 class ConnectionQuotas:
@@ -268,7 +272,6 @@ class KafkaServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.connections_closed_for_errors = 0
-        self.failed_authentications = 0
 
     @property
     def connection_count(self) -> int:
@@ -345,17 +348,23 @@ class KafkaServer:
         try:
             peer_text = f"{ip}:{peer[1]}" if peer and len(peer) > 1 else str(peer)
             session = authenticate_connection(self.listener, transport, peer_text)
+            if session is None and self.listener.authenticator is not None:
+                self.stats.successful_authentication += 1  # SSL: by its certificate
             if session is not None:
                 # An unauthenticated peer may not make the broker hold a request as large
                 # as socket.request.max.bytes (sasl.server.max.receive.size, Kafka's rule).
                 stream.receiver.limit(min(self.max_frame_bytes, session.max_receive_bytes))
                 receiver = stream.receiver
-                sasl = SaslDriver(
-                    session,
-                    self.listener,
-                    peer_text,
-                    lambda: receiver.limit(self.max_frame_bytes),
-                )
+                stats = self.stats
+
+                def authenticated(again: bool) -> None:
+                    receiver.limit(self.max_frame_bytes)
+                    if again:
+                        stats.successful_reauthentication += 1
+                    else:
+                        stats.successful_authentication += 1
+
+                sasl = SaslDriver(session, self.listener, peer_text, authenticated)
             if delay_ms > 0:
                 await asyncio.sleep(delay_ms / 1000)
             while True:
@@ -404,7 +413,7 @@ class KafkaServer:
                 if stream.get_write_buffer_size() > 0:
                     await stream.drain()
         except AuthenticationClosed:
-            self.failed_authentications += 1
+            self.stats.failed_authentication += 1
         except ProtocolError as exc:
             self.connections_closed_for_errors += 1
             log.warning("closing connection from %s: %s", peer, _explained(exc, self.listener))
