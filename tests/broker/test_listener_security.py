@@ -340,19 +340,24 @@ def test_a_truncated_sasl_frame_closes_the_connection(secured: Secured) -> None:
         assert read_until_closed(sock) == b""
 
 
+def wait_for_log(secured: Secured, text: str) -> None:
+    deadline = time.monotonic() + 10
+    while text not in secured.broker.log_text():
+        assert time.monotonic() < deadline, secured.broker.log_text()[-2000:]
+        time.sleep(0.05)
+
+
 def test_plaintext_to_a_tls_port_and_tls_to_a_plaintext_port_close(secured: Secured) -> None:
     with socket.create_connection(("127.0.0.1", secured.broker.ports["SASL_SSL"])) as sock:
         sock.sendall(struct.pack(">i", len(METADATA_V1)) + METADATA_V1)
         read_until_closed(sock)  # a TLS alert at most, then closed
+    wait_for_log(secured, "on SASL_SSL (SSL handshake failed")
     context = ssl.create_default_context(cafile=str(secured.ca))
     with socket.create_connection(("127.0.0.1", secured.broker.ports["PLAINTEXT"])) as raw:
         raw.settimeout(10)
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
             context.wrap_socket(raw, server_hostname="localhost")
-    deadline = time.monotonic() + 10
-    while "a TLS handshake, sent to PLAINTEXT listener" not in secured.broker.log_text():
-        assert time.monotonic() < deadline, secured.broker.log_text()[-2000:]
-        time.sleep(0.05)
+    wait_for_log(secured, "a TLS handshake, sent to PLAINTEXT listener")
     # Still serving everyone else.
     brokers = AdminClient({"bootstrap.servers": secured.bootstrap("PLAINTEXT")}).list_topics(
         timeout=10

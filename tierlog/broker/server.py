@@ -271,6 +271,7 @@ class KafkaServer:
         self.listener = listener or ListenerSecurity()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._handshakes: set[asyncio.Task[None]] = set()  # TLS handshakes under way
         self.connections_closed_for_errors = 0
 
     @property
@@ -283,13 +284,17 @@ class KafkaServer:
         is ready); returns the bound port (useful when asked for port 0). Binding first
         fails fast on a taken port and tells the broker what to register."""
         loop = asyncio.get_running_loop()
+        # A TLS listener accepts TCP and runs the handshake itself (_TlsHandshake), so a
+        # failed one is logged and counted: asyncio's own ssl= path drops it silently.
+        factory: Callable[[], asyncio.BaseProtocol] = (
+            self._new_stream if self.listener.ssl_context is None else self._new_handshake
+        )
         self._server = await loop.create_server(
-            self._new_stream,
+            factory,
             self.host,
             self.port,
             reuse_address=True,
             start_serving=False,
-            ssl=self.listener.ssl_context,
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -305,7 +310,7 @@ class KafkaServer:
         ``timeout_s`` is logged with its stack and left behind, so a stop always ends."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
+        for task in list(self._connections) + list(self._handshakes):
             task.cancel()
         if self._connections:
             _, stuck = await asyncio.wait(list(self._connections), timeout=timeout_s)
@@ -321,6 +326,42 @@ class KafkaServer:
             self.max_frame_bytes, gate_partial_frames=self.memory_pool is not None
         )
         return FrameStream(receiver, self._serve)
+
+    def _new_handshake(self) -> _TlsHandshake:
+        return _TlsHandshake(self._begin_handshake)
+
+    def _begin_handshake(self, raw: asyncio.Transport) -> None:
+        task = asyncio.get_running_loop().create_task(self._handshake(raw))
+        self._handshakes.add(task)
+        task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, raw: asyncio.Transport) -> None:
+        """TLS on an accepted connection, then the connection is served as any other; a
+        failed handshake (plaintext sent to a TLS port, an untrusted client certificate)
+        is one log line and a failed authentication, as Kafka's SslTransportLayer counts it."""
+        context = self.listener.ssl_context
+        assert context is not None
+        stream = self._new_stream()
+        peer = raw.get_extra_info("peername")
+        try:
+            tls = await asyncio.get_running_loop().start_tls(raw, stream, context, server_side=True)
+        except (OSError, TimeoutError, ConnectionError) as exc:
+            self.stats.failed_authentication += 1
+            log.info(
+                "Failed authentication with %s on %s (SSL handshake failed: %s)",
+                peer,
+                self.listener.name,
+                exc,
+            )
+            raw.abort()
+            return
+        except asyncio.CancelledError:
+            raw.abort()
+            raise
+        assert isinstance(tls, asyncio.Transport)
+        # start_tls does not call connection_made on the protocol it wraps: its transport
+        # is the TLS one from here, and the connection is served from here.
+        stream.connection_made(tls)
 
     async def _serve(self, stream: FrameStream) -> None:
         task = asyncio.current_task()
@@ -492,6 +533,20 @@ class KafkaServer:
 # Under TLS a fetch's file slices are read in pieces of this size, so a large answer is
 # encrypted and queued piece by piece under the write high-water mark.
 TLS_READ_CHUNK = 1024 * 1024
+
+
+class _TlsHandshake(asyncio.Protocol):
+    """A TLS listener's accepted connection until its handshake begins: reading is
+    paused at once (no byte reaches the request path in clear) and ``begin`` (the
+    server's handshake) takes the transport over."""
+
+    def __init__(self, begin: Callable[[asyncio.Transport], None]) -> None:
+        self._begin = begin
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()
+        self._begin(transport)
 
 
 def _write_slice(stream: FrameStream, part: FileSlice) -> None:
