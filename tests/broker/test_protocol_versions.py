@@ -602,6 +602,8 @@ REQUESTS: dict[int, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
+    ApiKey.SASL_HANDSHAKE: lambda v, ctx: {"mechanism": "PLAIN"},
+    ApiKey.SASL_AUTHENTICATE: lambda v, ctx: {"auth_bytes": b"\x00alice\x00secret"},
 }
 
 
@@ -748,7 +750,14 @@ def check_describe_configs(v: int, r: Any, ctx: dict[str, Any]) -> None:
         assert configs["retention.ms"].documentation
 
 
+def check_sasl_outside_a_sasl_listener(v: int, r: Any, ctx: dict[str, Any]) -> None:
+    # This listener is PLAINTEXT: Kafka's KafkaApis answers ILLEGAL_SASL_STATE (34).
+    assert int(r.error_code) == 34
+
+
 CHECKS: dict[int, Callable[[int, Any, dict[str, Any]], None]] = {
+    ApiKey.SASL_HANDSHAKE: check_sasl_outside_a_sasl_listener,
+    ApiKey.SASL_AUTHENTICATE: check_sasl_outside_a_sasl_listener,
     ApiKey.FETCH: check_fetch,
     ApiKey.LIST_OFFSETS: check_list_offsets,
     ApiKey.METADATA: check_metadata,
