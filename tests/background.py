@@ -37,6 +37,7 @@ class Background:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_as_a_shell_starts_it,
             )
 
     def output(self) -> str:
@@ -71,10 +72,11 @@ class Background:
         try:
             return self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
+            signals = signal_masks(self.proc.pid)
             self.kill()
             raise AssertionError(
-                f"`{self.command}` did not stop within {timeout_s:.0f} s of Ctrl-C:\n"
-                f"{self.output()[-3000:]}"
+                f"`{self.command}` did not stop within {timeout_s:.0f} s of Ctrl-C "
+                f"(its signals then: {signals}):\n{self.output()[-3000:]}"
             ) from None
 
     def kill(self) -> None:
@@ -95,3 +97,24 @@ class Background:
         if self.proc.poll() is None:
             with contextlib.suppress(AssertionError):  # it was killed, and the test failed
                 self.interrupt()
+
+
+def _as_a_shell_starts_it() -> None:
+    """In the child before it runs the command: Ctrl-C's signal neither ignored nor blocked,
+    as an interactive shell starts a command. A test process may have inherited either (a
+    suite run once left its children deaf to SIGINT, so `tierlog lab` could not be stopped);
+    both survive exec, and a shell cannot undo an ignored signal itself."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def signal_masks(pid: int) -> str:
+    """The ignored, blocked and caught signal masks of ``pid`` (from /proc), to tell why a
+    process did not stop on a signal."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "gone"
+    return ", ".join(
+        line.replace("\t", " ") for line in lines if line.startswith(("SigIgn", "SigBlk", "SigCgt"))
+    )
