@@ -259,6 +259,7 @@ def test_the_lab_in_headless_chromium(tmp_path: Path) -> None:
     assert executed.ok, executed.error
     home = tmp_path / "home"
     before = users_jupyter_home(home)
+    started_with = {p.name for p in tmp_path.iterdir()}
 
     with running_lab(notebooks, tmp_path, tmp_path / "lab.log", runs=runs, home=home) as lab:
         assert lab.url.startswith(f"http://127.0.0.1:{lab.port}/lab/tree/notebooks?token=")
@@ -320,6 +321,12 @@ def test_the_lab_in_headless_chromium(tmp_path: Path) -> None:
     # Nothing of the user's home was read (its config raises) or written.
     after = {str(p.relative_to(home)): p.read_text() for p in home.rglob("*") if p.is_file()}
     assert after == before
+    # Nor anything in the directory it was started from (a directory named "false", from
+    # an environment setting taken for a state directory, once was).
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in started_with) == [
+        "lab.log",
+        "lab.png",
+    ]
 
 
 def test_the_lab_root_holds_notebooks_and_runs_without_following_links(tmp_path: Path) -> None:

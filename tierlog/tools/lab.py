@@ -165,9 +165,9 @@ def lab_root(notebooks: Path, runs: Path, cwd: Path) -> Path:
     return Path(os.path.commonpath([_absolute(notebooks), _absolute(runs), _absolute(cwd)]))
 
 
-def lab_environment(prefix: Path) -> dict[str, str]:
+def lab_state_dirs(prefix: Path) -> dict[str, str]:
     """Where Jupyter and IPython keep their state for this lab: under ``prefix`` (the venv),
-    never the user's home (module docstring)."""
+    never the user's home (module docstring); environment variable -> directory."""
     state = prefix / "share" / "tierlog-lab"
     return {
         "JUPYTER_CONFIG_DIR": str(state / "config"),
@@ -177,8 +177,13 @@ def lab_environment(prefix: Path) -> dict[str, str]:
         # JupyterLab runs npm at start (it asks for its version); npm logs into its cache,
         # ~/.npm by default.
         "npm_config_cache": str(state / "npm"),
-        "npm_config_update_notifier": "false",
     }
+
+
+def lab_environment(prefix: Path) -> dict[str, str]:
+    """The lab's environment: its state directories, and npm told not to look for a newer
+    npm."""
+    return {**lab_state_dirs(prefix), "npm_config_update_notifier": "false"}
 
 
 def server_command(root: Path, port: int, start_in: str = "") -> list[str]:
@@ -245,7 +250,7 @@ def start_lab(
     start_in = _absolute(notebooks).relative_to(root).as_posix()
     start_in = "" if start_in == "." else start_in
     environment = lab_environment(Path(sys.prefix))
-    for directory in environment.values():
+    for directory in lab_state_dirs(Path(sys.prefix)).values():
         Path(directory).mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(
         server_command(root, port, start_in),
