@@ -339,3 +339,33 @@ def test_the_lab_root_holds_notebooks_and_runs_without_following_links(tmp_path:
     assert lab_root(clone / "notebooks", clone / "runs", clone) == clone
     assert lab_root(Path("notebooks"), Path("runs"), Path.cwd()) == Path.cwd()
     assert lab_root(clone / "notebooks", tmp_path / "runs", clone) == tmp_path
+
+
+@pytest.mark.timeout(240)
+def test_the_server_ends_when_tierlog_lab_is_killed(tmp_path: Path) -> None:
+    """SIGKILL to ``tierlog lab`` (or to its process group) leaves no JupyterLab behind
+    holding the port: one left by a killed run once made the next README test's lab fail
+    with "address already in use"."""
+    port = closed_port()
+    process = subprocess.Popen(
+        [TIERLOG, "lab", "--port", str(port), "--notebooks-dir", str(REPO / "notebooks")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    printed = []
+    for line in process.stdout:
+        printed.append(line)
+        if "token=" in line:
+            break
+    assert listening_addresses(port), f"the lab is not listening: {printed}"
+    process.kill()
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while listening_addresses(port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not listening_addresses(port), "JupyterLab outlived a killed tierlog lab"

@@ -262,6 +262,7 @@ def start_lab(
         },
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=_end_with_parent,
     )
     base = f"http://{HOST}:{port}"
     try:
@@ -331,6 +332,24 @@ def run_lab(notebooks: Path, port: int, out: TextIO, runs: Path | None = None) -
     if code != 0:
         raise CliError(f"JupyterLab exited with status {code} (its messages are above)")
     return 0
+
+
+# Linux's prctl(2) option: the signal this process gets when its parent ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent() -> None:
+    """In the JupyterLab child before it starts: SIGTERM when ``tierlog lab`` ends, however
+    it ends. The child has a session of its own (Ctrl-C reaches ``tierlog lab`` alone,
+    which stops the server in order), so killing ``tierlog lab`` with SIGKILL, or its
+    process group, left the server running and holding its port. Linux only; elsewhere
+    nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _interrupt(signum: int, frame: object) -> None:
