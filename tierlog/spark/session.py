@@ -112,9 +112,9 @@ def local_delta_settings(master: str) -> dict[str, str]:
 
     Every read of a Delta table whose state is not cached rebuilds it from the log in
     ``spark.databricks.delta.snapshotPartitions`` tasks, whatever the table's size. On a
-    2-core machine 50 tasks made each such read of the demo's 100,000-row table take 43-55 s
-    under load against 5-12 s with 2 (bench/spark_small_data.py, BENCHMARKS.md); the
-    ingest notebook reads its tables six times."""
+    loaded 2-core machine a read of the demo's 100,000-row table took 54.8 s with 50 tasks
+    against 11.9 s with 2, by the median (bench/spark_small_data.py, BENCHMARKS.md); the
+    ingest notebook rebuilt a table's state six times."""
     cores = local_cores(master)
     if cores is None:
         return {}
