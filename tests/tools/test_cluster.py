@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,15 +24,15 @@ from tierlog.broker.embedded import EmbeddedCluster
 
 
 def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free ports on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count >= 65535:
-            continue
+    """The first of ``count`` consecutive free ports on 127.0.0.1, below the kernel's
+    ephemeral range: a port from that range (what ``bind(0)`` gives) can be taken again by
+    any outgoing connection, or by ZooKeeper's own ``bind(0)``, before the brokers listen."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(max(1024, low - 12_000), low - count)
+        socks: list[socket.socket] = []
         try:
-            socks = []
             for port in range(base, base + count):
                 s = socket.socket()
                 socks.append(s)
@@ -196,6 +197,28 @@ def test_cluster_start_on_the_data_dir_of_a_killed_cluster(tmp_path: Path) -> No
         again.send_signal(signal.SIGINT)
         out, _ = again.communicate(timeout=120)
     assert again.returncode == 0, out
+
+
+def test_cluster_start_says_why_a_broker_could_not_start(tmp_path: Path) -> None:
+    """A broker whose port is taken exits at once; the tool says so with the broker's own
+    reason, without waiting out its start timeout, and stops the rest."""
+    port = free_ports(2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + 1))
+        taken.listen()
+        began = time.monotonic()
+        proc = start_cluster_process(tmp_path / "cluster", port, 2)
+        out, _ = proc.communicate(timeout=120)
+        took = time.monotonic() - began
+    assert proc.returncode == 1, out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(
+        f"tierlog: broker 1 exited before it started (exit status 1): tierlog: cannot listen "
+        f"on 127.0.0.1:{port + 1}: the address is already in use"
+    ), out
+    assert last.endswith(f"see {tmp_path / 'cluster' / 'broker-1.log'}"), out
+    assert "Traceback" not in out
+    assert took < 50, f"{took:.0f} s: it waited for the start timeout (60 s)"
 
 
 def serves_defaults(bootstrap: str) -> None:

@@ -148,9 +148,8 @@ def start_cluster(
         stale_registrations_notice(zookeeper, range(brokers), out)
         failed = supervisor.start_all(START_TIMEOUT_S)
         if failed:
-            raise ToolError(
-                f"broker {failed[0]} did not start; see {data_dir / f'broker-{failed[0]}.log'}"
-            )
+            broker_id, why = next(iter(failed.items()))
+            raise ToolError(f"broker {broker_id} {why}; see {data_dir / f'broker-{broker_id}.log'}")
         for n in range(brokers):
             print(
                 f"broker {n} on 127.0.0.1:{port + n} (log {data_dir / f'broker-{n}.log'})",

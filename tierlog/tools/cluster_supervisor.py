@@ -47,6 +47,8 @@ MAX_BACKOFF_S = 30.0
 # A broker up this long has recovered: its next failure starts the backoff again.
 STABLE_S = 60.0
 STOP_TIMEOUT_S = 60.0
+# How often start_all looks for a broker that exited while it waits for the others.
+POLL_S = 0.1
 
 
 def down_file(data_dir: Path, broker_id: int) -> Path:
@@ -113,6 +115,19 @@ class _Slot:
     restarts: int = 0
 
 
+def last_line(log_path: Path) -> str:
+    """The last non-empty line of a broker's log (where it says why it exited), or ""."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            tail = log.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 def describe_exit(code: int) -> str:
     """``exit status 1`` or ``killed by SIGKILL``."""
     if code < 0:
@@ -159,25 +174,43 @@ class ClusterSupervisor:
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
-    def start_all(self, timeout_s: float) -> list[int]:
-        """Start every broker and wait for each to say it started.
+    def start_all(self, timeout_s: float) -> dict[int, str]:
+        """Start every broker and wait for each to say it started, or to exit.
 
         Returns:
-            The ids that did not start within ``timeout_s`` (empty when all did).
+            Broker id -> why it did not start, for those that exited first (with the last
+            line of their log, which says why) or were not up within ``timeout_s``; empty
+            when all started. A broker that exits at once (its port taken, a bad setting)
+            is reported then, not after the whole timeout.
         """
         for slot in self.slots.values():
             self._start(slot)
         deadline = self._clock() + timeout_s
-        failed = []
-        for slot in self.slots.values():
-            assert slot.process is not None
-            left = max(0.0, deadline - self._clock())
-            if not slot.process.started.wait(left) or slot.process.exit_code() is not None:
-                failed.append(slot.broker_id)
-            else:
-                slot.state = "running"
+        pending = list(self.slots.values())
+        failed: dict[int, str] = {}
+        while pending:
+            for slot in list(pending):
+                assert slot.process is not None
+                code = slot.process.exit_code()
+                if code is not None:
+                    failed[slot.broker_id] = (
+                        f"exited before it started ({describe_exit(code)}): "
+                        f"{last_line(slot.log_path) or 'its log is empty'}"
+                    )
+                elif slot.process.started.is_set():
+                    slot.state = "running"
+                else:
+                    continue
+                pending.remove(slot)
+            if pending and self._clock() >= deadline:
+                for slot in pending:
+                    failed[slot.broker_id] = f"was not up within {timeout_s:.0f} s"
+                break
+            if pending:
+                assert pending[0].process is not None
+                pending[0].process.started.wait(POLL_S)
         self._write_state()
-        return failed
+        return dict(sorted(failed.items()))
 
     def _start(self, slot: _Slot) -> None:
         slot.process = self._spawn(slot.broker_id, slot.overrides, slot.log_path)
