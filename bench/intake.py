@@ -185,11 +185,15 @@ def main() -> int:
     args.frames = args.frames or (100 if args.quick else 300)
     args.rounds = args.rounds or (3 if args.quick else 5)
     report = Report("intake", quick=args.quick, out=sys.stderr)
-    from tierlog.broker import server as new_server
+    from tierlog.broker.network import server as new_server
     from tierlog.client import async_connection as new_connection
 
     cases = {
-        "server": (one_round, load_old(args.old_rev, "tierlog/broker/server.py"), new_server),
+        "server": (
+            one_round,
+            load_old(args.old_rev, "tierlog/broker/server.py"),
+            new_server,
+        ),
         "client": (
             client_round,
             load_old(args.old_rev, "tierlog/client/async_connection.py"),

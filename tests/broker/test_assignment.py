@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.broker.coordination.api import BrokerRegistration
-from tierlog.broker.replica_manager import TopicError, assign_replicas
+from tierlog.broker.replication.replica_manager import TopicError, assign_replicas
 
 
 def brokers(n: int, racks: list[str] | None = None) -> list[BrokerRegistration]:

@@ -13,7 +13,7 @@ import pytest
 from tests.local.conftest import make_batch
 from tierlog.broker.broker import Broker
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.replica_manager import HIGH_WATERMARK_FILE, ReplicaManager
+from tierlog.broker.replication.replica_manager import HIGH_WATERMARK_FILE, ReplicaManager
 from tierlog.local.checkpoint import read_offsets
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tierlog.broker.errors import error_code
-from tierlog.broker.partition import PartitionError
-from tierlog.broker.replica_manager import TopicError
+from tierlog.broker.replication.partition import PartitionError
+from tierlog.broker.replication.replica_manager import TopicError
 from tierlog.local.errors import (
     CorruptSegmentError,
     LogClosedError,

@@ -131,7 +131,7 @@ def test_queued_max_request_bytes_bounds_what_is_held(tmp_path: Path) -> None:
 def test_pool_is_non_strict_fifo_and_survives_cancelled_waiters() -> None:
     import asyncio
 
-    from tierlog.broker.server import RequestMemoryPool
+    from tierlog.broker.network.server import RequestMemoryPool
 
     async def scenario() -> None:
         pool = RequestMemoryPool(10)

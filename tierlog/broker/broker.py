@@ -23,7 +23,6 @@ from tierlog.broker.authorization import RequestAuthorizer, bind_request
 from tierlog.broker.client_metrics.manager import ClientMetricsManager
 from tierlog.broker.cluster import ClusterMembership
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.connection_security import ListenerSecurity
 from tierlog.broker.coordination.api import Coordinator, UserConfigs
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.coordination.local_security import LocalAclStore, LocalUserConfigs
@@ -31,27 +30,28 @@ from tierlog.broker.decode_pool import DecodePool
 from tierlog.broker.fetch_sessions import FetchSessionCache
 from tierlog.broker.handlers.fetch import replica_id_of
 from tierlog.broker.handlers.routes import HANDLERS
-from tierlog.broker.listener_setup import (
+from tierlog.broker.listeners import ListenerPlan
+from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
+from tierlog.broker.meta_properties import check_or_write
+from tierlog.broker.meta_properties import read as read_meta_properties
+from tierlog.broker.metrics import MetricsCollector, serve_metrics
+from tierlog.broker.network.connection_security import ListenerSecurity
+from tierlog.broker.network.listener_setup import (
     bind_listeners,
     connection_limits,
     listener_security,
     registration,
 )
-from tierlog.broker.listeners import ListenerPlan
-from tierlog.broker.log_dir_mover import LogDirMover
-from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
-from tierlog.broker.meta_properties import check_or_write
-from tierlog.broker.meta_properties import read as read_meta_properties
-from tierlog.broker.metrics import MetricsCollector, serve_metrics
+from tierlog.broker.network.quotas import ClientQuotaManager
+from tierlog.broker.network.server import ConnectionQuotas, KafkaServer
 from tierlog.broker.offsets_topic import OffsetsTopic
-from tierlog.broker.partition import Partition
-from tierlog.broker.partition_limits import PartitionLimits, fd_limit
-from tierlog.broker.quotas import ClientQuotaManager
-from tierlog.broker.replica_fetcher import ReplicaFetcherManager
-from tierlog.broker.replica_manager import ReplicaManager
+from tierlog.broker.replication.log_dir_mover import LogDirMover
+from tierlog.broker.replication.partition import Partition
+from tierlog.broker.replication.partition_limits import PartitionLimits, fd_limit
+from tierlog.broker.replication.replica_fetcher import ReplicaFetcherManager
+from tierlog.broker.replication.replica_manager import ReplicaManager
+from tierlog.broker.replication.segment_repair import SegmentRepairer
 from tierlog.broker.scram_store import ScramCredentialCache
-from tierlog.broker.segment_repair import SegmentRepairer
-from tierlog.broker.server import ConnectionQuotas, KafkaServer
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.broker.txn import Transactions
 from tierlog.compaction.cleaner import CleanerConfig, LogCleaner

@@ -19,7 +19,7 @@ from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import AlterPartitionError, PartitionState
 from tierlog.broker.coordination.local import new_cluster_id
 from tierlog.broker.coordination.zookeeper import ZkCoordinator
-from tierlog.broker.replica_manager import ReplicaManager
+from tierlog.broker.replication.replica_manager import ReplicaManager
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.protocol import ApiKey
 from tierlog.protocol.errors import ErrorCode

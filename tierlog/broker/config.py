@@ -27,7 +27,7 @@ from tierlog.broker.group.consumer.config import (
     rebalance_protocols_problem,
 )
 from tierlog.broker.listeners import ListenerPlan, parse_listener, parse_protocol_map, plan
-from tierlog.broker.replica_selector import SELECTORS
+from tierlog.broker.replication.replica_selector import SELECTORS
 from tierlog.broker.security_config import (
     SECURITY_KEYS,
     SECURITY_NOTES,

@@ -9,7 +9,11 @@ import logging
 from collections.abc import Mapping
 
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
-from tierlog.broker.replica_manager import TOPIC_ALREADY_EXISTS, ReplicaManager, TopicError
+from tierlog.broker.replication.replica_manager import (
+    TOPIC_ALREADY_EXISTS,
+    ReplicaManager,
+    TopicError,
+)
 
 log = logging.getLogger(__name__)
 

@@ -4,27 +4,27 @@ Names follow Kafka's JMX metrics as the Prometheus JMX exporter renders them
 (``kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions`` ->
 ``kafka_server_replicamanager_underreplicatedpartitions``), so dashboards built for Kafka
 read them. Gauges are computed when scraped, from the broker's own state; the only work on
-the request path is a few integer additions per request (``BrokerMetrics.record_*``).
+the request path is a few integer additions per request (``BrokerMetrics.record_*``, in
+``counters``, which sits below replication so that this module can read it back).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tierlog.broker.counters import BrokerMetrics
 from tierlog.protocol import ApiKey
 
 if TYPE_CHECKING:
     from tierlog.broker.client_metrics.manager import ClientMetricsManager
     from tierlog.broker.controller.stats import ControllerStats
     from tierlog.broker.fetch_sessions import FetchSessionCache
-    from tierlog.broker.partition import Partition
-    from tierlog.broker.quotas import QuotaStats
-    from tierlog.broker.segment_repair import RepairStats
-    from tierlog.broker.server import KafkaServer
+    from tierlog.broker.network.quotas import QuotaStats
+    from tierlog.broker.network.server import KafkaServer
+    from tierlog.broker.replication.partition import Partition
+    from tierlog.broker.replication.segment_repair import RepairStats
     from tierlog.compaction.cleaner import LogCleaner
     from tierlog.local.scrubber import Scrubber
     from tierlog.remote.remote_log_manager import RemoteLogManager
@@ -33,40 +33,6 @@ log = logging.getLogger(__name__)
 
 # Kafka's request names (RequestMetrics' "request" tag): ApiKey names in CamelCase.
 REQUEST_NAMES = {int(k): "".join(w.title() for w in k.name.split("_")) for k in ApiKey}
-
-
-@dataclass
-class RequestStats:
-    count: int = 0
-    errors: int = 0
-    total_seconds: float = 0.0
-
-
-@dataclass
-class BrokerMetrics:
-    """Counters the broker adds to as it works (event loop only)."""
-
-    requests: defaultdict[int, RequestStats] = field(
-        default_factory=lambda: defaultdict(RequestStats)
-    )
-    bytes_in: int = 0
-    bytes_out: int = 0
-    messages_in: int = 0
-    isr_shrinks: int = 0
-    isr_expands: int = 0
-
-    def record_request(self, api_key: int, seconds: float, failed: bool) -> None:
-        stats = self.requests[api_key]
-        stats.count += 1
-        stats.total_seconds += seconds
-        if failed:
-            stats.errors += 1
-
-    def record_isr_change(self, before: int, after: int) -> None:
-        if after < before:
-            self.isr_shrinks += 1
-        elif after > before:
-            self.isr_expands += 1
 
 
 class HostedPartitions(Protocol):

@@ -28,8 +28,8 @@ from tierlog.broker.group.consumer.config import ConsumerGroupConfig
 from tierlog.broker.group.consumer.topics import TopicInfo, TopicsImage, image_of
 from tierlog.broker.group.manager import LogBatch
 from tierlog.broker.group.placement import OFFSETS_TOPIC
-from tierlog.broker.partition import Partition
-from tierlog.broker.replica_manager import ReplicaManager
+from tierlog.broker.replication.partition import Partition
+from tierlog.broker.replication.replica_manager import ReplicaManager
 from tierlog.local.log import Log
 from tierlog.protocol.errors import ErrorCode
 from tierlog.records.reader import decode_batch

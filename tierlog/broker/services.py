@@ -17,16 +17,16 @@ from tierlog.broker.cleaner_state import CleanerStates
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import Coordinator, PartitionState, UserConfigs
 from tierlog.broker.decode_pool import DecodePool
-from tierlog.broker.replica_manager import ReplicaManager
+from tierlog.broker.replication.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
     from tierlog.broker.client_metrics.manager import ClientMetricsManager
     from tierlog.broker.controller import Controller
     from tierlog.broker.fetch_sessions import FetchSessionCache
     from tierlog.broker.group import GroupCoordinator
-    from tierlog.broker.log_dir_mover import LogDirMover
+    from tierlog.broker.network.quotas import ClientQuotaManager
     from tierlog.broker.offsets_topic import OffsetsTopic
-    from tierlog.broker.quotas import ClientQuotaManager
+    from tierlog.broker.replication.log_dir_mover import LogDirMover
     from tierlog.broker.txn import Transactions
     from tierlog.security.api import Authorizer
 

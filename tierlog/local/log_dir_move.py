@@ -6,7 +6,7 @@ The files, in the destination log dir::
     <topic>-<partition>.<id>-future/          the copy being made ("future replica")
     <topic>-<partition>.<id>-future/.move-complete   written when the copy is whole
 
-The move, driven by ``tierlog.broker.log_dir_mover`` and ``LogManager.complete_move``:
+The move, driven by ``tierlog.broker.replication.log_dir_mover`` and ``LogManager.complete_move``:
 
 1. Copy (a worker thread, the log still serving): ``mirror`` copies every file of the source
    directory that the copy lacks or has at another size or modification time, except the

@@ -18,7 +18,7 @@ whose offsets then run to the next segment's base (later segments are always kep
 the last segment, below the recovery point, the log end stays at the recovery point and
 a new active segment starts there, so no offset is ever handed out twice. Marked ranges
 answer KAFKA_STORAGE_ERROR, are saved in ``damage-marks``, and in a cluster are repaired
-from an in-sync replica (``tierlog/broker/segment_repair.py``). Before this, one cut
+from an in-sync replica (``tierlog/broker/replication/segment_repair.py``). Before this, one cut
 segment truncated the log there and deleted every later segment.
 
 Missing offsets (issue 20, item 2): a segment file deleted leaves offsets no file holds.

@@ -11,7 +11,7 @@ and the byte range; the damaged byte range is marked on the segment
 (``LogSegment.mark_damaged``), so reads of it (consumers and followers alike) answer
 KAFKA_STORAGE_ERROR instead of bad bytes, while the intact data before it is still
 served; and the findings are counted for the metrics (``ScrubberStats``). In a cluster the
-broker's repairer (``tierlog/broker/segment_repair.py``, woken through ``on_damage``)
+broker's repairer (``tierlog/broker/replication/segment_repair.py``, woken through ``on_damage``)
 rewrites the range from an in-sync replica. The marks are saved in the partition directory
 (``damage_marks.py``) and applied again when the log loads.
 

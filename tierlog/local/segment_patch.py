@@ -6,7 +6,7 @@ followers append the leader's batches unchanged. Repair therefore writes the rep
 batches over the damaged bytes in place, and this module is the local half of it: which
 offsets each damaged range must hold (``damaged_ranges``), whether some bytes may replace
 its start (``check_patch``), and the write itself (``apply_patch``). Fetching the bytes
-from the replica is the broker's part (``tierlog/broker/segment_repair.py``).
+from the replica is the broker's part (``tierlog/broker/replication/segment_repair.py``).
 
 Bytes are accepted only when they could have been there all along: whole batches, each
 passing its CRC-32C, with offsets rising from the last intact batch before the range and

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.broker.test_partition_transactions import ME, make_partition, txn_batch
+from tests.broker.replication.test_partition_transactions import ME, make_partition, txn_batch
 from tierlog.broker.coordination.api import PartitionState
 from tierlog.broker.handlers.fetch import (
     PartitionRead,
@@ -14,7 +14,7 @@ from tierlog.broker.handlers.fetch import (
     consumer_read,
     follower_read,
 )
-from tierlog.broker.partition import Partition
+from tierlog.broker.replication.partition import Partition
 from tierlog.protocol import AbortedTransaction, FetchPartitionData
 
 

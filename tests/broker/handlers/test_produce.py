@@ -18,7 +18,7 @@ from tests.local.conftest import T0
 from tierlog.broker.authorization import RequestAuthorizer
 from tierlog.broker.coordination.api import PartitionState
 from tierlog.broker.handlers.produce import handle_produce
-from tierlog.broker.partition import Partition
+from tierlog.broker.replication.partition import Partition
 from tierlog.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from tierlog.broker.txn.service import Transactions
 from tierlog.broker.txn.verification import VerificationGuards

@@ -27,8 +27,8 @@ from tierlog.broker.handlers.metadata import (
     request_response_type,
 )
 from tierlog.broker.handlers.quotas import MutationQuota
-from tierlog.broker.partition_limits import PartitionLimitError, check_request
-from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError
+from tierlog.broker.replication.partition_limits import PartitionLimitError, check_request
+from tierlog.broker.replication.replica_manager import INTERNAL_TOPICS, TopicError
 from tierlog.broker.security_config import SENSITIVE
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.protocol import Request

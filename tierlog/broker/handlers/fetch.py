@@ -38,9 +38,9 @@ from tierlog.broker.fetch_sessions import (
     SessionPartition,
     partition_key,
 )
-from tierlog.broker.partition import Partition, PartitionError, ReadResult
-from tierlog.broker.quotas import CONSUMER_BYTE_RATE
-from tierlog.broker.replica_selector import ReplicaView, preferred_read_replica
+from tierlog.broker.network.quotas import CONSUMER_BYTE_RATE
+from tierlog.broker.replication.partition import Partition, PartitionError, ReadResult
+from tierlog.broker.replication.replica_selector import ReplicaView, preferred_read_replica
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
     AbortedTransaction,

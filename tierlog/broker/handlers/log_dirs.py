@@ -5,8 +5,8 @@ the ``log_dirs`` of its plan; ``kafka-log-dirs --describe`` shows the first.
 
 A partition being moved appears twice: where it is, and in its destination as the future
 replica (``is_future_key``) with its offset lag, the records the copy does not have yet
-(``tierlog.broker.log_dir_mover``). A current replica's offset lag is how far its log end
-is below the high watermark (a follower catching up), as in Kafka.
+(``tierlog.broker.replication.log_dir_mover``). A current replica's offset lag is how far its
+log end is below the high watermark (a follower catching up), as in Kafka.
 """
 
 from __future__ import annotations

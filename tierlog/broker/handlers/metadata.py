@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from tierlog.broker.coordination.api import TopicCollisionError, TopicExistsError, TopicMetadata
 from tierlog.broker.handlers.authorized_ops import authorized_operations
 from tierlog.broker.handlers.listener_endpoints import address_for_client
-from tierlog.broker.partition_limits import PartitionLimitError
-from tierlog.broker.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
-from tierlog.broker.server import CLIENT_SOFTWARE
+from tierlog.broker.network.server import CLIENT_SOFTWARE
+from tierlog.broker.replication.partition_limits import PartitionLimitError
+from tierlog.broker.replication.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
 from tierlog.protocol import Request, api_versions_response
 from tierlog.protocol.codec import response_type_for
 from tierlog.protocol.errors import ErrorCode

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.authorization import current_context
 from tierlog.broker.errors import error_code
-from tierlog.broker.quotas import PRODUCER_BYTE_RATE
-from tierlog.broker.replica_manager import INTERNAL_TOPICS
+from tierlog.broker.network.quotas import PRODUCER_BYTE_RATE
+from tierlog.broker.replication.replica_manager import INTERNAL_TOPICS
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import millis

@@ -1,7 +1,7 @@
 """DescribeClientQuotas and AlterClientQuotas (KIP-546): what ``kafka-configs
 --entity-type clients|users`` sends. The quotas live in the coordination metadata
 (ZooKeeper's ``/config/clients|users`` in a cluster) and are enforced by
-``tierlog/broker/quotas.py``."""
+``tierlog/broker/network/quotas.py``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.authorization import current_context
 from tierlog.broker.handlers.metadata import request_response_type
-from tierlog.broker.quotas import (
+from tierlog.broker.network.quotas import (
     QuotaError,
     check_value,
     entity_components,

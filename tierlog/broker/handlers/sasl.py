@@ -1,7 +1,7 @@
 """SaslHandshake and SaslAuthenticate outside a SASL exchange.
 
 On a SASL listener the connection's ``SaslSession`` answers both
-(``tierlog.broker.connection_security``), before and after authentication; these handlers
+(``tierlog.broker.network.connection_security``), before and after authentication; these handlers
 see them only on the other listeners, where Kafka's KafkaApis answers ILLEGAL_SASL_STATE.
 """
 

@@ -33,7 +33,7 @@ from tierlog.protocol.kio_build import build
 
 if TYPE_CHECKING:
     from tierlog.broker.group import GroupCoordinator
-    from tierlog.broker.replica_manager import ReplicaManager
+    from tierlog.broker.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 E = ErrorCode

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tierlog.broker.config import BrokerConfig
     from tierlog.broker.coordination.api import Coordinator
     from tierlog.broker.group import GroupCoordinator
-    from tierlog.broker.replica_manager import ReplicaManager
+    from tierlog.broker.replication.replica_manager import ReplicaManager
     from tierlog.broker.txn.peers import AddressOf
 
 log = logging.getLogger(__name__)

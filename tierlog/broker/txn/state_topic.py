@@ -16,8 +16,8 @@ from tierlog.broker import internal_topics
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
 from tierlog.broker.errors import error_code
-from tierlog.broker.partition import Partition
-from tierlog.broker.replica_manager import ReplicaManager
+from tierlog.broker.replication.partition import Partition
+from tierlog.broker.replication.replica_manager import ReplicaManager
 from tierlog.broker.txn.coordinator import TransactionCoordinator
 from tierlog.broker.txn.log_codec import (
     TxnLogCodecError,

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 from kio.schema.fetch.v12.request import FetchRequest
 
-from tierlog.broker.partition import Partition
-from tierlog.broker.replica_fetcher import whole_batches
+from tierlog.broker.replication.partition import Partition
+from tierlog.broker.replication.replica_fetcher import whole_batches
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.local.segment_patch import (
     DamagedRange,

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.connection_security import ListenerSecurity
 from tierlog.broker.coordination.api import BrokerRegistration, RegisteredEndpoint
 from tierlog.broker.listeners import ListenerEndpoint, ListenerPlan
+from tierlog.broker.network.connection_security import ListenerSecurity
+from tierlog.broker.network.server import ConnectionLimits, ConnectionQuotas, Handler, KafkaServer
 from tierlog.broker.scram_store import ScramCredentialCache
-from tierlog.broker.server import ConnectionLimits, ConnectionQuotas, Handler, KafkaServer
 from tierlog.security.api import SecurityProtocol
 from tierlog.security.authenticator import ListenerAuthenticator
 from tierlog.security.tls import TlsSettings, server_context

@@ -11,7 +11,12 @@ import pytest
 from tests.local.conftest import T0, make_batch
 from tierlog.broker.coordination.api import PartitionState
 from tierlog.broker.errors import error_code
-from tierlog.broker.partition import NOT_LEADER_OR_FOLLOWER, Partition, PartitionError, ReadResult
+from tierlog.broker.replication.partition import (
+    NOT_LEADER_OR_FOLLOWER,
+    Partition,
+    PartitionError,
+    ReadResult,
+)
 from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.local.producer_state import (

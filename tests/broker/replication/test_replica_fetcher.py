@@ -24,9 +24,9 @@ from tierlog.broker.coordination.api import PartitionState
 from tierlog.broker.handlers.fetch import handle_fetch
 from tierlog.broker.handlers.offsets import handle_offset_for_leader_epoch
 from tierlog.broker.handlers.produce import handle_produce
-from tierlog.broker.partition import Partition
-from tierlog.broker.replica_fetcher import ReplicaFetcherManager, whole_batches
-from tierlog.broker.server import KafkaServer
+from tierlog.broker.network.server import KafkaServer
+from tierlog.broker.replication.partition import Partition
+from tierlog.broker.replication.replica_fetcher import ReplicaFetcherManager, whole_batches
 from tierlog.broker.services import Lifecycle
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.local.config import LogConfig

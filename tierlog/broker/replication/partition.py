@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tierlog.broker.coordination.api import PartitionState
-from tierlog.broker.replica_progress import UNKNOWN_OFFSET, ReplicaProgress
+from tierlog.broker.replication.replica_progress import UNKNOWN_OFFSET, ReplicaProgress
 from tierlog.local.errors import LogError
 from tierlog.local.log import AppendInfo, Log
 from tierlog.local.segment import FileSlice

@@ -40,7 +40,7 @@ from typing import Any
 from kio.schema.fetch.v12.request import FetchRequest
 from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest
 
-from tierlog.broker.partition import Partition
+from tierlog.broker.replication.partition import Partition
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.local.errors import LogClosedError
 from tierlog.local.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET

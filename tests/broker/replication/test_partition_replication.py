@@ -12,7 +12,7 @@ import pytest
 
 from tests.local.conftest import make_batch
 from tierlog.broker.coordination.api import PartitionState
-from tierlog.broker.partition import (
+from tierlog.broker.replication.partition import (
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
     REQUEST_TIMED_OUT,

@@ -1,4 +1,4 @@
-"""tierlog.broker.quotas: entities, Kafka's order of precedence, the sampled rate and the
+"""tierlog.broker.network.quotas: entities, Kafka's order of precedence, the sampled rate and the
 throttle time (client quotas)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tierlog.broker.quotas import (
+from tierlog.broker.network.quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     ClientQuotaManager,

@@ -37,9 +37,9 @@ from tierlog.broker.coordination.api import (
     TopicExistsError,
     TopicMetadata,
 )
-from tierlog.broker.metrics import BrokerMetrics
-from tierlog.broker.partition import Partition
-from tierlog.broker.partition_limits import (
+from tierlog.broker.counters import BrokerMetrics
+from tierlog.broker.replication.partition import Partition
+from tierlog.broker.replication.partition_limits import (
     PartitionCount,
     PartitionLimits,
     check_request,
@@ -60,7 +60,7 @@ from tierlog.remote.unified_log import UnifiedLog
 from tierlog.util.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
-    from tierlog.broker.replica_fetcher import ReplicaFetcherManager
+    from tierlog.broker.replication.replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 

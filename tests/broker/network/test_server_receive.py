@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
-import tierlog.broker.server as server_module
-from tierlog.broker.server import ConnectionLimits, KafkaServer
+import tierlog.broker.network.server as server_module
+from tierlog.broker.network.server import ConnectionLimits, KafkaServer
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import ApiKey, EncodedFetchResponse, Request, encode_request
 from tierlog.protocol.kio_build import build

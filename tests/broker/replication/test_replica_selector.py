@@ -1,8 +1,8 @@
-"""tierlog.broker.replica_selector: Kafka's RackAwareReplicaSelector rules (KIP-392)."""
+"""tierlog.broker.replication.replica_selector: Kafka's RackAwareReplicaSelector rules (KIP-392)."""
 
 from __future__ import annotations
 
-from tierlog.broker.replica_selector import (
+from tierlog.broker.replication.replica_selector import (
     RACK_AWARE,
     ReplicaView,
     preferred_read_replica,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from tierlog.broker.server import KafkaServer
+from tierlog.broker.network.server import KafkaServer
 from tierlog.protocol import Request, encode_request
 from tierlog.protocol.kio_build import build
 

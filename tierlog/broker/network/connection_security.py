@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tierlog.broker.connection_context import CONNECTION_PRINCIPAL
+from tierlog.broker.network.connection_context import CONNECTION_PRINCIPAL
 from tierlog.security.api import Authenticator, ConnectionInfo, SecurityProtocol
 from tierlog.security.errors import AuthenticationError
 from tierlog.security.principal import ANONYMOUS

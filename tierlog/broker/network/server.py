@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tierlog.broker.connection_context import (
+from tierlog.broker.network.connection_context import (
     CLIENT_ADDRESS,
     CLIENT_PORT,
     CLIENT_SOFTWARE,
@@ -50,13 +50,13 @@ from tierlog.broker.connection_context import (
     CONNECTION_PRINCIPAL,
     CONNECTION_PROTOCOL,
 )
-from tierlog.broker.connection_security import (
+from tierlog.broker.network.connection_security import (
     AuthenticationClosed,
     ListenerSecurity,
     SaslDriver,
     authenticate_connection,
 )
-from tierlog.broker.quotas import SampledRate
+from tierlog.broker.network.quotas import SampledRate
 from tierlog.client.frame_stream import FrameStream
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (

@@ -19,7 +19,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from tests.broker.harness import BrokerProcess
 from tierlog.broker.coordination.api import TopicMetadata
-from tierlog.broker.partition_limits import (
+from tierlog.broker.replication.partition_limits import (
     RESERVED_FDS,
     PartitionLimitError,
     PartitionLimits,

@@ -39,8 +39,8 @@ from tierlog.protocol.errors import ErrorCode
 from tierlog.records.txn_index_codec import TXN_INDEX_SUFFIX
 
 if TYPE_CHECKING:
-    from tierlog.broker.partition import Partition
-    from tierlog.broker.replica_manager import ReplicaManager
+    from tierlog.broker.replication.partition import Partition
+    from tierlog.broker.replication.replica_manager import ReplicaManager
     from tierlog.local.log import Log
 
 __all__ = ["LogDirMover", "Move"]
