@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.broker.coordination.api import BrokerRegistration
-from tierlog.broker.replication.replica_manager import TopicError, assign_replicas
+from tierlog.broker.replication.replica_assignment import assign_replicas
+from tierlog.broker.replication.topic_error import TopicError
 
 
 def brokers(n: int, racks: list[str] | None = None) -> list[BrokerRegistration]:

@@ -13,7 +13,8 @@ import pytest
 from tests.local.conftest import make_batch
 from tierlog.broker.broker import Broker
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.replication.replica_manager import HIGH_WATERMARK_FILE, ReplicaManager
+from tierlog.broker.replication.high_watermarks import HIGH_WATERMARK_FILE
+from tierlog.broker.replication.replica_manager import ReplicaManager
 from tierlog.local.checkpoint import read_offsets
 
 
@@ -59,7 +60,7 @@ def test_producer_id_expiration_reaches_every_log(tmp_path: Path) -> None:
         await broker.start()
         try:
             assert broker.replicas is not None
-            await broker.replicas.create_topic("t", 1, 1, {})
+            await broker.replicas.admin.create_topic("t", 1, 1, {})
             log = broker.replicas.partitions[("t", 0)].local
             return log.producer_state.producer_id_expiration_ms
         finally:
@@ -76,7 +77,7 @@ def test_high_watermarks_are_checkpointed_in_kafkas_file(tmp_path: Path) -> None
         await broker.start()
         try:
             assert broker.replicas is not None
-            await broker.replicas.create_topic("t", 2, 1, {})
+            await broker.replicas.admin.create_topic("t", 2, 1, {})
             broker.replicas.append_records("t", 1, make_batch(5), 1)
         finally:
             await broker.stop()
@@ -96,7 +97,7 @@ def test_metrics_endpoint_speaks_prometheus_with_kafkas_names(tmp_path: Path) ->
         await broker.start()
         try:
             assert broker.replicas is not None
-            await broker.replicas.create_topic("t", 1, 1, {})
+            await broker.replicas.admin.create_topic("t", 1, 1, {})
             broker.replicas.append_records("t", 0, make_batch(7), 1)
             loop = asyncio.get_running_loop()
             url = f"http://127.0.0.1:{broker.metrics_port}/metrics"

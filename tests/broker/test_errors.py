@@ -7,7 +7,7 @@ import pytest
 
 from tierlog.broker.errors import error_code
 from tierlog.broker.replication.partition import PartitionError
-from tierlog.broker.replication.replica_manager import TopicError
+from tierlog.broker.replication.topic_error import TopicError
 from tierlog.local.errors import (
     CorruptSegmentError,
     LogClosedError,

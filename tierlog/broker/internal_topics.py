@@ -9,11 +9,8 @@ import logging
 from collections.abc import Mapping
 
 from tierlog.broker.coordination.api import BrokerRegistration, Coordinator
-from tierlog.broker.replication.replica_manager import (
-    TOPIC_ALREADY_EXISTS,
-    ReplicaManager,
-    TopicError,
-)
+from tierlog.broker.replication.replica_manager import ReplicaManager
+from tierlog.broker.replication.topic_error import TOPIC_ALREADY_EXISTS, TopicError
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +27,7 @@ async def ensure_created(
     if cluster.topic(name) is not None:
         return
     try:
-        await replicas.create_topic(name, partitions, replication_factor, dict(configs))
+        await replicas.admin.create_topic(name, partitions, replication_factor, dict(configs))
     except TopicError as exc:
         if exc.code != TOPIC_ALREADY_EXISTS:
             raise

@@ -12,7 +12,8 @@ from tests.local.conftest import T0
 from tierlog.broker.coordination.api import PartitionState
 from tierlog.broker.errors import error_code
 from tierlog.broker.replication.partition import PartitionError
-from tierlog.broker.replication.replica_manager import ReplicaManager, TopicError
+from tierlog.broker.replication.replica_manager import ReplicaManager
+from tierlog.broker.replication.topic_error import TopicError
 from tierlog.local.config import LogConfig
 from tierlog.local.log_manager import LogManager
 from tierlog.protocol import ErrorCode

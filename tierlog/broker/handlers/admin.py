@@ -28,7 +28,8 @@ from tierlog.broker.handlers.metadata import (
 )
 from tierlog.broker.handlers.quotas import MutationQuota
 from tierlog.broker.replication.partition_limits import PartitionLimitError, check_request
-from tierlog.broker.replication.replica_manager import INTERNAL_TOPICS, TopicError
+from tierlog.broker.replication.replica_manager import INTERNAL_TOPICS
+from tierlog.broker.replication.topic_error import TopicError
 from tierlog.broker.security_config import SENSITIVE
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.protocol import Request
@@ -77,7 +78,7 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
             {"throttle_time": 0, "topics": [_refused(t.name, exc) for t in body.topics]},
         )
     # One running count for the request: its topics add up against the limits together.
-    count = services.replicas.limits.count(services.cluster.topics())
+    count = services.replicas.admin.limits.count(services.cluster.topics())
     answers = []
     # Checked and to be created: (its answer, the spec, its config overrides).
     pending: list[tuple[dict[str, Any], TopicSpec]] = []
@@ -126,7 +127,7 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
                     ErrorCode.invalid_request,
                     f"{t.name} is an internal topic; the broker creates it on first use",
                 )
-            placed = services.replicas.plan_topic(
+            placed = services.replicas.admin.plan_topic(
                 t.name, partitions, rf, configs, replicas=replicas, count=count
             )
             answer["num_partitions"] = len(placed)
@@ -236,7 +237,7 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> An
                 throttled = mutations.admit(topic.partitions)
                 if throttled:
                     raise TopicError(throttled, "The throttling quota has been exceeded.")
-            await services.replicas.delete_topic(name)
+            await services.replicas.admin.delete_topic(name)
         except Exception as exc:
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
@@ -282,7 +283,7 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
                 throttled = mutations.admit(t.count - current.partitions)
                 if throttled:
                     raise TopicError(throttled, "The throttling quota has been exceeded.")
-            await services.replicas.add_partitions(
+            await services.replicas.admin.add_partitions(
                 t.name, t.count, validate_only=body.validate_only, assignments=assignments
             )
         except Exception as exc:
@@ -441,7 +442,7 @@ async def _alter(
         await alter_client_metrics(services, resource.resource_name, new, validate_only)
         return
     _check_alterable(resource)
-    await services.replicas.set_topic_configs(
+    await services.replicas.admin.set_topic_configs(
         resource.resource_name, new, validate_only=validate_only
     )
 

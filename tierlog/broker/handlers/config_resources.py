@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tierlog.broker.client_metrics.subscriptions import CLIENT_METRICS_CONFIG, parse_subscription
 from tierlog.broker.coordination.api import CLIENT_METRICS_ENTITY
 from tierlog.broker.handlers.metadata import request_response_type
-from tierlog.broker.replication.replica_manager import TopicError
+from tierlog.broker.replication.topic_error import TopicError
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field

@@ -14,7 +14,9 @@ from tierlog.broker.handlers.authorized_ops import authorized_operations
 from tierlog.broker.handlers.listener_endpoints import address_for_client
 from tierlog.broker.network.server import CLIENT_SOFTWARE
 from tierlog.broker.replication.partition_limits import PartitionLimitError
-from tierlog.broker.replication.replica_manager import INTERNAL_TOPICS, TopicError, assign_replicas
+from tierlog.broker.replication.replica_assignment import assign_replicas
+from tierlog.broker.replication.replica_manager import INTERNAL_TOPICS
+from tierlog.broker.replication.topic_error import TopicError
 from tierlog.protocol import Request, api_versions_response
 from tierlog.protocol.codec import response_type_for
 from tierlog.protocol.errors import ErrorCode
@@ -194,7 +196,7 @@ async def auto_create(services: BrokerServices, names: list[str]) -> dict[str, i
     config = services.config
     refused: dict[str, int] = {}
     creatable: list[TopicSpec] = []
-    count = services.replicas.limits.count(services.cluster.topics())
+    count = services.replicas.admin.limits.count(services.cluster.topics())
     for name in names:
         if not config["auto.create.topics.enable"]:
             refused[name] = ErrorCode.unknown_topic_or_partition
@@ -217,7 +219,7 @@ async def auto_create(services: BrokerServices, names: list[str]) -> dict[str, i
                 # Every check CreateTopics makes (name rules, replication factor against
                 # the live brokers, the default config, the partition limits), without
                 # creating; created as placed here.
-                placed = services.replicas.plan_topic(name, partitions, rf, {}, count=count)
+                placed = services.replicas.admin.plan_topic(name, partitions, rf, {}, count=count)
             except (TopicError, PartitionLimitError) as exc:
                 if exc.code != ErrorCode.topic_already_exists:
                     refused[name] = exc.code

@@ -5,7 +5,10 @@ Modules, one concern each (Kafka's ``cluster/`` and ``server/`` names in bracket
 - ``partition``: one hosted partition's replication state above its log, and the requests
   waiting on it (``Partition``);
 - ``replica_manager``: the partitions this broker hosts, kept in line with the coordination
-  metadata, and the topic operations that change them (``ReplicaManager``);
+  metadata (``ReplicaManager``), composed of ``metadata_applier`` (metadata changes applied
+  in slices), ``topic_admin`` (create, delete, grow topics, alter their configs),
+  ``high_watermarks`` (the ``replication-offset-checkpoint``), ``replica_assignment``
+  (where new replicas go) and ``topic_error`` (refusals with their Kafka error codes);
 - ``replica_progress``: what a leader knows of one follower (``Replica``);
 - ``replica_fetcher``: the fetchers of the partitions this broker follows
   (``ReplicaFetcherManager``);
