@@ -14,99 +14,128 @@ import datetime
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kio.static.primitive import i32Timedelta
 
-from tierlog.broker.authorization import RequestAuthorizer, bind_request
-from tierlog.broker.client_metrics.manager import ClientMetricsManager
+from tierlog.broker.assembly import BrokerParts, Runtime, assemble, start_parts
+from tierlog.broker.authorization import bind_request
 from tierlog.broker.cluster import ClusterMembership
 from tierlog.broker.config import BrokerConfig
-from tierlog.broker.coordination.api import Coordinator, UserConfigs
-from tierlog.broker.coordination.local import LocalCoordinator
-from tierlog.broker.coordination.local_security import LocalAclStore, LocalUserConfigs
+from tierlog.broker.coordination.api import Coordinator
 from tierlog.broker.decode_pool import DecodePool
-from tierlog.broker.fetch_sessions import FetchSessionCache
 from tierlog.broker.handlers.fetch import replica_id_of
 from tierlog.broker.handlers.routes import HANDLERS
 from tierlog.broker.listeners import ListenerPlan
-from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
-from tierlog.broker.meta_properties import check_or_write
-from tierlog.broker.meta_properties import read as read_meta_properties
 from tierlog.broker.metrics import MetricsCollector, serve_metrics
-from tierlog.broker.network.connection_security import ListenerSecurity
-from tierlog.broker.network.listener_setup import (
-    bind_listeners,
-    connection_limits,
-    listener_security,
-    registration,
-)
-from tierlog.broker.network.quotas import ClientQuotaManager
-from tierlog.broker.network.server import ConnectionQuotas, KafkaServer
+from tierlog.broker.network.server import KafkaServer
 from tierlog.broker.offsets_topic import OffsetsTopic
-from tierlog.broker.replication.log_dir_mover import LogDirMover
 from tierlog.broker.replication.partition import Partition
-from tierlog.broker.replication.partition_limits import PartitionLimits, fd_limit
-from tierlog.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replication.replica_manager import ReplicaManager
 from tierlog.broker.replication.segment_repair import SegmentRepairer
-from tierlog.broker.scram_store import ScramCredentialCache
-from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
+from tierlog.broker.services import BrokerServices, Lifecycle
 from tierlog.broker.txn import Transactions
-from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
-from tierlog.compaction.remote_cleaner import RemoteCompactor
+from tierlog.compaction.cleaner import LogCleaner
 from tierlog.local.dir_remover import DirRemover
-from tierlog.local.log_manager import LogManager, LogManagerTimings
+from tierlog.local.log_manager import LogManager
 from tierlog.local.scrubber import Scrubber
 from tierlog.protocol import ApiKey, EncodedFetchResponse, Request
-from tierlog.remote.api import RemoteStorageError
-from tierlog.remote.registry import open_store
 from tierlog.remote.remote_log_manager import RemoteLogManager
-from tierlog.security.api import AclStore, Authorizer
-from tierlog.security.registry import open_authorizer
+from tierlog.security.api import Authorizer
 from tierlog.util.clock import Clock, SystemClock
-from tierlog.util.configdef import ConfigError
 from tierlog.util.scheduler import AsyncioScheduler
-from tierlog.util.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
 
 class Broker:
-    """Start-up order (nothing is served before everything is ready): coordination, log
-    dirs and logs, the listening socket (bound, not yet accepting), the remote tier, the
-    replica manager and its partitions, the group coordinator with what
-    ``__consumer_offsets`` holds, the background tasks; only then are connections accepted.
-    Shutdown goes the other way round."""
+    """One broker: ``start`` builds its parts (``assembly.assemble``), sets them going and
+    only then accepts connections; ``stop`` goes the other way round. Requests go through
+    ``dispatch`` to the handlers, which see only the ``BrokerServices``."""
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.lifecycle = Lifecycle()
         self._stopped = asyncio.Event()
-        self.coordinator: Coordinator | None = None
-        self.log_manager: LogManager | None = None
-        self.server: KafkaServer | None = None  # the inter-broker listener's
-        self.servers: dict[str, KafkaServer] = {}  # every listener's, by name
-        self.listeners: ListenerPlan | None = None
-        self.remote: RemoteLogManager | None = None
-        self.replicas: ReplicaManager | None = None
-        self.offsets_topic: OffsetsTopic | None = None
-        self.transactions: Transactions | None = None
-        self.services: BrokerServices | None = None
-        self.cluster: ClusterMembership | None = None
-        self.scrubber: Scrubber | None = None
-        self.repairer: SegmentRepairer | None = None
-        self.cleaner: LogCleaner | None = None
-        self.authorizer: Authorizer | None = None
+        self.parts = BrokerParts()
         # Deleted partitions' directories are unlinked off the event loop (dir_remover).
         self._dir_remover = DirRemover()
         # Produced records that must be decoded are, off the event loop (decode_pool).
         self._decoder = DecodePool()
-        self.port = 0
         self.metrics_port = -1
         self._metrics_server: Any = None
+
+    # The parts, by name (None until built; tools and tests read them).
+
+    @property
+    def coordinator(self) -> Coordinator | None:
+        return self.parts.coordinator
+
+    @property
+    def cluster(self) -> ClusterMembership | None:
+        return self.parts.cluster
+
+    @property
+    def listeners(self) -> ListenerPlan | None:
+        return self.parts.listeners
+
+    @property
+    def servers(self) -> dict[str, KafkaServer]:
+        return self.parts.servers
+
+    @property
+    def server(self) -> KafkaServer | None:
+        """The inter-broker listener's server (metrics read the shared counts through it)."""
+        plan = self.parts.listeners
+        return self.parts.servers.get(plan.inter_broker) if plan else None
+
+    @property
+    def port(self) -> int:
+        """The first listener's port (0 before it is bound)."""
+        plan = self.parts.listeners
+        first = self.parts.servers.get(plan.listeners[0].name) if plan else None
+        return first.port if first else 0
+
+    @property
+    def log_manager(self) -> LogManager | None:
+        return self.parts.log_manager
+
+    @property
+    def remote(self) -> RemoteLogManager | None:
+        return self.parts.remote
+
+    @property
+    def replicas(self) -> ReplicaManager | None:
+        return self.parts.replicas
+
+    @property
+    def offsets_topic(self) -> OffsetsTopic | None:
+        return self.parts.offsets_topic
+
+    @property
+    def transactions(self) -> Transactions | None:
+        return self.parts.transactions
+
+    @property
+    def services(self) -> BrokerServices | None:
+        return self.parts.services
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        return self.parts.authorizer
+
+    @property
+    def scrubber(self) -> Scrubber | None:
+        return self.parts.scrubber
+
+    @property
+    def repairer(self) -> SegmentRepairer | None:
+        return self.parts.repairer
+
+    @property
+    def cleaner(self) -> LogCleaner | None:
+        return self.parts.cleaner
 
     @property
     def stopping(self) -> bool:
@@ -115,252 +144,26 @@ class Broker:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        config = self.config
-        # Before anything is written: a bad listener is a one-line config error.
-        listeners = config.listener_plan()
-        loop = asyncio.get_running_loop()
-        coordinator: Coordinator
-        # Logs no metadata accounts for are strays, removed (issue 20, item 5), except
-        # beside a single node's metadata file that is new while the data dir is not (its
-        # operator moved it away): then they are kept aside, for the operator to judge.
-        keep_strays = False
-        if config.single_node:
-            coordinator = LocalCoordinator(config.log_dirs[0])
-            if not coordinator.path.exists():
-                # A first start that failed after writing meta.properties (a port already
-                # taken) never saved its cluster id anywhere else: keep that one, or every
-                # later start would refuse the directory as another cluster's.
-                meta = Path(config.log_dirs[0]) / META_PROPERTIES
-                if meta.exists():
-                    coordinator.cluster_id = read_meta_properties(meta)["cluster.id"]
-                    keep_strays = True
-        else:
-            self.cluster = ClusterMembership(config)
-            coordinator = self.cluster.coordinator
-            await self.cluster.connect()
-        self.coordinator = coordinator
-        # Before anything is written: a TLS or SASL mistake is a one-line config error too.
-        scram = ScramCredentialCache(self._user_configs(coordinator), self.clock)
-        security = {
-            e.name: listener_security(config.security, e, self.clock, scram)
-            for e in listeners.listeners
-        }
-        # Before anything is served: every request is authorized from the first one on.
-        self.authorizer = await self._open_authorizer(coordinator)
-        for log_dir in config.log_dirs:
-            check_or_write(log_dir, config.broker_id, coordinator.cluster_id)
-        topic_configs = {
-            name: config.log_config.with_overrides(topic.configs)
-            for name, topic in coordinator.topics().items()
-        }
-        scheduler = AsyncioScheduler(loop)
-        log_manager = self.log_manager = LogManager(
-            config.log_dirs,
-            config.log_config,
-            clock=self.clock,
-            scheduler=scheduler,
-            remove_dir=self._dir_remover.submit,
-            verify_reads=config["log.read.verify.enable"],
-            timings=LogManagerTimings(
-                flush_check_interval_ms=config["log.flush.scheduler.interval.ms"],
-                retention_check_interval_ms=config["log.retention.check.interval.ms"],
-                checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
-                producer_id_expiration_ms=config["producer.id.expiration.ms"],
-                producer_expiration_check_interval_ms=config[
-                    "producer.id.expiration.check.interval.ms"
-                ],
-            ),
+        scheduler = AsyncioScheduler(asyncio.get_running_loop())
+        runtime = Runtime(
+            self.clock, scheduler, self.lifecycle, self.dispatch, self._dir_remover, self._decoder
         )
-        log_manager.startup(topic_configs)
-        await self._bind_listeners(listeners, security)
-        await coordinator.start(
-            registration(
-                listeners,
-                {name: server.port for name, server in self.servers.items()},
-                config.broker_id,
-                config["broker.rack"] or None,
-            )
-        )
-        self.remote = self._remote_log_manager()
-        replicas = self.replicas = ReplicaManager(
-            config.broker_id,
-            log_manager,
-            coordinator,
-            config.log_config,
-            self.remote,
-            remote_storage_system_enabled=config["remote.log.storage.system.enable"],
-            replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
-            clock=self.clock,
-            keep_strays=keep_strays,
-            limits=PartitionLimits(
-                config["max.broker.partitions"], config["max.partitions"], fd_limit()
-            ),
-        )
-        offsets_topic = self.offsets_topic = OffsetsTopic(
-            config, coordinator, replicas, clock=self.clock
-        )
-        replicas.leadership_listeners.append(offsets_topic.on_leadership_change)
-        producer_ids = ProducerIds(coordinator)
-        transactions = self.transactions = Transactions(
-            config,
-            coordinator,
-            replicas,
-            offsets_topic.groups,
-            producer_ids.next_id,
-            self._address_of,
-            clock=self.clock,
-        )
-        replicas.leadership_listeners.append(transactions.state_topic.on_leadership_change)
-        if self.cluster is not None:
-            replicas.fetchers = ReplicaFetcherManager(
-                config.broker_id,
-                self._address_of,
-                max_wait_ms=config["replica.fetch.wait.max.ms"],
-                min_bytes=config["replica.fetch.min.bytes"],
-                max_bytes=config["replica.fetch.max.bytes"],
-                backoff_ms=config["replica.fetch.backoff.ms"],
-            )
-        replicas.sync()
-        coordinator.on_change(replicas.sync)
-        if self.cluster is not None:
-            self.cluster.start_controller()
-        self.services = BrokerServices(
-            config=config,
-            cluster=coordinator,
-            replicas=replicas,
-            groups=offsets_topic.groups,
-            offsets_topic=offsets_topic,
-            producer_ids=producer_ids,
-            lifecycle=self.lifecycle,
-            alter_partition=(
-                coordinator.alter_partition
-                if self.cluster is None
-                else self.cluster.decide_alter_partition
-            ),
-            controller=None if self.cluster is None else self.cluster.controller,
-            # The cleaner starts below; until then (and when disabled) there is no state.
-            cleaner_state=lambda: None if self.cleaner is None else self.cleaner.describe(),
-            transactions=transactions,
-            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
-            authz=RequestAuthorizer(self.authorizer),
-            user_configs=self._user_configs(coordinator),
-            quotas=ClientQuotaManager(
-                coordinator.client_quotas,
-                samples=config["quota.window.num"],
-                window_ms=config["quota.window.size.seconds"] * 1000,
-            ),
-            # Client metrics need somewhere to go: the metrics endpoint (KIP-714).
-            client_metrics=(
-                ClientMetricsManager(self.clock, config["telemetry.max.bytes"])
-                if config["metrics.http.port"] >= 0
-                else None
-            ),
-            log_dir_mover=LogDirMover(
-                replicas,
-                bytes_per_second=config["replica.alter.log.dirs.io.max.bytes.per.second"],
-            ),
-            decoder=self._decoder,
-        )
-        # Moves between log dirs that the last stop interrupted go on (KIP-113).
-        assert self.services.log_dir_mover is not None
-        self.services.log_dir_mover.resume(log_manager.pending_moves)
+        await assemble(self.config, runtime, self.parts)
+        start_parts(self.parts)
         self._schedule_background_tasks(scheduler)
-        rate = config["log.scrubber.bytes.per.second"]
-        if rate > 0:  # re-checks closed segments' CRC-32C in the background (issue 10)
-            self.scrubber = Scrubber(
-                lambda: log_manager.logs,
-                rate,
-                min_pass_interval_s=config["log.scrubber.pass.interval.ms"] / 1000,
-            )
-            self.scrubber.start()
-        if self.cluster is not None:  # damaged ranges are fetched again from the ISR
-            scrubber = self.scrubber
-            self.repairer = SegmentRepairer(
-                config.broker_id,
-                lambda: replicas.partitions.values(),
-                self._address_of,
-                on_repaired=(lambda p: scrubber.forget_repaired(p.local)) if scrubber else None,
-            )
-            if scrubber is not None:
-                scrubber.on_damage = self.repairer.wake
-            self.repairer.start()
-        if config["log.cleaner.enable"]:
-            cleaner = self.cleaner = LogCleaner(
-                log_manager, cleaner_config(config), clock=self.clock
-            )
-            cleaner.start()
-            if self.remote is not None:
-                # Compacted tiered topics: the leader cleans their remote segments too.
-                self.remote.compactor = RemoteCompactor(
-                    log_manager.log_dir_of,
-                    map_memory_bytes=config["log.cleaner.dedupe.buffer.size"],
-                    run_pass=cleaner.run_blocking,
-                    delete_delay_ms=config.log_config.file_delete_delay_ms,
-                    clock=self.clock,
-                )
         self._serve_metrics()
         for name, server in self.servers.items():
             await server.serve()
             log.info(
                 "broker %d listening on %s:%d, listener %s (%s)",
-                config.broker_id,
+                self.config.broker_id,
                 server.host,
                 server.port,
                 name,
                 server.listener.protocol.value,
             )
-        log.info("broker %d serving cluster %s", config.broker_id, coordinator.cluster_id)
-
-    async def _bind_listeners(
-        self, listeners: ListenerPlan, security: dict[str, ListenerSecurity]
-    ) -> None:
-        """Every listener bound (not yet accepting) under the broker's one set of
-        connection quotas. ``server`` is the inter-broker listener's (metrics read the
-        shared counts through it); ``port`` the first listener's."""
-        config = self.config
-        self.listeners = listeners
-        self.servers = await bind_listeners(
-            listeners,
-            security,
-            self.dispatch,
-            config["socket.request.max.bytes"],
-            ConnectionQuotas(connection_limits(config), self.clock),
-        )
-        self.server = self.servers[listeners.inter_broker]
-        self.port = self.servers[listeners.listeners[0].name].port
-
-    def _user_configs(self, coordinator: Coordinator) -> UserConfigs:
-        if self.cluster is not None:
-            from tierlog.broker.coordination.zk_configs import ZkUserConfigs
-
-            return ZkUserConfigs(self.cluster.coordinator.zk.configs)
-        assert isinstance(coordinator, LocalCoordinator)
-        return LocalUserConfigs(coordinator)
-
-    async def _open_authorizer(self, coordinator: Coordinator) -> Authorizer | None:
-        """``authorizer.class.name``'s plugin with its ACLs loaded, kept where this mode
-        keeps metadata: ZooKeeper in Kafka's layout, or the single node's metadata store."""
-        config = self.config
-        name = config["authorizer.class.name"]
-        if not name:
-            return None
-        store: AclStore
-        if self.cluster is not None:
-            from tierlog.broker.coordination.zk_acls import ZkAclStore
-
-            store = ZkAclStore(self.cluster.coordinator.zk.acls)
-        else:
-            assert isinstance(coordinator, LocalCoordinator)
-            store = LocalAclStore(coordinator)
-        settings = {
-            "super.users": config["super.users"],
-            "allow.everyone.if.no.acl.found": str(config["allow.everyone.if.no.acl.found"]).lower(),
-        }
-        authorizer = open_authorizer(name, settings, store)
-        assert authorizer is not None
-        await authorizer.start()
-        log.info("authorizer %s: ACLs loaded", name)
-        return authorizer
+        assert self.coordinator is not None
+        log.info("broker %d serving cluster %s", self.config.broker_id, self.coordinator.cluster_id)
 
     def _schedule_background_tasks(self, scheduler: AsyncioScheduler) -> None:
         config = self.config
@@ -443,58 +246,6 @@ class Broker:
     def _log_dir_mover_close(self) -> Callable[[], Any] | None:
         mover = self.services.log_dir_mover if self.services else None
         return mover.close if mover else None
-
-    def _address_of(self, broker_id: int) -> tuple[str, int] | None:
-        """Where a live broker listens (the replica fetchers connect there)."""
-        assert self.coordinator is not None
-        found = next((b for b in self.coordinator.brokers() if b.broker_id == broker_id), None)
-        if found is None:
-            return None
-        inter_broker = self.listeners.inter_broker if self.listeners else ""
-        return found.address_on(inter_broker) or (found.host, found.port)
-
-    def _remote_log_manager(self) -> RemoteLogManager | None:
-        """The remote log manager, when remote.log.storage.system.enable (the default)."""
-        config = self.config
-        if not config["remote.log.storage.system.enable"]:
-            return None
-        if not config.single_node and not config["remote.log.storage.url"]:
-            log.warning(
-                "remote.log.storage.url is not set: this broker's remote tier is its own "
-                "(%s); in a cluster every broker must name the same root, or a new leader "
-                "does not see what the old one offloaded",
-                config.remote_storage_url,
-            )
-        copy_rate = config["remote.log.manager.copy.max.bytes.per.second"]
-        try:
-            store = open_store(
-                config.remote_storage_url,
-                config.remote_storage_options,
-                clock=self.clock,
-                # Paced per uploaded chunk (8 MiB) by the store, not per segment up front;
-                # credit for one second at most, so the uploader does not burst after idling.
-                throttle=Throttle(
-                    copy_rate,
-                    self.clock,
-                    burst_bytes=copy_rate,
-                    initial_bytes=copy_rate,
-                ),
-            )
-        except (RemoteStorageError, OSError, ValueError) as exc:
-            # Opening the store is where a URL fsspec knows but cannot reach fails (hdfs://
-            # without libhdfs): one line naming the key, not a traceback from pyarrow.
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ConfigError(
-                "remote.log.storage.url", f"cannot open the remote tier: {reason}"
-            ) from exc
-        log.info("remote tier at %s", store.url)
-        return RemoteLogManager(
-            store,
-            config.log_dirs[0] / ".remote-cache",
-            config["remote.log.reader.cache.bytes"],
-            clock=self.clock,
-            fetch_timeout_ms=config["remote.fetch.max.wait.ms"],
-        )
 
     async def remote_cycle(self) -> None:
         """Track the tiered partitions hosted here (leaders offload and retain, followers
@@ -657,17 +408,3 @@ def _no_handler(request: Request) -> Exception:
     from tierlog.protocol.errors import UnsupportedVersionError
 
     return UnsupportedVersionError(request.api_key, request.api_version, request.correlation_id)
-
-
-def cleaner_config(config: BrokerConfig) -> CleanerConfig:
-    """The broker's ``log.cleaner.*`` keys as the cleaner's settings."""
-    rate = config["log.cleaner.io.max.bytes.per.second"]
-    return CleanerConfig(
-        enable=config["log.cleaner.enable"],
-        threads=config["log.cleaner.threads"],
-        dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
-        # Kafka's default, Double.MAX_VALUE, means no limit.
-        io_max_bytes_per_second=0.0 if rate >= 1e300 else rate,
-        backoff_ms=config["log.cleaner.backoff.ms"],
-        load_factor=config["log.cleaner.io.buffer.load.factor"],
-    )

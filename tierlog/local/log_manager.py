@@ -131,6 +131,7 @@ class LogManager:
         remove_dir: Callable[[Path], None] = remove_now,
         verify_reads: bool = True,
         open_files: OpenFiles = PROCESS_FILES,
+        committed_offset: Callable[[TopicPartition], int | None] | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -151,11 +152,12 @@ class LogManager:
         self.started = False
         # Retention passes begun (the metrics' tierlog_log_retention_passes).
         self.retention_passes = 0
-        # Set by the broker: the offset below which a log's records are committed (its
-        # partition's high watermark, owned by the replication state). Retention deletes
-        # only segments wholly below it (Kafka's UnifiedLog.deletableSegments), so a
-        # record no follower has yet is never deleted. None = no limit (tools, tests).
-        self.committed_offset: Callable[[TopicPartition], int | None] | None = None
+        # The offset below which a log's records are committed (its partition's high
+        # watermark, owned by the replication state: the broker's partition map).
+        # Retention deletes only segments wholly below it (Kafka's
+        # UnifiedLog.deletableSegments), so a record no follower has yet is never deleted.
+        # None = no limit (tools, tests).
+        self.committed_offset = committed_offset
         # Moves between log dirs that a stop interrupted, found at start-up (to resume),
         # and the dirs AlterReplicaLogDirs named for partitions not created yet.
         self.pending_moves: list[log_dir_move.PendingMove] = []

@@ -290,6 +290,7 @@ class Scrubber:
         *,
         min_pass_interval_s: float = MIN_PASS_INTERVAL_S,
         clock: Clock | None = None,
+        on_damage: Callable[[], None] | None = None,
     ) -> None:
         if bytes_per_second <= 0:
             raise ValueError("the scrubber needs a positive rate")
@@ -299,7 +300,7 @@ class Scrubber:
         self.clock: Clock = clock or SystemClock()
         self.stats = ScrubberStats()
         # Called after new damage is marked (the broker's repairer, in a cluster).
-        self.on_damage: Callable[[], None] | None = None
+        self.on_damage = on_damage
         self._stop = threading.Event()
         self._task: asyncio.Task[None] | None = None
 

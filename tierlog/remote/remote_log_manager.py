@@ -111,6 +111,7 @@ class RemoteLogManager:
         *,
         clock: Clock | None = None,
         fetch_timeout_ms: int = 500,
+        compactor: RemoteCompaction | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -137,7 +138,8 @@ class RemoteLogManager:
         self.compaction_errors = 0
         # Cleans compacted topics' remote segments after each cycle (tierlog.compaction
         # sets it; the remote tier does not import the cleaner).
-        self.compactor: RemoteCompaction | None = None
+        # Cleans compacted topics' remote segments (the leader's; None: no log cleaner).
+        self.compactor = compactor
 
     # The components' counters, read through the manager as before (stats(), metrics).
 

@@ -107,11 +107,9 @@ class Partition:
     replicas: the assigned replicas (default: the ISR and the leader).
     clock: times follower progress (``milliseconds()``, as Kafka's ``time.milliseconds``);
         default: the log's clock.
-
-    Attributes:
-        alter_isr: ``async (partition, new_isr) -> PartitionState | None``, set by the
-            owner: sends AlterPartition naming ``state.leader_epoch`` and
-            ``state.partition_epoch``; None (or an exception) means refused.
+    alter_isr: ``async (partition, new_isr) -> PartitionState | None``, from the owner:
+        sends AlterPartition naming ``state.leader_epoch`` and ``state.partition_epoch``;
+        None (or an exception) means refused. Default: nothing to ask (a single node).
     """
 
     def __init__(
@@ -126,6 +124,7 @@ class Partition:
         high_watermark: int = 0,
         replicas: list[int] | None = None,
         clock: Clock | None = None,
+        alter_isr: AlterIsr = no_isr_change,
     ) -> None:
         self.topic = topic
         self.topic_id = topic_id
@@ -135,7 +134,7 @@ class Partition:
         self.broker_id = broker_id
         self.replicas = list(replicas) if replicas is not None else _default_replicas(state)
         self.clock = clock or log.local.clock
-        self.alter_isr: AlterIsr = no_isr_change
+        self.alter_isr = alter_isr
         self._high_watermark = 0
         self.hosted = True  # False once the broker drops the replica (moved, deleted)
         self._waiters: set[asyncio.Future[None]] = set()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,12 +35,14 @@ from tierlog.broker.replication.high_watermarks import (
     read_high_watermarks,
     write_high_watermarks,
 )
+from tierlog.broker.replication.leadership import LeadershipChanges
 from tierlog.broker.replication.metadata_applier import MetadataApplier
 from tierlog.broker.replication.partition import Partition
 from tierlog.broker.replication.partition_limits import (
     PartitionLimits,
     fd_limit,
 )
+from tierlog.broker.replication.partition_map import PartitionMap
 from tierlog.broker.replication.topic_admin import TopicAdmin
 from tierlog.broker.replication.topic_error import (
     INVALID_CONFIG,
@@ -81,7 +83,17 @@ class ReplicaManager:
         clock: Clock | None = None,
         keep_strays: bool = False,
         limits: PartitionLimits | None = None,
+        partitions: PartitionMap | None = None,
+        fetchers: ReplicaFetcherManager | None = None,
+        leadership: LeadershipChanges | None = None,
     ) -> None:
+        """Args (besides the obvious):
+        partitions: the map of hosted partitions, shared with the log manager's
+            ``committed_offset`` (a new one when None: tools and tests).
+        fetchers: cluster mode's replica fetchers of the partitions this broker follows.
+        leadership: told whenever a partition becomes leader or stops being it (the
+            coordinators of the internal topics subscribe to it).
+        """
         self.broker_id = broker_id
         # How many partitions this broker and the cluster may hold (CreateTopics,
         # CreatePartitions); Kafka's defaults, no limit but the fd budget, when None.
@@ -93,16 +105,12 @@ class ReplicaManager:
         self.coordinator = coordinator
         self.default_log_config = default_log_config
         self.remote = remote
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.partitions = partitions if partitions is not None else PartitionMap()
         self.remote_storage_system_enabled = remote_storage_system_enabled
         self._by_id: dict[uuid.UUID, str] = {}
         self._checkpointed_high_watermarks = read_high_watermarks(self.log_manager.log_dirs)
-        log_manager.committed_offset = self._committed_offset
-        # Cluster mode: the replica fetchers of the partitions this broker follows.
-        self.fetchers: ReplicaFetcherManager | None = None
-        # Called with a partition whenever it becomes leader or stops being it (the group
-        # coordinator loads and unloads __consumer_offsets partitions so).
-        self.leadership_listeners: list[Callable[[Partition], None]] = []
+        self.fetchers = fetchers
+        self.leadership = leadership or LeadershipChanges()
         self.clock = clock or SystemClock()
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.metrics = BrokerMetrics()
@@ -120,11 +128,6 @@ class ReplicaManager:
             if self.log_manager.get_log(*tp) is partition.local:
                 by_dir[self.log_manager.log_dir_of(*tp)][tp] = partition.high_watermark
         write_high_watermarks(by_dir)
-
-    def _committed_offset(self, tp: TopicPartition) -> int | None:
-        partition = self.partitions.get(tp)
-        # A log with no partition (being deleted) keeps nothing anyone may read.
-        return partition.high_watermark if partition is not None else None
 
     # -- configuration -------------------------------------------------------------------
 
@@ -308,8 +311,8 @@ class ReplicaManager:
             high_watermark=self._checkpointed_high_watermarks.get((name, p), 0),
             replicas=list(replicas),
             clock=self.clock,
+            alter_isr=self._alter_isr,
         )
-        partition.alter_isr = self._alter_isr
         self.partitions[(name, p)] = partition
         return partition
 
@@ -339,8 +342,7 @@ class ReplicaManager:
                 state.leader_epoch,
                 state.isr,
             )
-            for listener in list(self.leadership_listeners):
-                listener(partition)
+            self.leadership.publish(partition)
 
     def replace_local_log(self, partition: Partition, local: Log) -> None:
         """The partition's log was opened again elsewhere (moved between log dirs,
