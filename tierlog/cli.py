@@ -43,7 +43,7 @@ examples:
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from tierlog.jobs.schedule import SchedulerConfig
+    from tierlog.jobs.schedule_config import SchedulerConfig
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -157,9 +157,9 @@ def _schedule_config(args: argparse.Namespace) -> tuple[SchedulerConfig, datetim
     """The loaded pipelines.toml and the time to check against (--now, else the clock)."""
     from datetime import UTC, datetime
 
-    from tierlog.jobs import schedule
+    from tierlog.jobs import schedule, schedule_config
 
-    config = schedule.load_config(Path(args.config))
+    config = schedule_config.load_config(Path(args.config))
     now = schedule.parse_now(args.now, config.timezone) if args.now else datetime.now(UTC)
     return config, now
 
@@ -172,9 +172,9 @@ def _schedule_run_due(args: argparse.Namespace) -> int:
 
 
 def _schedule_reset(args: argparse.Namespace) -> int:
-    from tierlog.jobs import schedule
+    from tierlog.jobs import schedule, schedule_config
 
-    config = schedule.load_config(Path(args.config))
+    config = schedule_config.load_config(Path(args.config))
     return schedule.reset(config, args.job, sys.stdout)
 
 

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.jobs.conftest import CALL_TIMEOUT, DATA, TIERLOG, report, stream_text, tierlog
-from tierlog.jobs import cron, schedule
+from tierlog.jobs import cron, job_state, schedule, schedule_config
 from tierlog.jobs.runner import NotebookRun
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,11 +46,13 @@ class FakeRunner:
     fail: set[str] = field(default_factory=set)
     explode: set[str] = field(default_factory=set)
     calls: list[str] = field(default_factory=list)
-    during: list[schedule.JobState] = field(default_factory=list)
+    during: list[job_state.JobState] = field(default_factory=list)
 
-    def __call__(self, job: schedule.Job, config: schedule.SchedulerConfig) -> NotebookRun:
+    def __call__(
+        self, job: schedule_config.Job, config: schedule_config.SchedulerConfig
+    ) -> NotebookRun:
         self.calls.append(job.name)
-        self.during.append(schedule.read_state(schedule.state_path(config, job.name), job.name))
+        self.during.append(job_state.read_state(job_state.state_path(config, job.name), job.name))
         if job.name in self.explode:
             raise FileNotFoundError(f"no notebook {job.notebook!r}")
         output = config.runs_dir / f"{job.name}-{len(self.calls)}.ipynb"
@@ -70,7 +72,7 @@ class Scheduler:
     """``run_due`` on one config with a fake runner, capturing what it prints."""
 
     def __init__(self, config_path: Path, runner: FakeRunner | None = None) -> None:
-        self.config = schedule.load_config(config_path)
+        self.config = schedule_config.load_config(config_path)
         self.runner = runner or FakeRunner()
         self.out = ""
         self.err = ""
@@ -90,15 +92,15 @@ class Scheduler:
         assert self.run_due(now) == 0, self.err
         return self.runner.calls[before:]
 
-    def state(self, job: str) -> schedule.JobState:
-        return schedule.read_state(schedule.state_path(self.config, job), job)
+    def state(self, job: str) -> job_state.JobState:
+        return job_state.read_state(job_state.state_path(self.config, job), job)
 
 
 # --- the shipped example --------------------------------------------------------------------
 
 
 def test_the_example_config_schedules_the_three_notebooks() -> None:
-    config = schedule.load_config(REPO / "configs" / "pipelines.toml")
+    config = schedule_config.load_config(REPO / "configs" / "pipelines.toml")
     jobs = {job.notebook: job for job in config.jobs}
     assert set(jobs) == {"ingest_to_delta", "explore_events", "replay_from_object_storage"}
     assert config.timezone == ZoneInfo("UTC")
@@ -163,8 +165,8 @@ GOOD_JOB = 'name = "j"\nnotebook = "report"\ncron = "* * * * *"\n'
 def test_a_bad_config_names_the_job_and_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "pipelines.toml"
     path.write_text(text)
-    with pytest.raises(schedule.ConfigError) as caught:
-        schedule.load_config(path)
+    with pytest.raises(schedule_config.ConfigError) as caught:
+        schedule_config.load_config(path)
     assert str(caught.value).startswith(f"{path}: ")
     assert message in str(caught.value)
 
@@ -174,7 +176,7 @@ def test_relative_dirs_and_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("TIERLOG_NOTEBOOKS_DIR", "/srv/notebooks")
     path = tmp_path / "p.toml"
     path.write_text(f"[[job]]\n{GOOD_JOB}")
-    config = schedule.load_config(path)
+    config = schedule_config.load_config(path)
     assert (config.runs_dir, config.state_dir) == (Path("runs"), Path("runs/.scheduler"))
     assert config.notebooks_dir == Path("/srv/notebooks")
     assert config.timezone == ZoneInfo("UTC")
@@ -298,23 +300,23 @@ def test_a_disabled_job_keeps_its_clock_so_enabling_it_does_not_replay(tmp_path:
     s = Scheduler(write_config(tmp_path, disabled))
     assert s.ran("2024-05-01T12:00:30") == ["every-15"]
     assert s.state("hourly").last_checked == at("2024-05-01T12:00:30")
-    s.config = schedule.load_config(write_config(tmp_path, JOBS))
+    s.config = schedule_config.load_config(write_config(tmp_path, JOBS))
     assert s.ran("2024-05-01T12:05:00") == []
     assert s.ran("2024-05-01T13:00:10") == ["every-15", "hourly"]
 
 
 def test_a_job_whose_lock_is_held_is_skipped_and_keeps_its_state(tmp_path: Path) -> None:
     s = Scheduler(write_config(tmp_path, JOBS))
-    lock = schedule.JobLock(tmp_path / "state" / "hourly.lock")
+    lock = job_state.JobLock(tmp_path / "state" / "hourly.lock")
     assert lock.acquire()
     try:
-        assert not schedule.JobLock(lock.path).acquire()  # flock: per open file, not process
+        assert not job_state.JobLock(lock.path).acquire()  # flock: per open file, not process
         assert s.ran("2024-05-01T12:00:30") == ["every-15"]
         assert (
             f"job hourly: skipped, another scheduler is running it (pid {os.getpid()} holds "
             f"{lock.path})"
         ) in s.out
-        assert not schedule.state_path(s.config, "hourly").exists()
+        assert not job_state.state_path(s.config, "hourly").exists()
     finally:
         lock.release()
     assert s.ran("2024-05-01T12:00:40") == ["hourly"]
@@ -326,7 +328,7 @@ def test_an_unreadable_state_file_fails_that_job_only(tmp_path: Path) -> None:
     (tmp_path / "state" / "hourly.json").write_text("{not json")
     message = f"{tmp_path / 'state' / 'hourly.json'}: not a scheduler state file"
     with pytest.raises(ValueError, match=message):
-        schedule.read_state(tmp_path / "state" / "hourly.json", "hourly")
+        job_state.read_state(tmp_path / "state" / "hourly.json", "hourly")
     assert s.run_due("2024-05-01T12:00:30") == 1
     assert s.runner.calls == ["every-15"]
     assert f"job hourly: FAILED: {message}" in s.err
@@ -539,9 +541,9 @@ def test_a_last_check_stored_in_the_future_is_named_and_reset(tmp_path: Path) ->
     s = Scheduler(write_config(tmp_path, JOBS))
     # What an older tierlog left after `run-due --now 2030-01-01T00:00`.
     for job in ("every-15", "monthly", "hourly"):
-        schedule.write_state(
-            schedule.state_path(s.config, job),
-            schedule.JobState(job, last_checked=at("2030-01-01T00:00")),
+        job_state.write_state(
+            job_state.state_path(s.config, job),
+            job_state.JobState(job, last_checked=at("2030-01-01T00:00")),
         )
     out, err = io.StringIO(), io.StringIO()
     now = at("2024-05-01T12:00:30")
@@ -558,7 +560,7 @@ def test_a_last_check_stored_in_the_future_is_named_and_reset(tmp_path: Path) ->
     assert s.state("hourly").last_checked is None
     assert s.state("every-15").last_checked == at("2030-01-01T00:00")  # only the one named
     assert s.ran("2024-05-01T12:00:30") == ["hourly"]
-    with pytest.raises(schedule.ConfigError, match="no job 'nope'"):
+    with pytest.raises(schedule_config.ConfigError, match="no job 'nope'"):
         schedule.reset(s.config, ["nope"], io.StringIO())
     assert schedule.reset(s.config, [], out) == 0  # all
     assert s.state("every-15").last_checked is None
@@ -566,9 +568,9 @@ def test_a_last_check_stored_in_the_future_is_named_and_reset(tmp_path: Path) ->
 
 def test_cli_schedule_reset(tmp_path: Path) -> None:
     config = write_config(tmp_path, JOBS)
-    schedule.write_state(
+    job_state.write_state(
         tmp_path / "state" / "hourly.json",
-        schedule.JobState("hourly", last_checked=at("2030-01-01T00:00")),
+        job_state.JobState("hourly", last_checked=at("2030-01-01T00:00")),
     )
     result = tierlog("schedule", "reset", "--config", str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr

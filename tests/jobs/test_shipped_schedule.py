@@ -18,7 +18,7 @@ import pytest
 
 from tests.background import Background
 from tests.demo_data import DEMO_EVENTS, REPO, clone_after_demo, demo_data, tierlog_env
-from tierlog.jobs import schedule
+from tierlog.jobs import job_state, schedule_config
 from tierlog.jobs.summary import read_summary
 
 # The demo (about a minute, shared with the README test) and three notebooks (a minute or
@@ -45,20 +45,20 @@ def run_due(clone: Path, now: dt.datetime) -> list[str]:
     return result.stdout.splitlines()
 
 
-def make_all_due(clone: Path, config: schedule.SchedulerConfig, now: dt.datetime) -> None:
+def make_all_due(clone: Path, config: schedule_config.SchedulerConfig, now: dt.datetime) -> None:
     """Record a last check eight days before ``now`` for every job: each has fired since
     (the weekly one too)."""
     for job in config.jobs:
-        path = clone / schedule.state_path(config, job.name)
-        state = schedule.JobState(job.name, last_checked=now - dt.timedelta(days=8))
-        schedule.write_state(path, state)
+        path = clone / job_state.state_path(config, job.name)
+        state = job_state.JobState(job.name, last_checked=now - dt.timedelta(days=8))
+        job_state.write_state(path, state)
 
 
 def test_the_shipped_schedule_runs_every_job_on_the_demo_data(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     clone = clone_after_demo(tmp_path / "clone", demo_data(tmp_path_factory))
-    config = schedule.load_config(REPO / "configs" / "pipelines.toml")
+    config = schedule_config.load_config(REPO / "configs" / "pipelines.toml")
     names = [job.name for job in config.jobs]
     assert names == ["ingest-activity", "explore-activity-daily", "replay-activity-weekly"]
     # Half past a minute: no cron fire time lies between this and a second later, when

@@ -1,4 +1,6 @@
-"""Scheduled notebook runs: ``pipelines.toml``, which jobs are due, the per-job lock and state.
+"""Scheduled notebook runs: which jobs are due, running them, ``reset`` and ``list``. The
+file is parsed in ``schedule_config``, each job's state and lock live in ``job_state``; the
+rules of all three are here.
 
 ``tierlog schedule run-due`` is meant to be run by cron every minute
 (``* * * * * cd /srv/tierlog && .venv/bin/tierlog schedule run-due``); each invocation
@@ -44,180 +46,29 @@ working directory, as ``log.dirs`` in ``server.properties`` is.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
-import json
-import os
-import re
-import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TextIO
 
 from tierlog.jobs import cron
-from tierlog.jobs.runner import NotebookRun, display_path, notebooks_dir, runs_dir
-from tierlog.local.checkpoint import atomic_write
+from tierlog.jobs.job_state import (
+    JobLock,
+    RunRecord,
+    read_state,
+    state_path,
+    write_state,
+)
+from tierlog.jobs.runner import NotebookRun, display_path
+from tierlog.jobs.schedule_config import (
+    ConfigError,
+    Job,
+    SchedulerConfig,
+)
 
-DEFAULT_CONFIG = Path("configs/pipelines.toml")
 # How far back a job never checked before looks: one minute, so that the current minute
 # counts (cron's own granularity) and nothing older does.
 FIRST_SIGHT_LOOKBACK = dt.timedelta(seconds=60)
-STATE_VERSION = 1
-
-_SCHEDULER_KEYS = {"runs_dir", "state_dir", "notebooks_dir", "timezone"}
-_JOB_KEYS = {"name", "notebook", "cron", "parameters", "timeout_s", "enabled"}
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-class ConfigError(ValueError):
-    """A bad ``pipelines.toml``; the message names the file, the job and the key."""
-
-
-@dataclass(frozen=True)
-class Job:
-    name: str
-    notebook: str
-    schedule: cron.CronSchedule
-    parameters: Mapping[str, Any]
-    timeout_s: float | None = None
-    enabled: bool = True
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    path: Path
-    runs_dir: Path
-    state_dir: Path
-    notebooks_dir: Path
-    timezone: dt.tzinfo
-    jobs: tuple[Job, ...]
-
-
-def load_config(path: Path) -> SchedulerConfig:
-    """Read and validate ``pipelines.toml``.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ConfigError: bad TOML, an unknown key or a bad value; the message names it.
-    """
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return parse_config(data, path)
-
-
-def parse_config(data: Mapping[str, Any], path: Path) -> SchedulerConfig:
-    """Validate parsed TOML (see ``configs/pipelines.toml`` for the keys)."""
-
-    def fail(where: str, reason: str) -> ConfigError:
-        return ConfigError(f"{path}: {where}: {reason}")
-
-    _reject_unknown(data, {"scheduler", "job"}, "top level", fail)
-    scheduler = data.get("scheduler", {})
-    if not isinstance(scheduler, dict):
-        raise fail("scheduler", "must be a table ([scheduler])")
-    _reject_unknown(scheduler, _SCHEDULER_KEYS, "[scheduler]", fail)
-    paths = {}
-    for key in ("runs_dir", "state_dir", "notebooks_dir"):
-        value = scheduler.get(key)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise fail(f"[scheduler] {key}", f"must be a non-empty string, got {value!r}")
-        paths[key] = value
-    zone_name = scheduler.get("timezone", "UTC")
-    try:
-        if not isinstance(zone_name, str):
-            raise ValueError
-        zone = ZoneInfo(zone_name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise fail("[scheduler] timezone", f"{zone_name!r} is not an IANA zone name") from None
-    runs = runs_dir(paths["runs_dir"])
-    jobs_data = data.get("job", [])
-    if not isinstance(jobs_data, list):
-        raise fail("job", "must be an array of tables ([[job]])")
-    jobs: list[Job] = []
-    for number, job_data in enumerate(jobs_data, start=1):
-        job = _parse_job(job_data, f"job #{number}", fail)
-        if any(other.name == job.name for other in jobs):
-            raise fail(f"job {job.name!r}: name", "another job has this name")
-        jobs.append(job)
-    return SchedulerConfig(
-        path=path,
-        runs_dir=runs,
-        state_dir=Path(paths["state_dir"]) if paths["state_dir"] else runs / ".scheduler",
-        notebooks_dir=notebooks_dir(paths["notebooks_dir"]),
-        timezone=zone,
-        jobs=tuple(jobs),
-    )
-
-
-_Fail = Callable[[str, str], ConfigError]
-
-
-def _reject_unknown(table: Mapping[str, Any], known: set[str], where: str, fail: _Fail) -> None:
-    for key in table:
-        if key not in known:
-            raise fail(where, f"unknown key {key!r} (known: {', '.join(sorted(known))})")
-
-
-def _parse_job(data: Any, where: str, fail: _Fail) -> Job:
-    if not isinstance(data, dict):
-        raise fail(where, "must be a table")
-    name = data.get("name")
-    if isinstance(name, str) and name:
-        where = f"job {name!r}"
-    _reject_unknown(data, _JOB_KEYS, where, fail)
-    for key in ("name", "notebook", "cron"):
-        if key not in data:
-            raise fail(where, f"missing key {key!r}")
-        if not isinstance(data[key], str) or not data[key].strip():
-            raise fail(f"{where}: {key}", f"must be a non-empty string, got {data[key]!r}")
-    if not _SAFE_NAME.fullmatch(data["name"]):
-        raise fail(
-            f"{where}: name",
-            f"{data['name']!r} must be letters, digits, '.', '_' or '-' (it names files)",
-        )
-    try:
-        schedule = cron.parse(data["cron"])
-    except ValueError as exc:
-        raise fail(where, str(exc)) from None
-    parameters = data.get("parameters", {})
-    if not isinstance(parameters, dict):
-        raise fail(f"{where}: parameters", "must be a table ([job.parameters])")
-    for key, value in parameters.items():
-        _check_parameter(value, f"{where}: parameters.{key}", fail)
-    timeout_s = data.get("timeout_s")
-    if timeout_s is not None and (
-        isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0
-    ):
-        raise fail(
-            f"{where}: timeout_s", f"must be a positive number of seconds, got {timeout_s!r}"
-        )
-    enabled = data.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise fail(f"{where}: enabled", f"must be true or false, got {enabled!r}")
-    return Job(
-        name=data["name"],
-        notebook=data["notebook"],
-        schedule=schedule,
-        parameters=parameters,
-        timeout_s=timeout_s,
-        enabled=enabled,
-    )
-
-
-def _check_parameter(value: Any, where: str, fail: _Fail) -> None:
-    """Parameters become Python literals in the notebook; papermill writes dates as bare
-    ``str()`` text, which is not valid Python, so they must be quoted in the TOML."""
-    if isinstance(value, dt.date | dt.time):
-        raise fail(where, "TOML dates and times cannot be passed to a notebook; quote them")
-    if isinstance(value, list):
-        for item in value:
-            _check_parameter(item, where, fail)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_parameter(item, f"{where}.{key}", fail)
 
 
 def parse_now(text: str, zone: dt.tzinfo) -> dt.datetime:
@@ -254,140 +105,6 @@ def due(
     if first is None:
         return None
     return Due(first, coalesced=next(fires, None) is not None)
-
-
-# --- state ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    fire_time: dt.datetime
-    started: dt.datetime
-    finished: dt.datetime | None = None
-    ok: bool | None = None
-    output: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class JobState:
-    job: str
-    last_checked: dt.datetime | None = None
-    last_run: RunRecord | None = None
-
-
-def state_path(config: SchedulerConfig, job: str) -> Path:
-    return config.state_dir / f"{job}.json"
-
-
-def read_state(path: Path, job: str) -> JobState:
-    """The job's state; an empty one when the file does not exist.
-
-    Raises:
-        ValueError: the file is not a state file (the message names it).
-    """
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return JobState(job)
-    try:
-        data = json.loads(text)
-        if data["version"] != STATE_VERSION:
-            raise ValueError(f"version {data['version']!r}")
-        run = data["last_run"]
-        return JobState(
-            job=job,
-            last_checked=_time(data["last_checked"]),
-            last_run=None
-            if run is None
-            else RunRecord(
-                fire_time=_required_time(run["fire_time"]),
-                started=_required_time(run["started"]),
-                finished=_time(run["finished"]),
-                ok=run["ok"],
-                output=run["output"],
-                error=run["error"],
-            ),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: not a scheduler state file ({exc!r})") from None
-
-
-def write_state(path: Path, state: JobState) -> None:
-    run = state.last_run
-    data = {
-        "version": STATE_VERSION,
-        "job": state.job,
-        "last_checked": _iso(state.last_checked),
-        "last_run": None
-        if run is None
-        else {
-            "fire_time": _iso(run.fire_time),
-            "started": _iso(run.started),
-            "finished": _iso(run.finished),
-            "ok": run.ok,
-            "output": run.output,
-            "error": run.error,
-        },
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode())
-
-
-def _iso(moment: dt.datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(dt.UTC).isoformat()
-
-
-def _time(text: str | None) -> dt.datetime | None:
-    return None if text is None else _required_time(text)
-
-
-def _required_time(text: str) -> dt.datetime:
-    moment = dt.datetime.fromisoformat(text)
-    if moment.tzinfo is None:
-        raise ValueError(f"time without a zone: {text!r}")
-    return moment
-
-
-# --- lock -------------------------------------------------------------------------------
-
-
-class JobLock:
-    """An exclusive, non-blocking ``flock`` on ``path``, held until ``release()``.
-
-    The file is never deleted: unlinking a lock file lets a newcomer lock a fresh inode
-    while an old holder still has the old one, and both would run. It holds the holder's
-    pid, for the message of whoever finds it taken.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-        return True
-
-    def holder(self) -> str:
-        """The pid the holder wrote, or "?" (it may not have written it yet)."""
-        try:
-            return self.path.read_text().strip() or "?"
-        except OSError:
-            return "?"
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
 
 
 # --- run-due and list -------------------------------------------------------------------
