@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.jobs.schedule_config import SchedulerConfig
-from tierlog.local.checkpoint import atomic_write
+from tierlog.util.atomic_files import atomic_write
 
 STATE_VERSION = 1
 

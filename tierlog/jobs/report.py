@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tierlog.local.checkpoint import atomic_write
+from tierlog.util.atomic_files import atomic_write
 
 SUFFIX = ".html"
 _TEMPLATE_NAME = "tierlog_report.html.j2"

@@ -64,7 +64,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from tierlog.local.checkpoint import atomic_write
 from tierlog.local.errors import LogError
 from tierlog.records.builder import ControlType
 from tierlog.records.errors import InvalidRecordError, RecordsError
@@ -76,6 +75,7 @@ from tierlog.records.producer_snapshot import (
     encode_snapshot,
 )
 from tierlog.records.varint import decode_varint, decode_varlong
+from tierlog.util.atomic_files import atomic_write
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)

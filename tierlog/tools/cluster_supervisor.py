@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
 
-from tierlog.local.checkpoint import atomic_write
+from tierlog.util.atomic_files import atomic_write
 
 STATE_FILE = "cluster.json"
 CONTROL_DIR = "control"
