@@ -13,6 +13,7 @@ from tierlog.local.errors import (
 )
 from tierlog.local.leader_epoch import EpochEntry
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from tierlog.local.producer_state import snapshot_path
 from tierlog.local.segment import LogSegment
 from tierlog.records.errors import CorruptBatchError, InvalidRecordError, UnsupportedMagicError
 from tierlog.records.header import (
@@ -730,3 +731,101 @@ def test_compacted_topic_refuses_records_without_a_key(make_log: LogFactory) -> 
     with pytest.raises(InvalidRecordError, match="without a key"):
         lg.append(build_batch([Record(b"k", b"v"), Record(None, b"orphan")]))
     assert lg.log_end_offset == 1
+
+
+# -- the rolled segment's flush, off the log's thread (issue 26, item 7) ----------------
+
+
+def test_the_rolled_segments_flush_names_its_files_and_the_directory(
+    make_log: LogFactory, scheduler: ManualScheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[list[Path]] = []
+    monkeypatch.setattr("tierlog.local.log.fsync_paths", lambda paths: synced.append(paths))
+    lg = make_log(scheduler=scheduler)
+    lg.append(make_batch(2))
+    rolled = lg.active_segment
+    lg.roll()
+    assert synced == [] and lg.recovery_point == 0  # queued: the loop goes on
+    scheduler.advance(0)
+    snapshot = snapshot_path(lg.directory, 2)  # written at the roll, fsynced by the job
+    assert snapshot.exists()
+    assert synced == [[*rolled.file_paths(), snapshot, lg.directory]]
+    assert {p.suffix for p in synced[0][:4]} == {".log", ".index", ".timeindex", ".txnindex"}
+    assert lg.recovery_point == 2
+
+
+def test_a_truncation_while_the_rolled_segment_flushes_keeps_the_recovery_point(
+    make_log: LogFactory, scheduler: ManualScheduler
+) -> None:
+    """A follower truncating between the roll and the flush's end may have rewritten what
+    the flush covered: the recovery point must not claim it."""
+    lg = make_log(scheduler=scheduler)
+    lg.append(make_batch(2))
+    lg.roll()
+    lg.append(make_batch(1))
+    lg.truncate_to(1)
+    scheduler.advance(0)
+    assert lg.recovery_point == 0
+
+
+def test_a_failed_background_flush_is_retried_on_the_logs_thread(
+    make_log: LogFactory,
+    scheduler: ManualScheduler,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[int] = []
+
+    def failing(paths: list[Path]) -> None:
+        calls.append(len(paths))
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("tierlog.local.log.fsync_paths", failing)
+    lg = make_log(scheduler=scheduler)
+    lg.append(make_batch(2))
+    lg.roll()
+    # The job fails; the flush it schedules instead runs in the same advance (delay 0).
+    scheduler.advance(0)
+    assert calls == [6]  # the segment's four files, the snapshot, the directory
+    assert "flushing the rolled segment failed: [Errno 5] Input/output error" in caplog.text
+    assert lg.recovery_point == 2
+
+
+def test_a_roll_on_an_event_loop_leaves_the_fsyncs_to_another_thread(
+    make_log: LogFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop is free while the rolled segment is fsynced: a callback runs meanwhile, and
+    the recovery point moves only once the job is done."""
+    import asyncio
+    import threading
+
+    from tierlog.util.atomic_files import fsync_paths
+    from tierlog.util.scheduler import AsyncioScheduler
+
+    release = threading.Event()
+    threads: list[str] = []
+
+    def held(paths: list[Path]) -> None:
+        threads.append(threading.current_thread().name)
+        assert release.wait(10)
+        fsync_paths(paths)
+
+    monkeypatch.setattr("tierlog.local.log.fsync_paths", held)
+
+    async def run() -> None:
+        scheduler = AsyncioScheduler(asyncio.get_running_loop())
+        lg = make_log(scheduler=scheduler)
+        lg.append(make_batch(2))
+        lg.roll()
+        await asyncio.sleep(0.05)  # the loop runs while the job is held
+        assert lg.recovery_point == 0
+        release.set()
+        for _ in range(200):
+            if lg.recovery_point == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert lg.recovery_point == 2
+        scheduler.cancel_all()
+
+    asyncio.run(run())
+    assert threads and threads[0] != threading.main_thread().name

@@ -163,3 +163,76 @@ def test_overdue_tasks_run_when_the_clock_was_moved_directly() -> None:
     assert clock.milliseconds() == 100
     sched.advance(20)
     assert runs[-1] == ("tick", 120)
+
+
+def test_asyncio_blocking_jobs_run_off_the_loop_in_order_and_complete_on_it() -> None:
+    import threading
+
+    done: list[tuple[str, str, BaseException | None]] = []
+    ran_on: list[str] = []
+
+    def job(name: str, fail: bool = False) -> Callable[[], None]:
+        def run() -> None:
+            ran_on.append(threading.current_thread().name)
+            time.sleep(0.02 if name == "a" else 0)  # a slower first job still ends first
+            if fail:
+                raise OSError(name)
+
+        return run
+
+    def then(name: str) -> Callable[[BaseException | None], None]:
+        return lambda error: done.append((name, threading.current_thread().name, error))
+
+    async def run() -> None:
+        scheduler = AsyncioScheduler(asyncio.get_running_loop())
+        scheduler.run_blocking("a", job("a"), then("a"))
+        scheduler.run_blocking("b", job("b", fail=True), then("b"))
+        scheduler.run_blocking("c", job("c"), then("c"))
+        for _ in range(300):
+            if len(done) == 3:
+                break
+            await asyncio.sleep(0.01)
+        scheduler.cancel_all()
+
+    asyncio.run(run())
+    loop_thread = threading.main_thread().name
+    assert [d[0] for d in done] == ["a", "b", "c"]
+    assert all(d[1] == loop_thread for d in done)
+    assert isinstance(done[1][2], OSError) and done[0][2] is None and done[2][2] is None
+    assert len(set(ran_on)) == 1 and ran_on[0] != loop_thread
+
+
+def test_asyncio_cancel_all_waits_for_the_running_job_and_drops_the_rest() -> None:
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+    completed: list[str] = []
+
+    def slow() -> None:
+        started.set()
+        release.wait(5)
+        ran.append("slow")
+
+    async def run() -> None:
+        scheduler = AsyncioScheduler(asyncio.get_running_loop())
+        scheduler.run_blocking("slow", slow, lambda e: completed.append("slow"))
+        scheduler.run_blocking("later", lambda: ran.append("later"), lambda e: None)
+        assert await asyncio.to_thread(started.wait, 5)
+        threading.Timer(0.1, release.set).start()
+        scheduler.cancel_all()  # waits for "slow"; "later" never starts
+        await asyncio.sleep(0.05)
+
+    asyncio.run(run())
+    assert ran == ["slow"]
+
+
+def test_manual_blocking_jobs_run_at_the_next_advance_in_order() -> None:
+    scheduler = ManualScheduler(ManualClock())
+    events: list[str] = []
+    scheduler.run_blocking("a", lambda: events.append("job a"), lambda e: events.append("a"))
+    scheduler.run_blocking("b", lambda: 1 / 0, lambda e: events.append(type(e).__name__))
+    assert events == [] and scheduler.scheduled() == ["a", "b"]
+    scheduler.advance(0)
+    assert events == ["job a", "a", "ZeroDivisionError"]
+    assert scheduler.scheduled() == []

@@ -75,7 +75,7 @@ from tierlog.records.producer_snapshot import (
     encode_snapshot,
 )
 from tierlog.records.varint import decode_varint, decode_varlong
-from tierlog.util.atomic_files import atomic_write
+from tierlog.util.atomic_files import atomic_write, replace_unsynced
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -581,11 +581,17 @@ class ProducerStateManager:
         log.debug("%s: deleting producer snapshot (%s)", path, why)
         path.unlink(missing_ok=True)
 
-    def take_snapshot(self, offset: int) -> Path:
+    def take_snapshot(self, offset: int, *, durable: bool = True) -> Path:
         """Write the state as ``<offset>.snapshot`` (temp file, fsync, rename).
 
         The caller promises that every batch with a producer id below ``offset`` has been
         applied; ``map_end_offset`` moves up to ``offset``. Returns the file's path.
+
+        Args:
+            durable: False writes without fsync (Kafka's async snapshot flush at a roll):
+                the caller fsyncs the returned path and its directory later, off the event
+                loop. A crash before that may leave the file torn, and loading deletes a
+                corrupt snapshot and falls back to an older one or to the log.
 
         Raises:
             ValueError: ``offset`` is below ``map_end_offset`` (batches at or above it are
@@ -597,7 +603,11 @@ class ProducerStateManager:
             )
         self.map_end_offset = offset
         path = snapshot_path(self.directory, offset)
-        atomic_write(path, encode_snapshot(self._snapshot_entries()))
+        data = encode_snapshot(self._snapshot_entries())
+        if durable:
+            atomic_write(path, data)
+        else:
+            replace_unsynced(path, data)
         log.debug("%s: wrote %d producers", path, len(self._producers))
         return path
 

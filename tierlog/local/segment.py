@@ -1125,6 +1125,11 @@ class LogSegment:
         if old is not None:
             old.retire()
 
+    def file_paths(self) -> list[Path]:
+        """The segment's files by name (``.log`` and its three indexes), for a flush that
+        runs off the log's thread (``Log._flush_rolled``)."""
+        return [self.path, self.offset_index.path, self.time_index.path, self.txn_index.path]
+
     def flush(self) -> None:
         os.fsync(self.fd)
         self.offset_index.flush()

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 
-def _write_fsynced(path: Path, data: bytes, flags: int) -> None:
+def _write_fsynced(path: Path, data: bytes, flags: int, *, fsync: bool = True) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -44,6 +46,32 @@ def atomic_write(path: Path, data: bytes) -> None:
     _write_fsynced(tmp, data, os.O_TRUNC)
     os.replace(tmp, path)
     _fsync_directory(path.parent)
+
+
+def replace_unsynced(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` (temp file, rename) without waiting for the disk:
+    readers see the old file or the whole new one, but a crash before the caller's later
+    ``fsync_paths([path, path.parent])`` may leave it empty or torn. For files whose
+    readers detect that and fall back (a producer snapshot: an older one, or the log)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    _write_fsynced(tmp, data, os.O_TRUNC, fsync=False)
+    os.replace(tmp, path)
+
+
+def fsync_paths(paths: Iterable[Path]) -> None:
+    """fsync each file or directory by name (a descriptor of its own: what is durable is
+    the inode's data, whoever wrote it). One that is gone, deleted or renamed meanwhile, is
+    skipped."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def create_new(path: Path, data: bytes) -> None:
