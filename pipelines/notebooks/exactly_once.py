@@ -32,7 +32,7 @@ CELLS = [
         storage_options = {}
         transaction_records = 1000  # a transaction ends at this many records ...
         transaction_ms = 1000  # ... or after this long, whichever comes first
-        spark_master = "local[*]"
+        spark_master = None  # None: $SPARK_MASTER, else local[*]
         """),
     code("""\
         import dataclasses

@@ -24,7 +24,7 @@ CELLS = [
         storage_options = {}  # fsspec options of the remote tier (e.g. S3 credentials)
         bin_seconds = 60  # width of a bar in the event-rate plot
         sample_count = 5  # messages shown per partition, oldest and newest
-        spark_master = "local[*]"
+        spark_master = None  # None: $SPARK_MASTER, else local[*]
         """),
     code("""\
         %matplotlib inline

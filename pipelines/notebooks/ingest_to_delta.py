@@ -27,7 +27,7 @@ CELLS = [
         silver_path = None
         starting_offsets = "earliest"  # for partitions the table has not seen yet
         max_offsets = None  # read at most about this many offsets in this run
-        spark_master = "local[*]"
+        spark_master = None  # None: $SPARK_MASTER, else local[*]
         """),
     code("""\
         import dataclasses

@@ -26,7 +26,7 @@ CELLS = [
         # ... or a time range instead: ms since the epoch or ISO 8601 with an offset.
         starting_timestamp = None  # e.g. "2024-05-01T00:00:00Z"
         ending_timestamp = None
-        spark_master = "local[*]"
+        spark_master = None  # None: $SPARK_MASTER, else local[*]
         """),
     code("""\
         import time

@@ -101,3 +101,18 @@ def test_a_local_master_rebuilds_delta_state_in_as_many_tasks_as_it_has_cores(
 @pytest.mark.parametrize("master", ["spark://10.0.0.1:7077", "yarn", "local[x]", "local[0]"])
 def test_any_other_master_keeps_deltas_own_setting(master: str) -> None:
     assert spark_session.local_delta_settings(master) == {}
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local-cluster[2,1,1024]"])
+def test_a_local_master_listens_on_loopback(master: str) -> None:
+    assert spark_session.driver_address(master) == {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+
+
+@pytest.mark.parametrize("master", ["spark://10.0.0.1:7077", "yarn", "k8s://https://k:6443"])
+def test_a_cluster_master_leaves_the_drivers_address_to_spark(master: str) -> None:
+    """Executors on other hosts connect back to the driver: 127.0.0.1 would send them to
+    themselves (issue 24: Spark beyond one host)."""
+    assert spark_session.driver_address(master) == {}

@@ -41,7 +41,9 @@ def session(
 
     Args:
         app_name: Spark's application name.
-        master: e.g. ``local[2]``; default ``SPARK_MASTER`` or ``local[*]``.
+        master: e.g. ``local[2]`` or ``spark://host:7077``; default: the ``SPARK_MASTER``
+            environment variable, else ``local[*]``. A cluster master leaves the driver's
+            address to Spark (``driver_address``).
         delta: add Delta Lake (jars, SQL extension, catalog).
         kafka_source: add Spark's own Kafka source (``format("kafka")``) too.
         extra_jars: more jar paths for ``spark.jars``.
@@ -68,7 +70,7 @@ def session(
     # venv has tierlog), whatever `python3` on PATH is.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = master or os.environ.get("SPARK_MASTER", "local[*]")
+    master = master or os.environ.get("SPARK_MASTER") or "local[*]"
     if master.startswith("local"):
         # Local mode talks to itself only: keep Spark off the machine's other interfaces.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -78,9 +80,7 @@ def session(
     if kafka_source:
         jars += [str(p) for p in resolve(KAFKA_SOURCE)]
     settings: dict[str, Any] = {
-        # Loopback only unless the caller says otherwise (local mode needs nothing else).
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
+        **driver_address(master),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         # Small defaults for one machine; a cluster sets its own.
@@ -104,6 +104,16 @@ def session(
     spark.sparkContext.setLogLevel(log_level)
     spark.dataSource.register(TierlogDataSource)
     return spark
+
+
+def driver_address(master: str) -> dict[str, str]:
+    """Where the driver listens: loopback for a local master (it talks to itself only);
+    for a cluster master nothing, so Spark's own rules apply (``SPARK_LOCAL_IP``,
+    ``spark.driver.host``, else the host's name), and executors on other hosts can
+    connect back. Pinning 127.0.0.1 there made every remote executor fail to reach it."""
+    if not master.startswith("local"):  # local, local[N], local-cluster[...]
+        return {}
+    return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
 def local_delta_settings(master: str) -> dict[str, str]:
