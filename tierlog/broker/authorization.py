@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from typing import Final
 
-from tierlog.broker.network.server import CLIENT_ADDRESS, CONNECTION_PRINCIPAL
+from tierlog.broker.network.connection_context import CLIENT_ADDRESS, CONNECTION_PRINCIPAL
 from tierlog.protocol import Request
 from tierlog.security.acl import CLUSTER_NAME, AclOperation, ResourcePattern, ResourceType
 from tierlog.security.api import Action, AuthorizationResult, Authorizer, RequestContext

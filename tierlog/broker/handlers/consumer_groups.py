@@ -16,7 +16,7 @@ from tierlog.broker.group.consumer.member import Assignment
 from tierlog.broker.group.consumer.requests import HeartbeatRequest
 from tierlog.broker.handlers.authorized_ops import OMITTED, authorized_operations
 from tierlog.broker.handlers.metadata import request_response_type
-from tierlog.broker.network.server import CLIENT_ADDRESS
+from tierlog.broker.network.connection_context import CLIENT_ADDRESS
 from tierlog.protocol import Request
 from tierlog.protocol.kio_build import build, field, millis
 from tierlog.security.acl import ResourceType

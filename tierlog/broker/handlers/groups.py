@@ -19,7 +19,7 @@ from tierlog.broker.handlers.authorized_ops import authorized_operations
 from tierlog.broker.handlers.listener_endpoints import address_for_client
 from tierlog.broker.handlers.metadata import request_response_type
 from tierlog.broker.handlers.transactions import transaction_coordinator_for
-from tierlog.broker.network.server import CLIENT_ADDRESS
+from tierlog.broker.network.connection_context import CLIENT_ADDRESS
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build, field, millis

@@ -6,7 +6,7 @@ for this client (Kafka leaves it out of Metadata)."""
 from __future__ import annotations
 
 from tierlog.broker.coordination.api import BrokerRegistration
-from tierlog.broker.network.server import CONNECTION_LISTENER
+from tierlog.broker.network.connection_context import CONNECTION_LISTENER
 
 
 def address_for_client(broker: BrokerRegistration) -> tuple[str, int] | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tierlog.broker.coordination.api import TopicCollisionError, TopicExistsError, TopicMetadata
 from tierlog.broker.handlers.authorized_ops import authorized_operations
 from tierlog.broker.handlers.listener_endpoints import address_for_client
-from tierlog.broker.network.server import CLIENT_SOFTWARE
+from tierlog.broker.network.connection_context import CLIENT_SOFTWARE
 from tierlog.broker.replication.partition_limits import PartitionLimitError
 from tierlog.broker.replication.replica_assignment import assign_replicas
 from tierlog.broker.replication.replica_manager import INTERNAL_TOPICS

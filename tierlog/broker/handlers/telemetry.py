@@ -20,7 +20,7 @@ from tierlog.broker.client_metrics.manager import (
 from tierlog.broker.client_metrics.subscriptions import ClientInfo
 from tierlog.broker.coordination.api import CLIENT_METRICS_ENTITY
 from tierlog.broker.handlers.metadata import request_response_type
-from tierlog.broker.network.server import CLIENT_ADDRESS, CLIENT_PORT, CLIENT_SOFTWARE
+from tierlog.broker.network.connection_context import CLIENT_ADDRESS, CLIENT_PORT, CLIENT_SOFTWARE
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build

@@ -45,9 +45,7 @@ from typing import Any
 from tierlog.broker.network.connection_context import (
     CLIENT_ADDRESS,
     CLIENT_PORT,
-    CLIENT_SOFTWARE,
     CONNECTION_LISTENER,
-    CONNECTION_PRINCIPAL,
     CONNECTION_PROTOCOL,
 )
 from tierlog.broker.network.connection_security import (
@@ -72,20 +70,6 @@ from tierlog.util.clock import Clock, SystemClock
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Any]]
-# The connection context variables live in connection_context; handlers import them here.
-__all__ = [
-    "CLIENT_ADDRESS",
-    "CLIENT_PORT",
-    "CLIENT_SOFTWARE",
-    "CONNECTION_LISTENER",
-    "CONNECTION_PRINCIPAL",
-    "CONNECTION_PROTOCOL",
-    "ConnectionLimits",
-    "ConnectionQuotas",
-    "KafkaServer",
-    "ListenerSecurity",
-    "RequestMemoryPool",
-]
 # Drain the socket's buffer when more than this is queued, so a slow reader cannot make
 # the broker hold unbounded response bytes in memory.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
