@@ -231,6 +231,10 @@ def test_refused_alterations_store_nothing(broker: BrokerProcess) -> None:
     entry = describe_broker(client)["log.cleaner.threads"]
     assert (entry.value, entry.source) == ("1", ConfigSource.DEFAULT_CONFIG.value)
     assert describe_default(broker) == {}
+    # The remote tier's upload rate, told to the throttle the store paces uploads with.
+    rate = ("remote.log.manager.copy.max.bytes.per.second", "1048576", SET)
+    assert alter(broker, "0", rate) == (0, "")
+    assert "reconfigured remote copy rate" in broker.log_text()
     # Deleting what is not set is success whatever the key (Kafka's reassignment tool).
     assert alter(broker, "0", ("leader.replication.throttled.rate", None, DELETE)) == (0, "")
 

@@ -398,6 +398,7 @@ def test_broker_configs_and_loggers_with_kafka_configs(tools: KafkaDist, tmp_pat
         assert "STATIC_BROKER_CONFIG:log.retention.ms=7200000" in lines["log.retention.ms"]
         assert "DEFAULT_CONFIG:log.retention.hours=168" in lines["log.retention.ms"]
         assert "DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2" in lines["log.cleaner.threads"]
+        assert "reconfigured log cleaner: log.cleaner.threads" in broker.log_text()
         refused = tool(
             tools, configs, bootstrap, f"--alter {one} --add-config log.dirs=/elsewhere", ok=False
         )
