@@ -414,7 +414,10 @@ def test_describe_configs_topics_and_broker(tuned: BrokerProcess) -> None:
     assert broker_entries["log.retention.ms"].value == "7200000"
     assert broker_entries["delete.topic.enable"].value == "true"
     assert broker_entries["delete.topic.enable"].source == ConfigSource.DEFAULT_CONFIG.value
-    assert all(e.is_read_only for e in broker_entries.values())
+    # Read-only unless dynamic (tierlog.broker.dynamic_config.DYNAMIC_KEYS).
+    assert broker_entries["num.partitions"].is_read_only
+    assert broker_entries["log.dirs"].is_read_only
+    assert not broker_entries["log.retention.ms"].is_read_only
 
     kclient = kadmin(tuned)
     try:
@@ -464,7 +467,7 @@ def test_alter_configs_replaces_the_overrides(broker: BrokerProcess) -> None:
     assert code == KafkaError.UNKNOWN_TOPIC_OR_PART
     static = ConfigResource("broker", "0", set_config={"num.partitions": "5"})
     code, _ = outcome(client.alter_configs([static])[static])
-    assert code == KafkaError.INVALID_REQUEST  # broker configs are static here
+    assert code == KafkaError.INVALID_REQUEST  # num.partitions is not a dynamic config
 
     kclient = kadmin(broker)
     try:

@@ -8,6 +8,7 @@ stay for delete.retention.ms after their first pass and go after.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import defaultdict
 from pathlib import Path
@@ -372,3 +373,29 @@ def test_stopping_the_cleaner_ends_a_pass_waited_for_by_another_thread(
     assert not waiter.is_alive(), "the waiting thread was left blocked"
     assert isinstance(outcome[0], CleanerStoppedError)
     assert time.monotonic() - started < 10
+
+
+def test_a_new_thread_count_starts_tasks_or_lets_extra_ones_end(manager: LogManager) -> None:
+    """log.cleaner.threads as a dynamic broker config (KIP-226): tasks are added at once;
+    extra ones end after their current round, never cut short."""
+
+    async def scenario() -> None:
+        cleaner = LogCleaner(manager, CleanerConfig(threads=1, backoff_ms=10), workers=0)
+        cleaner.start()
+
+        def running() -> list[str]:
+            return sorted(t.get_name() for t in asyncio.all_tasks() if "cleaner" in t.get_name())
+
+        assert running() == ["log-cleaner-0"]
+        cleaner.reconfigure(CleanerConfig(threads=3, backoff_ms=10, io_max_bytes_per_second=5.0))
+        assert running() == ["log-cleaner-0", "log-cleaner-1", "log-cleaner-2"]
+        assert cleaner.config.io_max_bytes_per_second == 5.0
+        cleaner.reconfigure(CleanerConfig(threads=1, backoff_ms=10))
+        for _ in range(200):
+            if running() == ["log-cleaner-0"]:
+                break
+            await asyncio.sleep(0.01)
+        assert running() == ["log-cleaner-0"]
+        await cleaner.stop()
+
+    asyncio.run(scenario())

@@ -374,6 +374,47 @@ def test_compression_type_with_kafka_configs_and_dump_log(tools: KafkaDist, tmp_
         broker.stop()
 
 
+# -- kafka-configs: dynamic broker configs and broker loggers ---------------------------------
+
+
+def test_broker_configs_and_loggers_with_kafka_configs(tools: KafkaDist, tmp_path: Path) -> None:
+    """``kafka-configs --entity-type brokers`` sets a cluster default (``--entity-default``)
+    and a per-broker override, describes them with their sources (``--all``), and has a
+    read-only key refused with Kafka's message; ``--entity-type broker-loggers`` reads and
+    changes a logger's level (issue 23 item 2)."""
+    broker = BrokerProcess(tmp_path / "data", {"log.retention.ms": "7200000"}).start()
+    try:
+        bootstrap, configs = broker.bootstrap, kafka_tools.CONFIGS
+        default = "--entity-type brokers --entity-default"
+        tool(tools, configs, bootstrap, f"--alter {default} --add-config log.retention.ms=60000")
+        described = tool(tools, configs, bootstrap, f"--describe {default}").stdout
+        assert "log.retention.ms=60000 sensitive=false" in described, described
+        assert "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=60000" in described, described
+        one = "--entity-type brokers --entity-name 0"
+        tool(tools, configs, bootstrap, f"--alter {one} --add-config log.cleaner.threads=2")
+        every = tool(tools, configs, bootstrap, f"--describe {one} --all").stdout
+        lines = {line.split("=", 1)[0].strip(): line for line in every.splitlines() if "=" in line}
+        assert "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=60000" in lines["log.retention.ms"]
+        assert "STATIC_BROKER_CONFIG:log.retention.ms=7200000" in lines["log.retention.ms"]
+        assert "DEFAULT_CONFIG:log.retention.hours=168" in lines["log.retention.ms"]
+        assert "DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2" in lines["log.cleaner.threads"]
+        assert "reconfigured log cleaner: log.cleaner.threads" in broker.log_text()
+        refused = tool(
+            tools, configs, bootstrap, f"--alter {one} --add-config log.dirs=/elsewhere", ok=False
+        )
+        assert refused.returncode != 0
+        assert "Cannot update these configs dynamically: Set(log.dirs)" in refused.output
+
+        loggers = "--entity-type broker-loggers --entity-name 0"
+        logger = "tierlog.broker.network.server"
+        tool(tools, configs, bootstrap, f"--alter {loggers} --add-config {logger}=DEBUG")
+        levels = tool(tools, configs, bootstrap, f"--describe {loggers}").stdout
+        assert f"{logger}=DEBUG" in levels, levels
+        assert "root=" in levels, levels
+    finally:
+        broker.stop()
+
+
 # -- kafka-consumer-groups --------------------------------------------------------------------
 
 

@@ -175,7 +175,7 @@ def test_topics_created_deleted_and_reconfigured_are_read_by_topic(env: Any) -> 
 def test_client_metrics_resources_are_read_when_announced(env: Any) -> None:
     admin, _lease, c = env
     first = c.cache.update()
-    assert first is not None and first[0].entity_configs == {"client-metrics": {}}
+    assert first is not None and first[0].entity_configs == {"client-metrics": {}, "brokers": {}}
     admin.configs.set_entity("client-metrics", "all", {"metrics": "*", "interval.ms": "1000"})
     snapshot, _change = c.next()
     assert snapshot.entity_configs["client-metrics"] == {

@@ -8,7 +8,7 @@ import pytest
 
 from tests.integration.zk_clients import TOPIC_ID, ClientFactory
 from tierlog.broker.coordination import zk_data
-from tierlog.broker.coordination.api import UnknownTopicError
+from tierlog.broker.coordination.api import DEFAULT_BROKER_ENTITY, UnknownTopicError
 from tierlog.broker.coordination.zk_client import ZkClient
 
 pytestmark = pytest.mark.timeout(20)
@@ -64,3 +64,18 @@ def test_client_metrics_resources_are_entities_of_their_own(new_client: ClientFa
     data, _ = b.kazoo.get("/config/client-metrics/all")
     assert zk_data.decode_config_at("/config/client-metrics/all", data) == {"metrics": "*"}
     assert notifications(b) == ["client-metrics/all", "client-metrics/none"]
+
+
+def test_dynamic_broker_configs_in_kafkas_layout(new_client: ClientFactory) -> None:
+    a, b = new_client(), new_client()
+    kind, default = zk_data.BROKERS_CONFIG_TYPE, DEFAULT_BROKER_ENTITY
+    a.configs.set_entity(kind, default, {"log.retention.ms": "60000"})
+    a.configs.set_entity(kind, "1", {"log.cleaner.threads": "2"})
+    assert b.configs.entities(kind) == {
+        "<default>": {"log.retention.ms": "60000"},
+        "1": {"log.cleaner.threads": "2"},
+    }
+    # Where and how Kafka's ZooKeeper mode keeps them (AdminZkClient.changeBrokerConfig).
+    data, _ = b.kazoo.get("/config/brokers/<default>")
+    assert data == b'{"version":1,"config":{"log.retention.ms":"60000"}}'
+    assert notifications(b) == ["brokers/<default>", "brokers/1"]

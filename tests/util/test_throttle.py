@@ -73,3 +73,16 @@ def test_wait_for_only_says_how_long() -> None:
     throttle = Throttle(1000, fake)
     assert throttle.wait_for(500) == pytest.approx(0.5)
     assert fake.now == 100.0
+
+
+def test_a_new_rate_applies_from_now_on() -> None:
+    fake = _FakeTime()
+    throttle = Throttle(1_000_000, fake, sleep=fake.sleep, burst_bytes=1_000_000)
+    throttle(1_000_000)
+    assert sum(fake.slept) == pytest.approx(1.0)
+    throttle.set_rate(250_000, burst_bytes=250_000)
+    throttle(500_000)
+    assert sum(fake.slept) == pytest.approx(3.0)
+    throttle.set_rate(0)
+    throttle(10**9)
+    assert sum(fake.slept) == pytest.approx(3.0)

@@ -11,7 +11,8 @@ coordination metadata, the listeners' security and the authorizer (a TLS, SASL o
 mistake is a one-line config error before anything is written), the log dirs and their
 logs, the listening sockets (bound, not accepting: the registration needs their ports), the
 log cleaner, the remote tier, the replica fetchers and the replica manager, the internal
-topics' coordinators, the services the handlers see.
+topics' coordinators, the dynamic broker configs (``dynamic_config``: the parts that take
+them at run time, ``reconfigurables``), the services the handlers see.
 
 Two pairs depend on each other, and each is wired explicitly here rather than by setting
 attributes after construction: the replica manager and the internal topics' coordinators
@@ -35,6 +36,7 @@ from tierlog.broker.coordination.api import BrokerRegistration, Coordinator, Use
 from tierlog.broker.coordination.local import LocalCoordinator
 from tierlog.broker.coordination.local_security import LocalAclStore, LocalUserConfigs
 from tierlog.broker.decode_pool import DecodePool
+from tierlog.broker.dynamic_config import DynamicBrokerConfig
 from tierlog.broker.fetch_sessions import FetchSessionCache
 from tierlog.broker.listeners import ListenerPlan
 from tierlog.broker.meta_properties import FILE_NAME as META_PROPERTIES
@@ -49,6 +51,7 @@ from tierlog.broker.network.listener_setup import (
 from tierlog.broker.network.quotas import ClientQuotaManager
 from tierlog.broker.network.server import ConnectionQuotas, KafkaServer
 from tierlog.broker.offsets_topic import OffsetsTopic
+from tierlog.broker.reconfigurables import broker_reconfigurables, cleaner_config
 from tierlog.broker.replication.leadership import LeadershipChanges
 from tierlog.broker.replication.log_dir_mover import LogDirMover
 from tierlog.broker.replication.partition_limits import PartitionLimits, fd_limit
@@ -59,7 +62,7 @@ from tierlog.broker.replication.segment_repair import SegmentRepairer
 from tierlog.broker.scram_store import ScramCredentialCache
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
 from tierlog.broker.txn import Transactions
-from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
+from tierlog.compaction.cleaner import LogCleaner
 from tierlog.compaction.remote_cleaner import RemoteCompactor
 from tierlog.local.dir_remover import DirRemover
 from tierlog.local.log_manager import LogManager, LogManagerTimings
@@ -109,6 +112,7 @@ class BrokerParts:
     offsets_topic: OffsetsTopic | None = None
     transactions: Transactions | None = None
     services: BrokerServices | None = None
+    dynamic_config: DynamicBrokerConfig | None = None
     scrubber: Scrubber | None = None
     repairer: SegmentRepairer | None = None
 
@@ -139,12 +143,9 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
             for name, topic in coordinator.topics().items()
         }
     )
+    connection_quotas = ConnectionQuotas(connection_limits(config), clock)
     parts.servers = await bind_listeners(
-        listeners,
-        security,
-        run.dispatch,
-        config["socket.request.max.bytes"],
-        ConnectionQuotas(connection_limits(config), clock),
+        listeners, security, run.dispatch, config["socket.request.max.bytes"], connection_quotas
     )
     await coordinator.start(_registration(config, listeners, parts.servers))
     cleaner = parts.cleaner = (
@@ -152,7 +153,11 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
         if config["log.cleaner.enable"]
         else None
     )
-    remote = parts.remote = _remote_log_manager(config, clock, log_manager, cleaner)
+    # Paces uploads to the remote tier (per 8 MiB chunk, by the store); credit for one second
+    # at most, so the uploader does not burst after idling. Its rate is a dynamic config.
+    copy_rate = config["remote.log.manager.copy.max.bytes.per.second"]
+    copy_throttle = Throttle(copy_rate, clock, burst_bytes=copy_rate, initial_bytes=copy_rate)
+    remote = parts.remote = _remote_log_manager(config, clock, log_manager, cleaner, copy_throttle)
     address_of = peer_addresses(coordinator, listeners.inter_broker)
     leadership = LeadershipChanges()
     replicas = parts.replicas = ReplicaManager(
@@ -186,8 +191,15 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     )
     leadership.subscribe(transactions.state_topic.on_leadership_change)
     cluster = parts.cluster
+    # Applied (``start_parts``) before anything is served; every change after, at once.
+    dynamic_config = parts.dynamic_config = DynamicBrokerConfig(
+        config,
+        coordinator,
+        broker_reconfigurables(replicas, connection_quotas, lambda: cleaner, copy_throttle),
+    )
     parts.services = BrokerServices(
         config=config,
+        dynamic_config=dynamic_config,
         cluster=coordinator,
         replicas=replicas,
         groups=offsets_topic.groups,
@@ -347,7 +359,11 @@ def _replica_fetchers(
 
 
 def _remote_log_manager(
-    config: BrokerConfig, clock: Clock, log_manager: LogManager, cleaner: LogCleaner | None
+    config: BrokerConfig,
+    clock: Clock,
+    log_manager: LogManager,
+    cleaner: LogCleaner | None,
+    copy_throttle: Throttle,
 ) -> RemoteLogManager | None:
     """The remote log manager, when remote.log.storage.system.enable (the default); with
     the log cleaner, it cleans compacted tiered topics' remote segments too."""
@@ -360,15 +376,12 @@ def _remote_log_manager(
             "does not see what the old one offloaded",
             config.remote_storage_url,
         )
-    copy_rate = config["remote.log.manager.copy.max.bytes.per.second"]
     try:
         store = open_store(
             config.remote_storage_url,
             config.remote_storage_options,
             clock=clock,
-            # Paced per uploaded chunk (8 MiB) by the store, not per segment up front;
-            # credit for one second at most, so the uploader does not burst after idling.
-            throttle=Throttle(copy_rate, clock, burst_bytes=copy_rate, initial_bytes=copy_rate),
+            throttle=copy_throttle,
         )
     except (RemoteStorageError, OSError, ValueError) as exc:
         # Opening the store is where a URL fsspec knows but cannot reach fails (hdfs://
@@ -437,20 +450,6 @@ def _integrity(
         )
 
 
-def cleaner_config(config: BrokerConfig) -> CleanerConfig:
-    """The broker's ``log.cleaner.*`` keys as the cleaner's settings."""
-    rate = config["log.cleaner.io.max.bytes.per.second"]
-    return CleanerConfig(
-        enable=config["log.cleaner.enable"],
-        threads=config["log.cleaner.threads"],
-        dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
-        # Kafka's default, Double.MAX_VALUE, means no limit.
-        io_max_bytes_per_second=0.0 if rate >= 1e300 else rate,
-        backoff_ms=config["log.cleaner.backoff.ms"],
-        load_factor=config["log.cleaner.io.buffer.load.factor"],
-    )
-
-
 def start_parts(parts: BrokerParts) -> None:
     """Set the built parts going, before connections are accepted: the partitions the
     metadata assigns here (and every later change), the controller, interrupted log dir
@@ -467,3 +466,6 @@ def start_parts(parts: BrokerParts) -> None:
     for worker in (parts.scrubber, parts.repairer, parts.cleaner):
         if worker is not None:
             worker.start()
+    # What /config/brokers holds for this broker, applied to the running parts.
+    assert parts.dynamic_config is not None
+    parts.dynamic_config.start()

@@ -652,6 +652,18 @@ _TOPIC_DEFAULTS = {
 }
 
 
+def broker_keys_of(topic_key: str) -> list[str]:
+    """The broker keys that set the default of ``topic_key`` (Kafka's synonyms, first the
+    one that wins)."""
+    broker_keys = [b for b, t in _TOPIC_DEFAULTS.items() if t == topic_key]
+    broker_keys += {
+        "segment.ms": ["log.roll.ms", "log.roll.hours"],
+        "retention.ms": ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
+        "flush.ms": ["log.flush.interval.ms"],
+    }.get(topic_key, [])
+    return broker_keys
+
+
 def _not_a_directory(path: Path) -> str | None:
     """Why ``path`` cannot be (or become) a directory the broker writes in, or None. The
     nearest existing ancestor must be a directory: a file on the way (``/data/file/logs``)
@@ -781,13 +793,7 @@ class BrokerConfig:
 
     def topic_default_source(self, topic_key: str) -> bool:
         """True when the broker's own config file sets the default of ``topic_key``."""
-        broker_keys = [b for b, t in _TOPIC_DEFAULTS.items() if t == topic_key]
-        broker_keys += {
-            "segment.ms": ["log.roll.ms", "log.roll.hours"],
-            "retention.ms": ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
-            "flush.ms": ["log.flush.interval.ms"],
-        }.get(topic_key, [])
-        return any(key in self.raw for key in broker_keys)
+        return any(key in self.raw for key in broker_keys_of(topic_key))
 
     def _log_config(self) -> LogConfig:
         v = self.values

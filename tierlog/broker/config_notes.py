@@ -3,8 +3,8 @@ how Kafka updates it at run time, and how tierlog's key relates to Kafka's.
 
 ``update_mode`` is the "Dynamic Update Mode" column of Kafka's broker config docs
 (read-only: a restart; per-broker / cluster-wide: ``kafka-configs --alter`` for one broker
-or all). tierlog reads broker configs once, at start, until dynamic broker configs land
-(issue 23): the reference says so. A key tierlog has and Kafka does not is ``read-only`` here
+or all). Which of them tierlog changes at run time is ``dynamic_config.DYNAMIC_KEYS``'s
+(the reference's "Dynamic" column). A key tierlog has and Kafka does not is ``read-only`` here
 and says so in its ``kafka`` note; an empty note means Kafka's key with Kafka's meaning.
 
 Adding a key to ``BROKER_CONFIG`` means adding it here: ``tests/tools/

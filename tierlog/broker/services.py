@@ -22,6 +22,7 @@ from tierlog.broker.replication.replica_manager import ReplicaManager
 if TYPE_CHECKING:
     from tierlog.broker.client_metrics.manager import ClientMetricsManager
     from tierlog.broker.controller import Controller
+    from tierlog.broker.dynamic_config import DynamicBrokerConfig
     from tierlog.broker.fetch_sessions import FetchSessionCache
     from tierlog.broker.group import GroupCoordinator
     from tierlog.broker.network.quotas import ClientQuotaManager
@@ -80,7 +81,9 @@ class Lifecycle:
 @dataclass(frozen=True)
 class BrokerServices:
     """Args:
-    config: the broker's configuration (read-only).
+    config: the broker's configuration as started (read-only; server.properties).
+    dynamic_config: its dynamic layers (KIP-226) and the effective config; None in tests
+        that build services by hand.
     cluster: the coordination metadata: brokers, controller, topics, partition states.
     replicas: the partitions hosted here, their records, and topic operations.
     groups: the group coordinator.
@@ -130,3 +133,4 @@ class BrokerServices:
     log_dir_mover: LogDirMover | None = None
     authorizer: Authorizer | None = None
     decoder: DecodePool = field(default_factory=DecodePool)
+    dynamic_config: DynamicBrokerConfig | None = None

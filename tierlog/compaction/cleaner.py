@@ -156,6 +156,8 @@ class LogCleaner:
         self._pool_lock = threading.Lock()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
+        # Pools replaced by a new thread count: they take no new pass; stop() ends them.
+        self._retired_pools: list[Any] = []
         self._load_checkpoints()
 
     # -- checkpoints ---------------------------------------------------------------------
@@ -405,13 +407,39 @@ class LogCleaner:
     def start(self) -> None:
         """Start ``log.cleaner.threads`` cleaning tasks on the running loop (the worker
         processes start with the first pass: most brokers never have one to do)."""
-        loop = asyncio.get_running_loop()
-        for n in range(max(1, self.config.threads)):
-            self._tasks.append(loop.create_task(self._run(), name=f"log-cleaner-{n}"))
+        self._start_tasks()
 
-    async def _run(self) -> None:
-        backoff = self.config.backoff_ms / 1000
-        while True:
+    def _start_tasks(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [t for t in self._tasks if not t.done()]
+        running = {t.get_name() for t in self._tasks}
+        for n in range(max(1, self.config.threads)):
+            name = f"log-cleaner-{n}"
+            if name not in running:
+                self._tasks.append(loop.create_task(self._run(n), name=name))
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """New ``log.cleaner.*`` settings at runtime (a dynamic broker config, KIP-226).
+        The I/O rate, dedupe buffer, load factor and backoff apply from the next pass. A new
+        thread count starts tasks, or lets the extra ones end after their pass (never
+        cut short: a pass is not to be run twice at once on a log), and sizes the worker
+        processes anew: the old pool takes no new pass, and its workers exit when done."""
+        old, self.config = self.config, config
+        if config.threads == old.threads:
+            return
+        if self.workers != 0:  # 0: passes run in this process (tests, tools)
+            self.workers = config.threads
+            with self._pool_lock:
+                if self._pool is not None:
+                    self._pool.close()
+                    self._retired_pools.append(self._pool)
+                    self._pool = None
+        if self._tasks and not self._stopping:
+            self._start_tasks()
+
+    async def _run(self, number: int = 0) -> None:
+        while number < max(1, self.config.threads):
+            backoff = self.config.backoff_ms / 1000
             try:
                 worked = await self._clean_next()
             except asyncio.CancelledError:
@@ -494,10 +522,12 @@ class LogCleaner:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
-        if self._pool is not None:
-            self._pool.terminate()
-            await asyncio.to_thread(self._pool.join)
-            self._pool = None
+        for pool in [*self._retired_pools, self._pool]:
+            if pool is not None:
+                pool.terminate()
+                await asyncio.to_thread(pool.join)
+        self._pool = None
+        self._retired_pools.clear()
         with contextlib.suppress(OSError):
             self.checkpoint()
 

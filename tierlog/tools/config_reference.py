@@ -1,7 +1,8 @@
 """``docs/configuration.md``, written from the config definitions so it cannot drift from
 the code: every broker key (``tierlog.broker.config.BROKER_CONFIG``) and topic key
 (``tierlog.local.config.TOPIC_CONFIG``) with its type, default, valid values, Kafka's update
-mode and how it relates to Kafka::
+mode, whether tierlog changes it at run time (``dynamic_config.DYNAMIC_KEYS``) and how it
+relates to Kafka::
 
     .venv/bin/python -m tierlog.tools.config_reference          # rewrite the page
     .venv/bin/python -m tierlog.tools.config_reference --check  # exit 1 if it is stale
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tierlog.broker.dynamic_config import DYNAMIC_KEYS
 from tierlog.util.configdef import ConfigDef, ConfigKey, describe_check
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
@@ -41,10 +43,13 @@ create|alter --config KEY=VALUE` sets topic keys.
   equivalent, or how and why tierlog differs.
 - **Update (Kafka)**: how Kafka changes a broker key at run time (its docs' "Dynamic Update
   Mode"): `read-only` needs a restart, `per-broker` and `cluster-wide` change with
-  `kafka-configs --alter` for one broker or for all. **tierlog reads broker keys once, at
-  start, today**: dynamic broker configs (issue 23) will apply the per-broker and
-  cluster-wide ones at run time as Kafka does. Topic keys change at run time through
-  AlterConfigs (`tierlog topics alter`, `kafka-configs --entity-type topics`), as in Kafka.
+  `kafka-configs --alter` for one broker or for all.
+- **Dynamic**: `yes` when tierlog changes the key at run time too, through `kafka-configs
+  --entity-type brokers --alter` (`--entity-name <id>` for one broker, `--entity-default`
+  for all; docs/operations.md). Every other key needs a restart: altering it is refused
+  with Kafka's INVALID_REQUEST "Cannot update these configs dynamically". Topic keys change
+  at run time through AlterConfigs (`tierlog topics alter`, `kafka-configs --entity-type
+  topics`), as in Kafka.
 - `remote.log.storage.options.<key>=<value>` (any key) passes `<key>` to the remote tier's
   fsspec filesystem (e.g. `client_kwargs.endpoint_url` for S3); dots nest.
 """
@@ -76,7 +81,7 @@ def _row(key: ConfigKey, *, broker: bool) -> str:
         key.type,
         f"`{_value(key.default)}`",
         describe_check(key.check),
-        *([key.update_mode or ""] if broker else []),
+        *([key.update_mode or "", "yes" if key.name in DYNAMIC_KEYS else ""] if broker else []),
         key.kafka,
         key.doc,
     ]
@@ -85,7 +90,7 @@ def _row(key: ConfigKey, *, broker: bool) -> str:
 
 def _table(definition: ConfigDef, *, broker: bool) -> list[str]:
     head = ["Key", "Type", "Default", "Valid values"]
-    head += ["Update (Kafka)"] if broker else []
+    head += ["Update (Kafka)", "Dynamic"] if broker else []
     head += ["Kafka", "What it does"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += [_row(key, broker=broker) for key in sorted(definition.keys.values(), key=_order)]

@@ -57,6 +57,20 @@ class Throttle:
         self._sleep = sleep
         self._min_wait_s = min_wait_s
 
+    def set_rate(self, bytes_per_second: float, *, burst_bytes: float | None = None) -> None:
+        """A new rate from now on (a dynamic broker config, KIP-226); the credit earned so
+        far (at the old rate) is kept, bounded by the new burst. Not thread-safe, like the
+        rest: a caller on another thread than the one paced may at worst have one wait
+        computed from a half-set state."""
+        # What the old rate earned until now is settled first, at the old rate.
+        now_ms = self._clock.monotonic_ms()
+        if self.rate > 0:
+            self._credit += (now_ms - self._last_ms) / 1000 * self.rate
+        self._last_ms = now_ms
+        self._burst = math.inf if burst_bytes is None else burst_bytes
+        self._credit = min(self._burst, self._credit)
+        self.rate = bytes_per_second
+
     def wait_for(self, nbytes: int) -> float:
         """Count ``nbytes`` done; returns the seconds to wait before going on (0.0 when
         the caller keeps to the rate)."""

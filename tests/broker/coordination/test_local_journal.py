@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from tierlog.broker.coordination import local
-from tierlog.broker.coordination.api import BrokerRegistration, TopicExistsError
+from tierlog.broker.coordination.api import (
+    BROKERS_ENTITY,
+    DEFAULT_BROKER_ENTITY,
+    BrokerRegistration,
+    MetadataChange,
+    TopicExistsError,
+)
 from tierlog.broker.coordination.local import JOURNAL_NAME, LocalCoordinator, MetadataFileError
 
 ME = BrokerRegistration(0, "127.0.0.1", 9092, None)
@@ -199,5 +205,22 @@ def test_entity_configs_survive_a_restart_from_the_journal_and_the_snapshot(
         assert LocalCoordinator(tmp_path).entity_configs(kind) == {"all": {"metrics": "*"}}
         await coordinator.stop()
         assert LocalCoordinator(tmp_path).entity_configs(kind) == {"all": {"metrics": "*"}}
+
+    asyncio.run(scenario())
+
+
+def test_dynamic_broker_configs_are_kept_as_entities_and_announced(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        coordinator = await started(tmp_path)
+        changes: list[MetadataChange | None] = []
+        coordinator.on_change(changes.append)
+        await coordinator.set_entity_configs(
+            BROKERS_ENTITY, DEFAULT_BROKER_ENTITY, {"log.retention.ms": "60000"}
+        )
+        assert changes, "listeners hear of a broker config change (no topic named)"
+        assert LocalCoordinator(tmp_path).entity_configs(BROKERS_ENTITY) == {
+            "<default>": {"log.retention.ms": "60000"}
+        }
+        await coordinator.stop()
 
     asyncio.run(scenario())

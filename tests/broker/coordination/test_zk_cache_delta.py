@@ -301,7 +301,7 @@ def test_an_undecodable_notification_names_everything() -> None:
     newer = [(9, path.rsplit("/", 1)[1])]
     garbled = {path: ZnodeData(b"{not json", 0, 9, 9)}
     assert config_changes(newer, garbled, ["orders", "events"], 3) == ConfigChanges(
-        {"orders", "events"}, True, 9, frozenset({"client-metrics"})
+        {"orders", "events"}, True, 9, frozenset({"client-metrics", "brokers"})
     )
 
 

@@ -16,8 +16,10 @@ import pytest
 from kio.index import load_request_schema
 
 from tests.broker.harness import BrokerProcess
+from tests.raw_client import RawClient
+from tests.raw_client import request as raw_request
 from tierlog.broker.config import BrokerConfig
-from tierlog.protocol import decode_response, encode_request
+from tierlog.protocol import ApiKey, decode_response, encode_request
 from tierlog.protocol.kio_build import build
 
 API_VERSIONS = build(load_request_schema(18, 0), {})
@@ -127,6 +129,41 @@ def test_max_connections_per_ip(start: StartBroker) -> None:
     for sock in kept:
         assert api_versions(sock)
         sock.close()
+
+
+def test_max_connections_per_ip_changes_at_runtime(start: StartBroker) -> None:
+    """A dynamic broker config (KIP-226): the new limit holds for the next connections,
+    and those open stay open."""
+    broker = start()
+    admin = RawClient(broker.port)
+    body = raw_request(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 4,
+                    "resource_name": "",
+                    "configs": [
+                        {"name": "max.connections.per.ip", "config_operation": 0, "value": "3"}
+                    ],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    assert admin.call(body).responses[0].error_code == 0
+    kept = [connect(broker.port) for _ in range(2)]  # three with the admin's
+    assert all(api_versions(sock) for sock in kept)
+    extra = connect(broker.port)
+    assert not api_versions(extra)
+    extra.close()
+    other = connect(broker.port, source="127.0.0.2")
+    assert api_versions(other)
+    other.close()
+    for sock in kept:
+        sock.close()
+    admin.close()
 
 
 def test_max_connection_creation_rate_delays_new_connections(start: StartBroker) -> None:

@@ -17,6 +17,10 @@ from typing import Protocol
 
 # The config entity type of client-metrics subscriptions (KIP-714), Kafka's ConfigType name.
 CLIENT_METRICS_ENTITY = "client-metrics"
+# Dynamic broker configs (KIP-226), Kafka's ConfigType.BROKER: one entity per broker id, and
+# the cluster-wide defaults under Kafka's ConfigEntityName.DEFAULT, "<default>".
+BROKERS_ENTITY = "brokers"
+DEFAULT_BROKER_ENTITY = "<default>"
 
 
 class CoordinationError(Exception):

@@ -4,12 +4,12 @@ follows (``/config/changes/config_change_<seq>``), Kafka's ``AdminZkClient.chang
 A write replaces an entity's whole config, then announces it with a sequential notification
 naming the entity (``topics/<t>``, ``clients/<c>``, ``users/<u>``,
 ``users/<u>/clients/<c>``); brokers read the entity again when they see it
-(``zk_cache``). Topic overrides and client quotas live here today. SCRAM credentials
-(``/config/users/<user>``, beside the user's quotas) and dynamic broker configs
-(``/config/brokers/<id>`` and ``/config/brokers/<default>``) are the same kind of entity
-and belong here too, each a few methods over ``_replace``: a user's znode holds both its
-quotas and its credentials, so each write keeps the other's keys (``alter_user``, a
-conditional read-modify-write; quota writes keep every non-numeric key).
+(``zk_cache``). Topic overrides, client quotas, SCRAM credentials (``/config/users/<user>``,
+beside the user's quotas), client-metrics subscriptions and dynamic broker configs
+(``/config/brokers/<id>`` and ``/config/brokers/<default>``, through ``entities`` and
+``set_entity``) live here. A user's znode holds both its quotas and its credentials, so
+each write keeps the other's keys (``alter_user``, a conditional read-modify-write; quota
+writes keep every non-numeric key).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class EntityConfigs:
             return new
         raise RuntimeError(f"{path}: too many concurrent updates, gave up")
 
-    # -- other entities (client-metrics) ---------------------------------------------------
+    # -- other entities (client-metrics, brokers) --------------------------------------
 
     def entities(self, entity_type: str) -> dict[str, dict[str, str]]:
         """Every entity of ``entity_type`` with configs: name -> key -> value."""

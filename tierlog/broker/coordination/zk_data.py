@@ -16,6 +16,8 @@ tools read a tierlog cluster's state::
     /config/topics/<t>                 {"version":1,"config":{...}}
     /config/clients/<c>, /config/users/<u>[/clients/<c>]
                                        the same: client quotas
+    /config/brokers/<id>, /config/brokers/<default>
+                                       the same: dynamic broker configs (KIP-226)
     /config/changes/config_change_<seq>
                                        sequential: {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>           empty: a deletion request
@@ -44,7 +46,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
-from tierlog.broker.coordination.api import CLIENT_METRICS_ENTITY, CoordinationError
+from tierlog.broker.coordination.api import (
+    BROKERS_ENTITY,
+    CLIENT_METRICS_ENTITY,
+    CoordinationError,
+)
 
 
 class ZkDataError(CoordinationError):
@@ -103,9 +109,13 @@ USERS_CONFIG_TYPE = "users"
 # same change notifications (``client-metrics/<name>``). ``/config/client-metrics`` is made
 # by the first write, so a Kafka ZooKeeper layout without it reads as "none".
 CLIENT_METRICS_CONFIG_TYPE = CLIENT_METRICS_ENTITY
+# Dynamic broker configs (KIP-226): ``/config/brokers/<id>`` per broker and
+# ``/config/brokers/<default>`` for the cluster, announced as ``brokers/<id>`` and
+# ``brokers/<default>`` (Kafka's AdminZkClient.changeBrokerConfig).
+BROKERS_CONFIG_TYPE = BROKERS_ENTITY
 # Entity types the brokers' caches keep whole (name -> configs) and re-read when a change
 # notification names one of them.
-CACHED_ENTITY_TYPES = (CLIENT_METRICS_CONFIG_TYPE,)
+CACHED_ENTITY_TYPES = (CLIENT_METRICS_CONFIG_TYPE, BROKERS_CONFIG_TYPE)
 
 # Kafka's ZkData.PersistentZkPaths: created (empty) at start-up when missing, so later code
 # can create children without creating parents.

@@ -4,7 +4,8 @@ IncrementalAlterConfigs.
 Topic configs are stored as overrides (Kafka names) in the coordination metadata and applied
 to the topic's logs at once; DescribeConfigs reports every topic key with its source, and on
 the broker's own resource, only when asked by name, the read-only ``tierlog.log.cleaner.state``
-(``tierlog.broker.cleaner_state``).
+(``tierlog.broker.cleaner_state``). Broker and broker-logger resources are
+``broker_configs``'; client-metrics ones ``config_resources``'.
 """
 
 from __future__ import annotations
@@ -12,8 +13,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker import cleaner_state
-from tierlog.broker.config import BROKER_CONFIG
 from tierlog.broker.errors import error_code
+from tierlog.broker.handlers.broker_configs import (
+    alter_broker,
+    alter_loggers_refused,
+    describe_broker,
+    describe_loggers,
+    incremental_alter_broker,
+    incremental_alter_loggers,
+    topic_default_source,
+)
 from tierlog.broker.handlers.config_resources import (
     RESOURCE_CLIENT_METRICS,
     alter_client_metrics,
@@ -30,7 +39,6 @@ from tierlog.broker.handlers.quotas import MutationQuota
 from tierlog.broker.replication.partition_limits import PartitionLimitError, check_request
 from tierlog.broker.replication.replica_manager import INTERNAL_TOPICS
 from tierlog.broker.replication.topic_error import TopicError
-from tierlog.broker.security_config import SENSITIVE
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
@@ -44,9 +52,9 @@ if TYPE_CHECKING:
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
 # ConfigSource values (DescribeConfigs v1+).
 SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 # ConfigType values (DescribeConfigs v3+).
 _CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
@@ -299,12 +307,8 @@ def topic_configs(services: BrokerServices, overrides: dict[str, str]) -> list[d
     effective = services.replicas.topic_config(overrides).to_props()
     out = []
     for name, key in TOPIC_CONFIG.keys.items():
-        if name in overrides:
-            source = SOURCE_DYNAMIC_TOPIC
-        elif services.config.topic_default_source(name):
-            source = SOURCE_STATIC_BROKER
-        else:
-            source = SOURCE_DEFAULT
+        own = name in overrides
+        source = SOURCE_DYNAMIC_TOPIC if own else topic_default_source(services, name)
         out.append(_config_entry(name, effective[name], key, source, read_only=False))
     return out
 
@@ -322,30 +326,6 @@ def _config_entry(
         "config_type": _CONFIG_TYPES.get(key.type, 0),
         "documentation": key.doc,
     }
-
-
-def _broker_configs(services: BrokerServices) -> list[dict[str, Any]]:
-    out = []
-    for name, key in BROKER_CONFIG.keys.items():
-        value = services.config.values[name]
-        text = (
-            None
-            if value is None
-            else (
-                ",".join(value)
-                if isinstance(value, list)
-                else ("true" if value is True else "false" if value is False else str(value))
-            )
-        )
-        source = SOURCE_STATIC_BROKER if name in services.config.raw else SOURCE_DEFAULT
-        # Broker configs are static here (no dynamic broker configs). Secrets are
-        # answered as Kafka answers them: sensitive, with no value.
-        if name in SENSITIVE:
-            entry = _config_entry(name, None, key, source, read_only=True)
-            out.append({**entry, "is_sensitive": True})
-            continue
-        out.append(_config_entry(name, text, key, source, read_only=True))
-    return out
 
 
 def _cleaner_state_entry(services: BrokerServices) -> dict[str, Any]:
@@ -393,15 +373,13 @@ async def handle_describe_configs(services: BrokerServices, request: Request) ->
                 entries = []
             else:
                 entries = topic_configs(services, topic.configs)
-        elif resource.resource_type == RESOURCE_BROKER:
-            entries = _broker_configs(services)
-            if cleaner_state.KEY in (resource.configuration_keys or ()) and (
-                resource.resource_name == str(services.config.broker_id)
-            ):
-                entries.append(_cleaner_state_entry(services))
-        elif resource.resource_type == RESOURCE_CLIENT_METRICS:
+        elif resource.resource_type in (
+            RESOURCE_BROKER,
+            RESOURCE_BROKER_LOGGER,
+            RESOURCE_CLIENT_METRICS,
+        ):
             try:
-                entries = describe_client_metrics(services, resource.resource_name)
+                entries = _describe_other(services, resource, field(body, "include_synonyms"))
             except TopicError as exc:
                 result["error_code"], result["error_message"] = exc.code, str(exc)
                 entries = []
@@ -415,6 +393,27 @@ async def handle_describe_configs(services: BrokerServices, request: Request) ->
         result["configs"] = entries
         results.append(result)
     return build(request_response_type(request), {"throttle_time": 0, "results": results})
+
+
+def _describe_other(
+    services: BrokerServices, resource: Any, include_synonyms: bool
+) -> list[dict[str, Any]]:
+    """A BROKER, BROKER_LOGGER or client-metrics resource's entries.
+
+    Raises:
+        TopicError: the resource's name is refused.
+    """
+    name = resource.resource_name
+    if resource.resource_type == RESOURCE_CLIENT_METRICS:
+        return describe_client_metrics(services, name)
+    if resource.resource_type == RESOURCE_BROKER_LOGGER:
+        return describe_loggers(services, name)
+    entries = describe_broker(services, name, bool(include_synonyms))
+    if cleaner_state.KEY in (resource.configuration_keys or ()) and (
+        name == str(services.config.broker_id)
+    ):
+        entries.append(_cleaner_state_entry(services))
+    return entries
 
 
 def _config_refused(services: BrokerServices, request: Request, resource: Any) -> int:
@@ -431,7 +430,7 @@ def _check_alterable(resource: Any) -> None:
     if resource.resource_type != RESOURCE_TOPIC:
         raise TopicError(
             ErrorCode.invalid_request,
-            "only topic configs can be altered; broker configs are static",
+            f"resource type {resource.resource_type} has no configs to alter",
         )
 
 
@@ -441,6 +440,11 @@ async def _alter(
     if resource.resource_type == RESOURCE_CLIENT_METRICS:
         await alter_client_metrics(services, resource.resource_name, new, validate_only)
         return
+    if resource.resource_type == RESOURCE_BROKER:
+        await alter_broker(services, resource.resource_name, new, validate_only)
+        return
+    if resource.resource_type == RESOURCE_BROKER_LOGGER:
+        raise alter_loggers_refused()
     _check_alterable(resource)
     await services.replicas.admin.set_topic_configs(
         resource.resource_name, new, validate_only=validate_only
@@ -485,19 +489,13 @@ async def handle_incremental_alter_configs(services: BrokerServices, request: Re
             refused = _config_refused(services, request, resource)
             if refused:
                 raise TopicError(refused, "Authorization failed.")
-            if resource.resource_type == RESOURCE_BROKER and all(
-                c.config_operation == OP_DELETE for c in resource.configs
+            ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+            if resource.resource_type in (
+                RESOURCE_BROKER,
+                RESOURCE_BROKER_LOGGER,
+                RESOURCE_CLIENT_METRICS,
             ):
-                # Broker configs are static, so no dynamic override exists: deleting one
-                # changes nothing and succeeds, as in Kafka when none is set. (Kafka's
-                # reassignment tool clears replication throttles this way when done.)
-                answers.append(answer)
-                continue
-            if resource.resource_type == RESOURCE_CLIENT_METRICS:
-                ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
-                await incremental_alter_client_metrics(
-                    services, resource.resource_name, ops, body.validate_only
-                )
+                await _incremental_other(services, resource, ops, body.validate_only)
                 answers.append(answer)
                 continue
             # Resource type first: a broker resource used to have its keys checked against
@@ -518,6 +516,21 @@ async def handle_incremental_alter_configs(services: BrokerServices, request: Re
             answer["error_message"] = str(exc)
         answers.append(answer)
     return build(request_response_type(request), {"throttle_time": 0, "responses": answers})
+
+
+async def _incremental_other(
+    services: BrokerServices,
+    resource: Any,
+    ops: list[tuple[str, int, str | None]],
+    validate_only: bool,
+) -> None:
+    name = resource.resource_name
+    if resource.resource_type == RESOURCE_BROKER:
+        await incremental_alter_broker(services, name, ops, validate_only)
+    elif resource.resource_type == RESOURCE_BROKER_LOGGER:
+        incremental_alter_loggers(services, name, ops, validate_only)
+    else:
+        await incremental_alter_client_metrics(services, name, ops, validate_only)
 
 
 def _apply_op(

@@ -5,8 +5,8 @@ ListConfigResources v0 (once ListClientMetricsResources) names the client-metric
 subscriptions; v1 (KIP-1142) names the resources of the types asked for, all supported
 types when none is: topics (2), brokers (4), client-metrics (16) and groups (32, the groups
 with config overrides: none, as tierlog's groups take no per-group configs yet). Broker
-loggers (8) are not config resources here yet, so asking for them is UNSUPPORTED_VERSION, as
-Kafka answers for a type it does not list.
+loggers (8) are not listed (DescribeConfigs answers them, ``broker_configs``), so asking for
+them is UNSUPPORTED_VERSION, as Kafka answers for a type it does not list.
 
 A client-metrics resource is a subscription (``tierlog.broker.client_metrics
 .subscriptions``): its keys are checked when altered (an unknown key is INVALID_REQUEST, a

@@ -39,7 +39,7 @@ import os
 import socket
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tierlog.broker.network.connection_context import (
@@ -204,6 +204,16 @@ class ConnectionQuotas:
         self.count += 1
         self._per_ip[ip] += 1
         return True
+
+    def set_connection_limits(self, max_connections: int, max_connections_per_ip: int) -> None:
+        """New ``max.connections`` and ``max.connections.per.ip`` at runtime (KIP-226): they
+        bound the connections accepted from now on; open ones are kept, as Kafka keeps
+        them."""
+        self.limits = replace(
+            self.limits,
+            max_connections=max_connections,
+            max_connections_per_ip=max_connections_per_ip,
+        )
 
     def release(self, ip: str) -> None:
         self.count -= 1

@@ -146,6 +146,26 @@ class ReplicaManager:
             )
         return config
 
+    def set_default_log_config(self, config: LogConfig) -> None:
+        """New broker defaults for topic configs (dynamic ``log.*`` keys, KIP-226): every
+        hosted topic's logs take their effective config again at once, so a topic without
+        its own override follows the new default.
+
+        Raises:
+            TopicError: INVALID_CONFIG, a topic's overrides no longer fit (left as they
+                were; the others are applied).
+        """
+        self.default_log_config = config
+        self.log_manager.default_config = config
+        refused = []
+        for name, topic in self.coordinator.topics().items():
+            try:
+                self.log_manager.update_config(name, self.topic_config(topic.configs))
+            except TopicError as exc:
+                refused.append(f"{name}: {exc}")
+        if refused:
+            raise TopicError(INVALID_CONFIG, "; ".join(refused))
+
     # -- metadata -> partitions ----------------------------------------------------------
 
     def sync(self, change: MetadataChange | None = None) -> None:

@@ -1,0 +1,342 @@
+"""Dynamic broker configuration (KIP-226): which keys may change at runtime, the layers a
+broker's effective config is built from, the checks an alteration must pass, and telling
+the broker's parts when their keys change (Kafka's ``DynamicBrokerConfig``).
+
+Layers, highest first (Kafka's precedence, also the order of DescribeConfigs' synonyms)::
+
+    DYNAMIC_BROKER_CONFIG          /config/brokers/<id>         this broker only
+    DYNAMIC_DEFAULT_BROKER_CONFIG  /config/brokers/<default>    every broker
+    STATIC_BROKER_CONFIG           server.properties            this broker
+    DEFAULT_CONFIG                 BROKER_CONFIG's defaults
+
+The effective config is a ``BrokerConfig`` of the three upper layers merged, so a dynamic
+value passes every check a static one does, cross-checks included. ``DYNAMIC_KEYS`` is the
+one table of what may change at runtime, with Kafka's update mode for each; every other
+key is refused (never stored and ignored). Keys in it that Kafka updates dynamically but
+tierlog reads only at start-up are left out on purpose, and so refused (docs/operations.md
+lists them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tierlog.broker.config import BROKER_CONFIG, BrokerConfig
+from tierlog.broker.coordination.api import (
+    BROKERS_ENTITY,
+    DEFAULT_BROKER_ENTITY,
+    Coordinator,
+    MetadataChange,
+)
+from tierlog.util.configdef import PER_BROKER, READ_ONLY, ConfigError
+
+log = logging.getLogger(__name__)
+
+
+# The broker keys that set topics' defaults (``log.*``, Kafka's DynamicLogConfig): a topic
+# without its own override follows a new value at once. Kafka makes only the first synonym
+# of each dynamic (log.retention.ms, not .minutes or .hours; log.roll.ms, not .hours).
+LOG_DEFAULT_KEYS = (
+    "log.segment.bytes",
+    "log.roll.ms",
+    "log.retention.ms",
+    "log.retention.bytes",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "log.index.interval.bytes",
+    "log.index.size.max.bytes",
+    "log.message.timestamp.type",
+    "log.cleanup.policy",
+    "log.segment.delete.delay.ms",
+    "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
+    "log.local.retention.ms",
+    "log.local.retention.bytes",
+    "message.max.bytes",
+    "compression.type",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "min.insync.replicas",
+)
+# The log cleaner's settings (Kafka's LogCleaner.ReconfigurableConfigs).
+CLEANER_KEYS = (
+    "log.cleaner.threads",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.backoff.ms",
+)
+# Connection limits shared by every listener (Kafka's DynamicListenerConfig / quotas).
+CONNECTION_KEYS = ("max.connections", "max.connections.per.ip")
+# The remote tier's upload rate (KIP-956).
+REMOTE_KEYS = ("remote.log.manager.copy.max.bytes.per.second",)
+
+# Left out, though Kafka updates them at run time, so refused until their parts take them:
+# unclean.leader.election.enable (the controller reads it at start), the listeners and
+# their TLS keystores (the Security issue), max.connection.creation.rate (its sampler is
+# sized at start), num.*.threads (one event loop; docs/configuration.md).
+# Each with Kafka's update mode (config_notes): PER_BROKER keys may be set per broker only,
+# CLUSTER_WIDE ones as the cluster default too (and per broker, "for testing", Kafka says).
+DYNAMIC_KEYS: Mapping[str, str] = {
+    key: BROKER_CONFIG.keys[key].update_mode or READ_ONLY
+    for key in (*LOG_DEFAULT_KEYS, *CLEANER_KEYS, *CONNECTION_KEYS, *REMOTE_KEYS)
+}
+
+# Names under which a key's value may be set, the key first (Kafka's brokerSynonyms): a
+# DescribeConfigs synonym list walks them, layer by layer.
+SYNONYMS: Mapping[str, tuple[str, ...]] = {
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.hours": ("log.roll.hours",),
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.retention.minutes": ("log.retention.minutes", "log.retention.hours"),
+}
+
+# DescribeConfigs' ConfigSource values (KIP-226).
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+class AlterRefused(ValueError):
+    """An alteration refused as a whole; ``invalid_request`` tells Kafka's
+    INVALID_REQUEST (a key that is not dynamic, a bad resource name) from INVALID_CONFIG
+    (an unknown key, a bad value)."""
+
+    def __init__(self, message: str, *, invalid_request: bool) -> None:
+        super().__init__(message)
+        self.invalid_request = invalid_request
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The dynamic layers as stored: this broker's overrides and the cluster defaults."""
+
+    broker: Mapping[str, str]
+    default: Mapping[str, str]
+
+
+def stored_layers(coordinator: Coordinator, broker_id: int) -> Layers:
+    entities = coordinator.entity_configs(BROKERS_ENTITY)
+    return Layers(
+        dict(entities.get(str(broker_id), {})), dict(entities.get(DEFAULT_BROKER_ENTITY, {}))
+    )
+
+
+def merged(static: BrokerConfig, layers: Layers) -> BrokerConfig:
+    """The effective config: ``static`` under the cluster defaults under this broker's.
+
+    Raises:
+        ConfigError: naming the key whose value (or combination) is refused.
+    """
+    return BrokerConfig({**static.raw, **layers.default, **layers.broker})
+
+
+def entity_of(resource_name: str, broker_id: int) -> str:
+    """The entity a BROKER resource names: this broker's id, or "" for the cluster default
+    (Kafka's ZkAdminManager.getBrokerId, with its messages).
+
+    Raises:
+        AlterRefused: not an integer, or another broker's id.
+    """
+    if not resource_name:
+        return DEFAULT_BROKER_ENTITY
+    try:
+        number = int(resource_name)
+    except ValueError:
+        raise AlterRefused(
+            f"Broker id must be an integer, but it is: {resource_name}", invalid_request=True
+        ) from None
+    if number != broker_id:
+        raise AlterRefused(
+            f"Unexpected broker id, expected {broker_id}, but received {resource_name}",
+            invalid_request=True,
+        )
+    return str(number)
+
+
+def check_keys(keys: Collection[str], *, per_broker: bool) -> None:
+    """Every key must be known and dynamic, at the level it is set (Kafka's
+    DynamicBrokerConfig.validateConfigs); all at fault are named at once.
+
+    Raises:
+        AlterRefused: INVALID_CONFIG for unknown keys, INVALID_REQUEST otherwise.
+    """
+    unknown = sorted(k for k in keys if k not in BROKER_CONFIG.keys)
+    if unknown:
+        reasons = "; ".join(f"{k!r}: {BROKER_CONFIG.refusal(k)}" for k in unknown)
+        raise AlterRefused(f"Unknown broker config {reasons}", invalid_request=False)
+    static = sorted(k for k in keys if k not in DYNAMIC_KEYS)
+    if static:
+        raise AlterRefused(
+            f"Cannot update these configs dynamically: {_scala_set(static)}",
+            invalid_request=True,
+        )
+    per_broker_only = sorted(k for k in keys if DYNAMIC_KEYS[k] == PER_BROKER)
+    if per_broker_only and not per_broker:
+        raise AlterRefused(
+            "Cannot update these configs at default cluster level, broker id must be "
+            f"specified: {_scala_set(per_broker_only)}",
+            invalid_request=True,
+        )
+
+
+def check_alteration(
+    static: BrokerConfig, layers: Layers, entity: str, new: Mapping[str, str]
+) -> Layers:
+    """The layers once ``entity``'s overrides are replaced by ``new``, checked whole: the
+    keys (``check_keys``), then every value in the config it makes for this broker.
+
+    Raises:
+        AlterRefused: naming each key at fault and why.
+    """
+    per_broker = entity != DEFAULT_BROKER_ENTITY
+    check_keys(list(new), per_broker=per_broker)
+    after = Layers(
+        dict(new) if per_broker else layers.broker, layers.default if per_broker else dict(new)
+    )
+    try:
+        merged(static, after)
+    except ConfigError as exc:
+        raise AlterRefused(str(exc), invalid_request=False) from None
+    return after
+
+
+def _scala_set(keys: Sequence[str]) -> str:
+    # Kafka's message prints a Scala Set: "Set(log.dirs, broker.id)".
+    return f"Set({', '.join(keys)})"
+
+
+# -- describing -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: int
+
+
+def text_of(value: Any) -> str | None:
+    """A parsed value as Kafka prints it (lists comma-joined, booleans lower case)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def synonyms(
+    name: str, static: BrokerConfig, layers: Layers, *, per_broker: bool = True
+) -> list[Synonym]:
+    """Where ``name``'s value may come from, highest first: each layer in turn, each of the
+    key's synonyms within it (Kafka's ConfigHelper.configSynonyms). The first is the one in
+    force. ``per_broker`` False (describing the cluster default) leaves this broker's own
+    layer out."""
+    names = SYNONYMS.get(name, (name,))
+    defaults = {n: BROKER_CONFIG.keys[n].default for n in names if n in BROKER_CONFIG.keys}
+    found: list[Synonym] = []
+    sources: list[tuple[Mapping[str, Any], int]] = [
+        (layers.default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+        (static.raw, SOURCE_STATIC_BROKER),
+        (defaults, SOURCE_DEFAULT),
+    ]
+    if per_broker:
+        sources.insert(0, (layers.broker, SOURCE_DYNAMIC_BROKER))
+    for values, source in sources:
+        for synonym in names:
+            value = values.get(synonym)
+            if value is not None:
+                found.append(Synonym(synonym, text_of(value), source))
+    return found
+
+
+# -- applying -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reconfigurable:
+    """A part of the broker that takes new values of ``keys`` at runtime (Kafka's
+    ``Reconfigurable``): ``apply`` gets the whole new effective config."""
+
+    name: str
+    keys: frozenset[str]
+    apply: Callable[[BrokerConfig], None]
+
+
+class DynamicBrokerConfig:
+    """This broker's effective config, kept current with the stored dynamic layers.
+
+    Every metadata change (``Coordinator.on_change``: a ZooKeeper config change
+    notification naming ``brokers/<id>`` or ``brokers/<default>``, or the single node's own
+    write) reads the layers again; when they differ, the config is merged again and each
+    ``Reconfigurable`` whose keys changed value is told. A stored layer that no longer
+    makes a valid config (written by another tool) is logged and the last good config kept.
+    Event loop only.
+
+    Args:
+        static: the config the broker started with (server.properties).
+        coordinator: where the layers are stored.
+        reconfigurables: the parts to tell, in order.
+    """
+
+    def __init__(
+        self,
+        static: BrokerConfig,
+        coordinator: Coordinator,
+        reconfigurables: Sequence[Reconfigurable],
+    ) -> None:
+        self.static = static
+        self._coordinator = coordinator
+        self._reconfigurables = tuple(reconfigurables)
+        self._layers = Layers({}, {})
+        self._current = static
+        for part in self._reconfigurables:
+            not_dynamic = part.keys - DYNAMIC_KEYS.keys()
+            if not_dynamic:
+                raise ValueError(f"{part.name}: {sorted(not_dynamic)} are not in DYNAMIC_KEYS")
+
+    @property
+    def current(self) -> BrokerConfig:
+        return self._current
+
+    @property
+    def layers(self) -> Layers:
+        return self._layers
+
+    def start(self) -> None:
+        """Apply what is stored now, then follow every change."""
+        self.refresh()
+        self._coordinator.on_change(self._on_change)
+
+    def _on_change(self, _change: MetadataChange | None) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        layers = stored_layers(self._coordinator, self.static.broker_id)
+        if layers == self._layers:
+            return
+        try:
+            new = merged(self.static, layers)
+        except ConfigError as exc:
+            log.error("dynamic broker config not applied, the last good one is kept: %s", exc)
+            return
+        old, self._current, self._layers = self._current, new, layers
+        for part in self._reconfigurables:
+            changed = sorted(k for k in part.keys if old[k] != new[k])
+            if not changed:
+                continue
+            try:
+                part.apply(new)
+            except Exception:
+                log.exception("reconfiguring %s (%s) failed", part.name, ", ".join(changed))
+                continue
+            log.info("reconfigured %s: %s", part.name, ", ".join(changed))

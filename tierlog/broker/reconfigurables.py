@@ -1,0 +1,71 @@
+"""What a broker's parts do with new dynamic broker configs (KIP-226): one
+``Reconfigurable`` per key group of ``dynamic_config``'s table, built from the parts the
+broker passes in, and the cleaner's settings read from a config."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tierlog.broker.config import BrokerConfig
+from tierlog.broker.dynamic_config import (
+    CLEANER_KEYS,
+    CONNECTION_KEYS,
+    LOG_DEFAULT_KEYS,
+    REMOTE_KEYS,
+    Reconfigurable,
+)
+from tierlog.broker.network.server import ConnectionQuotas
+from tierlog.broker.replication.replica_manager import ReplicaManager
+from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
+from tierlog.util.throttle import Throttle
+
+
+def cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    """The broker's ``log.cleaner.*`` keys as the cleaner's settings."""
+    rate = config["log.cleaner.io.max.bytes.per.second"]
+    return CleanerConfig(
+        enable=config["log.cleaner.enable"],
+        threads=config["log.cleaner.threads"],
+        dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+        # Kafka's default, Double.MAX_VALUE, means no limit.
+        io_max_bytes_per_second=0.0 if rate >= 1e300 else rate,
+        backoff_ms=config["log.cleaner.backoff.ms"],
+        load_factor=config["log.cleaner.io.buffer.load.factor"],
+    )
+
+
+def broker_reconfigurables(
+    replicas: ReplicaManager,
+    quotas: ConnectionQuotas,
+    cleaner: Callable[[], LogCleaner | None],
+    copy_throttle: Throttle | None,
+) -> list[Reconfigurable]:
+    """Args:
+    replicas: takes new ``log.*`` defaults for every hosted topic.
+    quotas: the connection limits every listener shares.
+    cleaner: the log cleaner once started (None: ``log.cleaner.enable=false``).
+    copy_throttle: paces uploads to the remote tier (None: no remote tier).
+    """
+
+    def log_defaults(config: BrokerConfig) -> None:
+        replicas.set_default_log_config(config.log_config)
+
+    def cleaner_settings(config: BrokerConfig) -> None:
+        running = cleaner()
+        if running is not None:
+            running.reconfigure(cleaner_config(config))
+
+    def connections(config: BrokerConfig) -> None:
+        quotas.set_connection_limits(config["max.connections"], config["max.connections.per.ip"])
+
+    def remote_copy(config: BrokerConfig) -> None:
+        if copy_throttle is not None:
+            rate = config["remote.log.manager.copy.max.bytes.per.second"]
+            copy_throttle.set_rate(rate, burst_bytes=rate)
+
+    return [
+        Reconfigurable("log defaults", frozenset(LOG_DEFAULT_KEYS), log_defaults),
+        Reconfigurable("log cleaner", frozenset(CLEANER_KEYS), cleaner_settings),
+        Reconfigurable("connection quotas", frozenset(CONNECTION_KEYS), connections),
+        Reconfigurable("remote copy rate", frozenset(REMOTE_KEYS), remote_copy),
+    ]
