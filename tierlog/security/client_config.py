@@ -61,6 +61,7 @@ __all__ = [
     "SaslLogin",
     "librdkafka_config",
     "redacted",
+    "sasl_login_from_jaas",
 ]
 
 MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -203,36 +204,49 @@ def _sasl_login(config: Mapping[str, Any]) -> SaslLogin:
         )
     jaas_text = config.get("sasl.jaas.config")
     entry = parse_jaas_config(str(jaas_text)) if jaas_text else None
+    if entry is not None or mechanism == "OAUTHBEARER":
+        return sasl_login_from_jaas(mechanism, entry, "sasl.jaas.config")
+    username = config.get("sasl.username")
+    secret = config.get("sasl.password")
+    password = secret.value if isinstance(secret, Password) else secret
+    if not username or password is None:
+        raise SecurityConfigError(
+            "sasl.username" if not username else "sasl.password",
+            f"{mechanism} needs a username and a password: username=/password= in "
+            "sasl.jaas.config, or sasl.username and sasl.password",
+        )
+    return SaslLogin(mechanism, str(username), Password(str(password)))
+
+
+def sasl_login_from_jaas(mechanism: str, entry: JaasEntry | None, key: str) -> SaslLogin:
+    """The login a JAAS entry holds for ``mechanism``: ``username=``/``password=`` of a
+    Plain or Scram login module, or an OAuthBearerLoginModule's ``unsecuredLogin*``
+    claims. Brokers read their inter-broker login from their listener's entry this way.
+
+    Raises:
+        SecurityConfigError: naming ``key``: the wrong login module, or a missing value.
+    """
     if mechanism == "OAUTHBEARER":
         if entry is None or entry.login_module != OAUTHBEARER_LOGIN_MODULE:
             raise SecurityConfigError(
-                "sasl.jaas.config",
+                key,
                 f"OAUTHBEARER needs a {OAUTHBEARER_LOGIN_MODULE} entry with the token's "
                 f'claims, e.g. {_LOGIN}StringClaim_sub="alice"',
             )
         _unsecured_claims(entry, SystemClock())  # refuse a bad entry now, not at login
         return SaslLogin(mechanism, oauth_login=entry)
-    if entry is not None:
-        if entry.login_module not in (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE):
-            raise SecurityConfigError(
-                "sasl.jaas.config",
-                f"{mechanism} logs in with {PLAIN_LOGIN_MODULE} or {SCRAM_LOGIN_MODULE}, "
-                f"not {entry.login_module}",
-            )
-        username, password = entry.option("username"), entry.option("password")
-        where = "sasl.jaas.config"
-    else:
-        username = config.get("sasl.username")
-        secret = config.get("sasl.password")
-        password = secret.value if isinstance(secret, Password) else secret
-        where = "sasl.username" if username is None else "sasl.password"
+    if entry is None or entry.login_module not in (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE):
+        found = "no login entry" if entry is None else entry.login_module
+        raise SecurityConfigError(
+            key,
+            f"{mechanism} logs in with {PLAIN_LOGIN_MODULE} or {SCRAM_LOGIN_MODULE}, not {found}",
+        )
+    username, password = entry.option("username"), entry.option("password")
     if not username or password is None:
         raise SecurityConfigError(
-            where,
-            f"{mechanism} needs a username and a password: username=/password= in "
-            "sasl.jaas.config, or sasl.username and sasl.password",
+            key, f"{mechanism} needs username= and password= in the login entry"
         )
-    return SaslLogin(mechanism, str(username), Password(str(password)))
+    return SaslLogin(mechanism, username, Password(password))
 
 
 def _unsecured_claims(entry: JaasEntry, clock: Clock) -> tuple[dict[str, Any], dict[str, str]]:
