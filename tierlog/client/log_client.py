@@ -338,6 +338,8 @@ class LogClient:
         )
         try:
             answer = self._connection(address).call(request)
+        except SaslAuthenticationFailedError:
+            raise  # not a timeout: retrying with the same login cannot help
         except OSError:
             return {key: ErrorCode.request_timed_out for key in keys}
         failures = {}
@@ -389,6 +391,8 @@ class LogClient:
             )
             try:
                 answer = self._connection(info.leader).call(request)
+            except SaslAuthenticationFailedError:
+                raise  # not a timeout: retrying with the same login cannot help
             except OSError:
                 last = ErrorCode.request_timed_out
                 continue
