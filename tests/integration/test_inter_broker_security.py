@@ -178,3 +178,36 @@ def test_a_broker_with_a_wrong_password_never_joins_the_isr(
         assert isr() == [0, 1]
     finally:
         cluster.kill()
+
+
+def test_mutual_tls_between_brokers(tmp_path: Path, zk_connect: str) -> None:
+    # The inter-broker listener requires client certificates: each broker presents its
+    # keystore when it connects to another, as Kafka's brokers do.
+    ca = LocalCa.create()
+    keystore = ca.issue("localhost", organizational_unit="brokers").write_pem_keystore(
+        tmp_path / "broker.pem"
+    )
+    cluster = ProcessCluster(
+        tmp_path,
+        zk_connect,
+        3,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "ssl.keystore.location": str(keystore),
+            "ssl.truststore.location": str(ca.write_ca(tmp_path / "ca.pem")),
+            "listener.name.internal.ssl.client.auth": "required",
+        },
+    ).start()
+    try:
+        admin = cluster.admin()
+        admin.create_topics([NewTopic("m", 2, 3)])["m"].result(30)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for n in range(100):
+            producer.produce("m", b"%d" % n, partition=n % 2)
+        assert producer.flush(60) == 0
+        cluster.wait_for_full_isr("m", 2, 3)
+        assert "Failed authentication" not in cluster.brokers[0].log_text()
+    finally:
+        cluster.kill()
