@@ -40,7 +40,7 @@ def test_a_rule_names_a_key_or_a_prefix() -> None:
     [
         ("num.network.threads", "event loop"),
         ("ssl.provider", "JSSE"),
-        ("sasl.mechanism.inter.broker.protocol", "issue 22"),
+        ("sasl.login.refresh.window.factor", "JAAS entry"),
         ("process.roles", "KRaft"),
         ("group.share.max.size", "KIP-932"),
         ("leader.replication.throttled.rate", "issue 23 item 3"),

@@ -117,3 +117,48 @@ def test_isolation_level_as_in_kafkas_consumer() -> None:
     message = str(caught.value)
     assert "kafka.isolation.level" in message and "read_committed" in message
     assert "\n" not in message
+
+
+SECURE = {
+    **BASE,
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "SCRAM-SHA-512",
+    "kafka.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="etl" password="etl-secret";'
+    ),
+    "kafka.ssl.truststore.location": "/etc/ca.pem",
+    "kafka.group.id": "ignored",
+}
+
+
+def test_security_options_reach_the_client_with_the_prefix_stripped() -> None:
+    opts = parse(SECURE)
+    security = opts.client_security()
+    assert security is not None and security.sasl is not None
+    assert (security.sasl.mechanism, security.sasl.username) == ("SCRAM-SHA-512", "etl")
+    assert security.tls is not None and security.tls.truststore_location == "/etc/ca.pem"
+    assert parse(BASE).client_security() is None
+
+
+def test_security_options_never_show_their_secrets() -> None:
+    assert "etl-secret" not in repr(parse(SECURE))
+    assert "etl-secret" not in repr(parse(SECURE).client_security())
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ({"kafka.sasl.kerberos.service.name": "kafka"}, "kafka.sasl.kerberos.service.name"),
+        ({"kafka.sasl.mechanism": "GSSAPI"}, "kafka.sasl.mechanism"),
+        ({"kafka.security.protocol": "TLS"}, "kafka.security.protocol"),
+        ({"kafka.sasl.jaas.config": 'x required password="etl-secret"'}, "kafka.sasl.jaas.config"),
+    ],
+)
+def test_a_bad_security_option_is_named_and_its_value_not_shown(
+    extra: dict[str, str], key: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse({**SECURE, **extra})
+    assert refused.value.key == key
+    assert "etl-secret" not in str(refused.value)

@@ -185,3 +185,38 @@ def test_a_row_refused_before_sending_fails_the_task_with_its_reason() -> None:
     batch = pa.RecordBatch.from_pydict({"value": ["v", "w"]})
     with pytest.raises(SinkError, match=r"a row was not written: t: .*too large"):
         produce_batches(options, [batch], Refusing())
+
+
+SECURE_SINK = {
+    "kafka.bootstrap.servers": "h:1",
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "SCRAM-SHA-256",
+    "kafka.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="etl" password="etl-secret";'
+    ),
+    "kafka.ssl.truststore.location": "/etc/ca.pem",
+    "kafka.linger.ms": "7",
+}
+
+
+def test_security_options_go_to_librdkafka_in_its_own_keys() -> None:
+    options = parse_sink(SECURE_SINK)
+    config = options.producer_config()
+    assert config["security.protocol"] == "sasl_ssl"
+    assert (config["sasl.username"], config["sasl.password"]) == ("etl", "etl-secret")
+    assert config["ssl.ca.location"] == "/etc/ca.pem"
+    assert "sasl.jaas.config" not in config and config["linger.ms"] == "7"
+    assert "etl-secret" not in repr(options)
+
+
+def test_a_bad_security_option_is_refused_by_name() -> None:
+    with pytest.raises(SinkError, match=r"kafka\.sasl\.login\.class") as refused:
+        parse_sink({**SECURE_SINK, "kafka.sasl.login.class": "x"})
+    assert "etl-secret" not in str(refused.value)
+
+
+def test_a_producer_error_quoting_a_secret_hides_it() -> None:
+    options = parse_sink(SECURE_SINK)
+    text = options.hide_secrets('Invalid value "etl-secret" for sasl.password')
+    assert "etl-secret" not in text and "[hidden]" in text

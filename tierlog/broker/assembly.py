@@ -45,6 +45,7 @@ from tierlog.broker.meta_properties import read as read_meta_properties
 from tierlog.broker.network.listener_setup import (
     bind_listeners,
     connection_limits,
+    inter_broker_security,
     listener_security,
     registration,
 )
@@ -72,6 +73,7 @@ from tierlog.remote.api import RemoteStorageError
 from tierlog.remote.registry import open_store
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.security.api import AclStore, Authorizer
+from tierlog.security.client_config import ClientSecurity
 from tierlog.security.registry import open_authorizer
 from tierlog.util.clock import Clock
 from tierlog.util.configdef import ConfigError
@@ -124,7 +126,13 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     clock = run.clock
     # Before anything is written: a bad listener is a one-line config error.
     listeners = parts.listeners = config.listener_plan()
-    coordinator, keep_strays = await _coordination(config, parts)
+    # How this broker connects to the others (its TLS files read now: a start-up error).
+    peer_security = inter_broker_security(
+        config.security, listeners, config["sasl.mechanism.inter.broker.protocol"], clock
+    )
+    coordinator, keep_strays = await _coordination(
+        config, parts, peer_security, listeners.inter_broker
+    )
     # A TLS or SASL mistake is a one-line config error too, before anything is written.
     users = _user_configs(parts.cluster, coordinator)
     scram = ScramCredentialCache(users, clock)
@@ -174,7 +182,7 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
             config["max.broker.partitions"], config["max.partitions"], fd_limit()
         ),
         partitions=partitions,
-        fetchers=_replica_fetchers(config, address_of) if parts.cluster else None,
+        fetchers=_replica_fetchers(config, address_of, peer_security) if parts.cluster else None,
         leadership=leadership,
     )
     offsets_topic = parts.offsets_topic = OffsetsTopic(config, coordinator, replicas, clock=clock)
@@ -188,6 +196,7 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
         producer_ids.next_id,
         address_of,
         clock=clock,
+        peer_security=peer_security,
     )
     leadership.subscribe(transactions.state_topic.on_leadership_change)
     cluster = parts.cluster
@@ -231,14 +240,17 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
         ),
         decoder=run.decoder,
     )
-    _integrity(config, parts, address_of)
+    _integrity(config, parts, address_of, peer_security)
 
 
-async def _coordination(config: BrokerConfig, parts: BrokerParts) -> tuple[Coordinator, bool]:
+async def _coordination(
+    config: BrokerConfig, parts: BrokerParts, peer_security: ClientSecurity, inter_broker: str
+) -> tuple[Coordinator, bool]:
     """The coordination metadata (single node: its file in the first log dir; cluster:
-    ZooKeeper, connected), and whether stray logs are kept aside rather than removed."""
+    ZooKeeper, connected, its controller channel on the ``inter_broker`` listener with
+    ``peer_security``), and whether stray logs are kept aside rather than removed."""
     if not config.single_node:
-        cluster = parts.cluster = ClusterMembership(config)
+        cluster = parts.cluster = ClusterMembership(config, peer_security, inter_broker)
         parts.coordinator = cluster.coordinator
         await cluster.connect()
         return cluster.coordinator, False
@@ -346,7 +358,9 @@ def peer_addresses(
 
 
 def _replica_fetchers(
-    config: BrokerConfig, address_of: Callable[[int], tuple[str, int] | None]
+    config: BrokerConfig,
+    address_of: Callable[[int], tuple[str, int] | None],
+    peer_security: ClientSecurity,
 ) -> ReplicaFetcherManager:
     return ReplicaFetcherManager(
         config.broker_id,
@@ -355,6 +369,7 @@ def _replica_fetchers(
         min_bytes=config["replica.fetch.min.bytes"],
         max_bytes=config["replica.fetch.max.bytes"],
         backoff_ms=config["replica.fetch.backoff.ms"],
+        security=peer_security,
     )
 
 
@@ -416,6 +431,7 @@ def _integrity(
     config: BrokerConfig,
     parts: BrokerParts,
     address_of: Callable[[int], tuple[str, int] | None],
+    peer_security: ClientSecurity,
 ) -> None:
     """The scrubber (re-checks closed segments' CRC-32C in the background, issue 10) and,
     in a cluster, the repairer that fetches damaged ranges again from the ISR. Each needs
@@ -447,6 +463,7 @@ def _integrity(
             lambda: replicas.partitions.values(),
             address_of,
             on_repaired=(lambda p: scrubber.forget_repaired(p.local)) if scrubber else None,
+            security=peer_security,
         )
 
 

@@ -24,6 +24,7 @@ from tierlog.client.async_connection import AsyncConnection
 from tierlog.protocol import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build
+from tierlog.security.client_config import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,18 @@ CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 class ClusterMembership:
     """Args:
     config: the broker's configuration (zookeeper.*, replica.*, unclean election).
+    peer_security: TLS and SASL of the inter-broker listener, for requests to the
+        controller (None: PLAINTEXT).
+    inter_broker_listener: the listener brokers reach each other on ("": the registration's
+        top-level host and port, which Kafka's JSON gives the PLAINTEXT endpoint).
     """
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        peer_security: ClientSecurity | None = None,
+        inter_broker_listener: str = "",
+    ) -> None:
         from tierlog.broker.controller import Controller
 
         self.config = config
@@ -60,6 +70,8 @@ class ClusterMembership:
             ),
         )
         self._controller_connection: tuple[int, AsyncConnection] | None = None
+        self._peer_security = peer_security
+        self._inter_broker_listener = inter_broker_listener
 
     async def connect(self) -> str:
         """The ZooKeeper session and the cluster id."""
@@ -119,7 +131,15 @@ class ClusterMembership:
         controller = self.coordinator.snapshot.brokers.get(controller_id)
         if metadata is None or controller is None:
             raise AlterPartitionError(ErrorCode.not_controller, "no live controller known")
-        connection = await self._connection_to(controller_id, controller.host, controller.port)
+        # The controller's inter-broker endpoint: its top-level host/port is Kafka's
+        # PLAINTEXT one, which need not be the inter-broker listener.
+        address = controller.address_on(self._inter_broker_listener)
+        if address is None:
+            raise AlterPartitionError(
+                ErrorCode.not_controller,
+                f"the controller has no {self._inter_broker_listener} listener",
+            )
+        connection = await self._connection_to(controller_id, *address)
         request = build(
             load_request_schema(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION),
             {
@@ -164,7 +184,9 @@ class ClusterMembership:
             if known_id == broker_id and not connection.closed:
                 return connection
             await self._drop_connection()
-        connection = await AsyncConnection.open(host, port, client_id=f"broker-{self.broker_id}")
+        connection = await AsyncConnection.open(
+            host, port, client_id=f"broker-{self.broker_id}", security=self._peer_security
+        )
         self._controller_connection = (broker_id, connection)
         return connection
 

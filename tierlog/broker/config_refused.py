@@ -20,15 +20,12 @@ from typing import Final
 
 __all__ = ["BROKER_REFUSED", "KAFKA_BROKER_KEYS", "refusal"]
 
-_INTER_BROKER = (
-    "inter-broker TLS and SASL are the next stage of issue 22: inter-broker traffic stays "
-    "on a PLAINTEXT listener"
-)
 _JAVA_TLS = "a JSSE (Java TLS) setting: tierlog's TLS is OpenSSL through Python's ssl module"
 _DYNAMIC_TLS = "certificate updates through dynamic broker configs come with issue 23"
 _SASL_CLIENT = (
-    "a SASL client (login) setting: brokers do not log in to each other over SASL yet "
-    "(issue 22, inter-broker stage)"
+    "a SASL client (login) setting: brokers log in to each other with the username and "
+    "password (or unsecured OAUTHBEARER claims) of their listener's JAAS entry, and no "
+    "login callback or token endpoint"
 )
 _OAUTH_STRICT = (
     "tierlog checks aud and iss whenever sasl.oauthbearer.expected.audience/issuer are set"
@@ -83,7 +80,6 @@ BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
         "sasl.login.": _SASL_CLIENT,
         "sasl.client.callback.handler.class": _PLUGIN,
         "sasl.server.callback.handler.class": _PLUGIN,
-        "sasl.mechanism.inter.broker.protocol": _INTER_BROKER,
         "sasl.mechanism.controller.protocol": _KRAFT,
         "sasl.oauthbearer.assertion.": _SASL_CLIENT,
         "sasl.oauthbearer.client.credentials.": _SASL_CLIENT,

@@ -13,8 +13,10 @@ Kafka's rules (``KafkaConfig``'s listener checks, KIP-103), each refused with th
   listener it leaves out is advertised as it is bound.
 * ``inter.broker.listener.name`` or ``security.inter.broker.protocol`` (never both; the
   latter names the listener called after the protocol, default PLAINTEXT) is what other
-  brokers connect to; it must be an advertised listener. Inter-broker TLS and SASL are not
-  built yet: a TLS or SASL inter-broker listener is refused rather than served in clear.
+  brokers connect to; it must be an advertised listener. Brokers connect to it with its
+  security (``listener_setup.inter_broker_security``): TLS with the listener's keystore
+  and truststore, SASL with ``sasl.mechanism.inter.broker.protocol`` and the login in the
+  listener's JAAS entry, as Kafka's brokers do.
 * A listener with no host (``PLAINTEXT://:9092``, Kafka's default) binds every interface
   and is advertised under the machine's canonical host name, in either key.
 * ``0.0.0.0`` (or ``::``) may be bound but never advertised: clients elsewhere cannot
@@ -41,11 +43,6 @@ _UNROUTABLE = ("0.0.0.0", "::")
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 # Kafka's default listener.security.protocol.map: each protocol's name maps to itself.
 DEFAULT_PROTOCOL_MAP = {p.value: p for p in SecurityProtocol}
-INTER_BROKER_NOT_BUILT = (
-    "inter-broker TLS and SASL are not built yet (issue 22, next stage): keep "
-    "inter-broker traffic on a PLAINTEXT listener (e.g. an INTERNAL listener bound to a "
-    "private address) and put SSL or SASL listeners beside it for clients"
-)
 
 
 @dataclass(frozen=True)
@@ -233,9 +230,5 @@ def _inter_broker(
             key,
             f"the inter-broker listener {name} must be one of the listeners "
             f"({', '.join(names)}), as in Kafka",
-        )
-    if protocol_map[name] is not SecurityProtocol.PLAINTEXT:
-        raise ConfigError(
-            key, f"{name} is {protocol_map[name].value}, but {INTER_BROKER_NOT_BUILT}"
         )
     return name

@@ -45,14 +45,20 @@ SECURITY_KEYS: Final = [
     ),
     _text(
         "inter.broker.listener.name",
-        "the listener other brokers connect to (a PLAINTEXT one, until inter-broker security "
-        "is built); not with security.inter.broker.protocol",
+        "the listener other brokers connect to, with its TLS and SASL settings; not with "
+        "security.inter.broker.protocol",
     ),
     _text(
         "security.inter.broker.protocol",
         "the inter-broker listener by protocol name (default PLAINTEXT); not with "
         "inter.broker.listener.name",
         "PLAINTEXT",
+    ),
+    _text(
+        "sasl.mechanism.inter.broker.protocol",
+        "the mechanism brokers log in to each other with on a SASL inter-broker listener; "
+        "the login is the username= and password= of that listener's JAAS entry for it",
+        "GSSAPI",
     ),
     ConfigKey(
         "ssl.keystore.type", "string", "PEM", "PEM or PKCS12", one_of("PEM", "PKCS12", "JKS")
@@ -136,6 +142,7 @@ _PER_LISTENER: Final = _NAMES - {
     "listener.security.protocol.map",
     "inter.broker.listener.name",
     "security.inter.broker.protocol",
+    "sasl.mechanism.inter.broker.protocol",
 }
 SENSITIVE: Final = frozenset(
     {
@@ -151,11 +158,8 @@ _RO = "read-only"
 SECURITY_NOTES: Final[dict[str, KafkaNotes]] = {name: KafkaNotes(_RO) for name in _NAMES} | {
     "ssl.keystore.type": KafkaNotes(_RO, "default PEM (Kafka: JKS, a Java format; use PKCS12)"),
     "ssl.truststore.type": KafkaNotes(_RO, "default PEM (Kafka: JKS, a Java format; use PKCS12)"),
-    "inter.broker.listener.name": KafkaNotes(
-        _RO, "a PLAINTEXT listener only, until inter-broker security is built"
-    ),
-    "security.inter.broker.protocol": KafkaNotes(
-        _RO, "PLAINTEXT only, until inter-broker security is built"
+    "sasl.mechanism.inter.broker.protocol": KafkaNotes(
+        _RO, "PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER (unsecured tokens); GSSAPI is not supported"
     ),
 }
 

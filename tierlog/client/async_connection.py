@@ -11,6 +11,11 @@ Requests on one connection are sent one at a time (a lock), each answered before
 goes out, so every answer's correlation id must be the one just sent; anything else means
 the stream is out of step and the connection is closed. Connecting and each request are
 bounded in time. Not thread-safe: one event loop.
+
+With a ``ClientSecurity`` (brokers use their inter-broker listener's), ``open`` connects
+over TLS and logs in over SASL (``tierlog.security.sasl_client``'s exchange, the same the
+blocking connection drives) within ``connect_timeout``; a refused login is a
+``SaslAuthenticationFailedError``, a ``ConnectionError`` like any failed connection.
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Generator
 from typing import Any
 
 from tierlog.client.frame_stream import FrameStream
 from tierlog.protocol.codec import decode_response, encode_request
 from tierlog.protocol.framing import FrameReceiver
+from tierlog.security.client_config import ClientSecurity
+from tierlog.security.sasl_client import sasl_exchange
 
 # A response larger than this is not a Kafka response (fetch.max.bytes tops out far lower).
 MAX_RESPONSE_BYTES = 1 << 30
@@ -74,11 +82,15 @@ class AsyncConnection:
         client_id: str = "tierlog",
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> AsyncConnection:
-        """Connect, within ``connect_timeout`` seconds.
+        """Connect (and, per ``security``, do TLS and log in), within ``connect_timeout``
+        seconds.
 
         Raises:
             OSError, TimeoutError: no connection.
+            SaslAuthenticationFailedError (an OSError): the broker refused the login.
+            SecurityConfigError: the TLS settings cannot be used.
         """
         loop = asyncio.get_running_loop()
 
@@ -86,12 +98,37 @@ class AsyncConnection:
             receiver = FrameReceiver(MAX_RESPONSE_BYTES, eager_frame_bytes=EAGER_RESPONSE_BYTES)
             return FrameStream(receiver)
 
+        context = security.ssl_context() if security else None
         async with asyncio.timeout(connect_timeout):
-            transport, stream = await loop.create_connection(new_stream, host, port)
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(stream, host, port, client_id=client_id, request_timeout=request_timeout)
+            if context is None:
+                transport, stream = await loop.create_connection(new_stream, host, port)
+            else:
+                transport, stream = await loop.create_connection(
+                    new_stream, host, port, ssl=context, server_hostname=host
+                )
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection = cls(
+                stream, host, port, client_id=client_id, request_timeout=request_timeout
+            )
+            client = security.sasl_client() if security else None
+            if client is not None:
+                try:
+                    await connection._login(sasl_exchange(client, f"{host}:{port}"))
+                except BaseException:
+                    connection._abort()
+                    raise
+        return connection
+
+    async def _login(self, steps: Generator[Any, Any, None]) -> None:
+        request = next(steps)
+        while True:
+            answer = await self._exchange(request)
+            try:
+                request = steps.send(answer)
+            except StopIteration:
+                return
 
     @property
     def closed(self) -> bool:

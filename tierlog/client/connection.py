@@ -2,6 +2,10 @@
 
 Not thread-safe: a connection serves one caller at a time (``LogClient`` keeps one per
 broker and is itself single-threaded). Every socket operation is bounded by ``timeout``.
+
+With a ``ClientSecurity`` the socket is wrapped in TLS (SSL, SASL_SSL) and, for SASL, logs
+in (``tierlog.security.sasl_client``'s exchange) before the first request goes out; each
+reconnection does both again.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import struct
 from typing import Any
 
 from tierlog.protocol.codec import decode_response, encode_request
+from tierlog.security.client_config import ClientSecurity
+from tierlog.security.sasl_client import sasl_exchange
 
 _SIZE = struct.Struct(">i")
 # A response larger than this is not a Kafka response (fetch.max.bytes tops out far lower).
@@ -28,15 +34,23 @@ class BrokerConnection:
         host, port: the broker's advertised listener.
         timeout: seconds for connect and for each send/receive.
         client_id: the request header's client id (shows in broker logs).
+        security: TLS and SASL settings (None: PLAINTEXT).
     """
 
     def __init__(
-        self, host: str, port: int, *, timeout: float = 30.0, client_id: str = "tierlog"
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 30.0,
+        client_id: str = "tierlog",
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.timeout = timeout
         self.client_id = client_id
+        self.security = security
         self._sock: socket.socket | None = None
         self._correlation_id = 0
 
@@ -46,9 +60,34 @@ class BrokerConnection:
     def _connect(self) -> socket.socket:
         if self._sock is None:
             sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                context = self.security.ssl_context() if self.security else None
+                if context is not None:
+                    sock = context.wrap_socket(sock, server_hostname=self.host)
+                self._login(sock)
+            except BaseException:
+                sock.close()
+                raise
             self._sock = sock
         return self._sock
+
+    def _login(self, sock: socket.socket) -> None:
+        """The SASL exchange, if any, on a new connection.
+
+        Raises:
+            SaslAuthenticationFailedError: the broker refused the login.
+        """
+        client = self.security.sasl_client() if self.security else None
+        if client is None:
+            return
+        steps = sasl_exchange(client, f"{self.host}:{self.port}")
+        request = next(steps)
+        while True:
+            try:
+                request = steps.send(self._exchange(sock, request))
+            except StopIteration:
+                return
 
     def close(self) -> None:
         if self._sock is not None:
@@ -65,20 +104,21 @@ class BrokerConnection:
                 next call reconnects.
         """
         try:
-            sock = self._connect()
-            self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-            sent = self._correlation_id
-            sock.sendall(encode_request(body, sent, client_id=self.client_id))
-            (size,) = _SIZE.unpack(self._read_exactly(sock, 4))
-            if not 0 < size <= MAX_RESPONSE_BYTES:
-                raise ConnectionClosedError(f"{self}: bad response size {size}")
-            frame = self._read_exactly(sock, size)
-            correlation_id, response = decode_response(frame, body.__api_key__, body.__version__)
+            return self._exchange(self._connect(), body)
         except BaseException:
             self.close()
             raise
+
+    def _exchange(self, sock: socket.socket, body: Any) -> Any:
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        sent = self._correlation_id
+        sock.sendall(encode_request(body, sent, client_id=self.client_id))
+        (size,) = _SIZE.unpack(self._read_exactly(sock, 4))
+        if not 0 < size <= MAX_RESPONSE_BYTES:
+            raise ConnectionClosedError(f"{self}: bad response size {size}")
+        frame = self._read_exactly(sock, size)
+        correlation_id, response = decode_response(frame, body.__api_key__, body.__version__)
         if correlation_id != sent:
-            self.close()
             raise ConnectionClosedError(
                 f"{self}: response to request {correlation_id}, expected {sent}"
             )

@@ -22,6 +22,8 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from tierlog.client.connection import BrokerConnection
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build
+from tierlog.security.client_config import ClientSecurity
+from tierlog.security.errors import SaslAuthenticationFailedError
 
 # ListOffsets' special timestamps (KIP-79): the log start and the log end (high watermark).
 ZERO_UUID = uuid.UUID(int=0)
@@ -128,6 +130,8 @@ class LogClient:
         retries: attempts after a retriable error, each after a metadata refresh.
         backoff_s: pause before a retry (Kafka's retry.backoff.ms is 100 ms).
         client_id: shows in broker logs.
+        security: TLS and SASL for every connection it opens (None: PLAINTEXT); build it
+            from Kafka's client keys with ``ClientSecurity.from_config``.
     """
 
     def __init__(
@@ -138,8 +142,10 @@ class LogClient:
         retries: int = 5,
         backoff_s: float = 0.1,
         client_id: str = "tierlog",
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.security = security
         self.timeout = timeout
         self.retries = retries
         self.backoff_s = backoff_s
@@ -167,7 +173,11 @@ class LogClient:
         connection = self._connections.get(address)
         if connection is None:
             connection = BrokerConnection(
-                address.host, address.port, timeout=self.timeout, client_id=self.client_id
+                address.host,
+                address.port,
+                timeout=self.timeout,
+                client_id=self.client_id,
+                security=self.security,
             )
             self._connections[address] = connection
         return connection
@@ -178,6 +188,8 @@ class LogClient:
         for address in [*self._brokers.values(), *self.bootstrap]:
             try:
                 return self._connection(address).call(body)
+            except SaslAuthenticationFailedError:
+                raise  # the same credentials fail on every broker: say so at once
             except OSError as exc:
                 last = exc
         raise ConnectionError(
@@ -326,6 +338,8 @@ class LogClient:
         )
         try:
             answer = self._connection(address).call(request)
+        except SaslAuthenticationFailedError:
+            raise  # not a timeout: retrying with the same login cannot help
         except OSError:
             return {key: ErrorCode.request_timed_out for key in keys}
         failures = {}
@@ -377,6 +391,8 @@ class LogClient:
             )
             try:
                 answer = self._connection(info.leader).call(request)
+            except SaslAuthenticationFailedError:
+                raise  # not a timeout: retrying with the same login cannot help
             except OSError:
                 last = ErrorCode.request_timed_out
                 continue

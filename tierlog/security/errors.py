@@ -13,6 +13,9 @@ What the network layer does with each (the per-connection state machine in
 - ``IllegalSaslStateError``: ILLEGAL_SASL_STATE (34), then close.
 - ``SecurityConfigError``: a bad config line; a ``ConfigError`` naming the key.
 - ``InvalidAclError``: a CreateAcls/DeleteAcls entry Kafka would refuse (INVALID_REQUEST).
+- ``SaslAuthenticationFailedError``: the client side: a broker refused our login (or could
+  not prove it knows our SCRAM credential). Also a ``ConnectionError``: the connection is
+  unusable, and whoever retries broken connections retries this one with its backoff.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = [
     "AuthenticationError",
     "IllegalSaslStateError",
     "InvalidAclError",
+    "SaslAuthenticationFailedError",
     "SecurityConfigError",
     "SecurityError",
     "UnsupportedSaslMechanismError",
@@ -62,3 +66,14 @@ class InvalidAclError(SecurityError):
 
 class SecurityConfigError(ConfigError):
     """A security setting that cannot be used; names the key and the reason."""
+
+
+class SaslAuthenticationFailedError(SecurityError, ConnectionError):
+    """A broker refused this client's SASL login; names the mechanism, the broker and the
+    broker's message (which never holds the password: brokers do not echo it)."""
+
+    def __init__(self, mechanism: str, broker: str, message: str) -> None:
+        super().__init__(f"SASL {mechanism} authentication to {broker} failed: {message}")
+        self.mechanism = mechanism
+        self.broker = broker
+        self.broker_message = message

@@ -126,6 +126,7 @@ def _read_split(options: SourceOptions, split: Split) -> Iterator[pa.RecordBatch
             store,
             read_committed=options.read_committed,
             bootstrap=None if options.remote_only else options.bootstrap_servers,
+            security=options.client_security(),
         )
     else:
         assert options.bootstrap_servers is not None
@@ -134,6 +135,7 @@ def _read_split(options: SourceOptions, split: Split) -> Iterator[pa.RecordBatch
             options.bootstrap_servers,
             fail_on_data_loss=options.fail_on_data_loss,
             read_committed=options.read_committed,
+            security=options.client_security(),
         )
     tier = split.tier if options.include_tier else None
     for batch in batches:

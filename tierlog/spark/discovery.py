@@ -48,7 +48,11 @@ class Discovery:
         self.options = options
         self.client = client
         if self.client is None and options.bootstrap_servers and not options.remote_only:
-            self.client = LogClient(options.bootstrap_servers, client_id="tierlog-spark")
+            self.client = LogClient(
+                options.bootstrap_servers,
+                client_id="tierlog-spark",
+                security=options.client_security(),
+            )
         self.store = store
         if self.store is None and options.remote_url:
             self.store = open_store(options.remote_url, options.storage_options)

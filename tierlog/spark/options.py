@@ -37,6 +37,15 @@ tierlog's own options:
   JVM) even when the query never reads it: headers cost real time when unused.
 * ``tierlog.leaderSplitOffsets``: the most offsets one Spark partition fetches from a
   leader (default 1,000,000); remote reads are one Spark partition per segment.
+
+Security, as Spark's Kafka source takes it: ``kafka.security.protocol``, ``kafka.ssl.*``
+and ``kafka.sasl.*`` are Kafka's client keys with the ``kafka.`` prefix (e.g.
+``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``), read by
+``tierlog.security.client_config`` and used for every connection to the brokers, on the
+driver (planning) and on the executors (leader reads, read_committed lookups). A key it
+cannot honour is refused by name. They are secrets: ``SourceOptions`` never shows them.
+The remote tier's direct reads use the object store's own credentials
+(``remote.log.storage.options.*``), not these.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
+from tierlog.security.client_config import ClientSecurity
 from tierlog.util.configdef import ConfigError
 
 EARLIEST = -2
@@ -88,6 +98,15 @@ class SourceOptions:
     storage_options: dict[str, Any] = field(default_factory=dict)
     leader_split_offsets: int = DEFAULT_LEADER_SPLIT_OFFSETS
     read_committed: bool = False
+    # Kafka's client security keys (``kafka.`` stripped), secrets included: never shown.
+    kafka_security: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def client_security(self) -> ClientSecurity | None:
+        """The brokers' TLS and SASL settings (None: PLAINTEXT); a fresh one per call, as
+        each executor opens its own connections (an SSL context does not pickle)."""
+        if not self.kafka_security:
+            return None
+        return ClientSecurity.from_config(dict(self.kafka_security))
 
     def topic_matches(self, topic: str) -> bool:
         """Whether a discovered topic is subscribed (``subscribePattern``: full match)."""
@@ -180,7 +199,32 @@ def parse(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
         )
         or DEFAULT_LEADER_SPLIT_OFFSETS,
         read_committed=isolation == "read_committed",
+        kafka_security=kafka_security(opts),
     )
+
+
+SECURITY_PREFIXES = ("kafka.security.protocol", "kafka.ssl.", "kafka.sasl.")
+
+
+def kafka_security(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The ``kafka.security.protocol``, ``kafka.ssl.*`` and ``kafka.sasl.*`` options, prefix
+    stripped, checked now (on the driver) so a mistake fails the query before any task.
+
+    Raises:
+        ConfigError: naming the option (``kafka.<key>``); never its value.
+    """
+    settings = {
+        key[len("kafka.") :]: value
+        for key, value in opts.items()
+        if key.lower().startswith(SECURITY_PREFIXES)
+    }
+    if not settings:
+        return ()
+    try:
+        ClientSecurity.from_config(settings)
+    except ConfigError as exc:
+        raise ConfigError(f"kafka.{exc.key}", exc.reason) from None
+    return tuple(sorted(settings.items()))
 
 
 def _subscription(

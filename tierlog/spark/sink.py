@@ -11,6 +11,10 @@ overrides it), ``partition`` (int; null or absent: the partitioner chooses) and
 as Spark's sink ignores them. The options are ``kafka.bootstrap.servers``, ``topic`` and
 any producer setting prefixed ``kafka.`` (librdkafka's names, which are the Java client's
 for the common ones: ``kafka.acks``, ``kafka.linger.ms``, ``kafka.compression.type``...).
+Security options are the source's, Kafka's client keys as Spark's Kafka sink takes them
+(``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``
+...; ``tierlog.spark.options.kafka_security``), said to librdkafka in its own words
+(``librdkafka_config``). They are secrets: no repr, log or error shows them.
 
 Delivery is at least once, as with Spark's Kafka sink: each task produces its rows with an
 idempotent producer and succeeds only once every row is acknowledged; a failed task is
@@ -47,6 +51,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from tierlog.security.client_config import ClientSecurity, librdkafka_config
+from tierlog.security.password import HIDDEN, is_secret_key
+from tierlog.spark.options import SECURITY_PREFIXES, kafka_security
+from tierlog.util.configdef import ConfigError
+
 log = logging.getLogger(__name__)
 
 KAFKA_PREFIX = "kafka."
@@ -72,10 +81,17 @@ class SinkOptions:
     bootstrap: str
     topic: str | None
     producer: dict[str, str] = field(default_factory=dict)
+    # Kafka's client security keys (``kafka.`` stripped), secrets included: never shown.
+    security: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def producer_config(self) -> dict[str, Any]:
         """The confluent-kafka producer configuration: the sink's defaults, then the
-        user's ``kafka.*`` settings."""
+        user's ``kafka.*`` settings, then the security settings in librdkafka's keys."""
+        secured = (
+            librdkafka_config(ClientSecurity.from_config(dict(self.security)))
+            if self.security
+            else {}
+        )
         return {
             "bootstrap.servers": self.bootstrap,
             "enable.idempotence": True,
@@ -84,7 +100,28 @@ class SinkOptions:
             "linger.ms": 5,
             "log_level": 4,  # warnings and up: librdkafka's info lines are noise in a task
             **self.producer,
+            **secured,
         }
+
+    def hide_secrets(self, text: str) -> str:
+        """``text`` with every secret value of these options replaced by ``[hidden]`` (a
+        librdkafka error may quote the value it refused)."""
+        secrets = [v for v in _secret_values(self.security) if len(v) >= 3]
+        for value in sorted(secrets, key=len, reverse=True):
+            text = text.replace(value, HIDDEN)
+        return text
+
+
+def _secret_values(security: tuple[tuple[str, str], ...]) -> list[str]:
+    """The secret values among the security options and what librdkafka is given."""
+    values = [v for k, v in security if is_secret_key(k)]
+    if security:
+        try:
+            translated = librdkafka_config(ClientSecurity.from_config(dict(security)))
+        except ConfigError:
+            translated = {}
+        values += [v for k, v in translated.items() if is_secret_key(k)]
+    return values
 
 
 def parse_sink(options: Mapping[str, str]) -> SinkOptions:
@@ -101,15 +138,21 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
     if topic is not None and not topic.strip():
         raise SinkError("option topic is empty: give a topic name, or leave it out and "
                         "give each row's topic in a 'topic' column")  # fmt: skip
+    try:
+        security = kafka_security(lowered)
+    except ConfigError as exc:
+        raise SinkError(f"option {exc.key}: {exc.reason}") from None
     producer: dict[str, str] = {}
     for key, value in lowered.items():
         if not key.startswith(KAFKA_PREFIX) or key == "kafka.bootstrap.servers":
             continue
+        if key.startswith(SECURITY_PREFIXES):
+            continue  # security, above
         name = key[len(KAFKA_PREFIX) :]
         if name in _REFUSED:
             raise SinkError(f"option {key} is not supported: {_REFUSED[name]}")
         producer[name] = value
-    return SinkOptions(bootstrap, topic.strip() if topic else None, producer)
+    return SinkOptions(bootstrap, topic.strip() if topic else None, producer, security)
 
 
 def check_schema(schema: StructType, options: SinkOptions) -> None:
@@ -233,7 +276,9 @@ def _producer(options: SinkOptions, on_failure: Callable[[Any, Any], None]) -> A
     try:
         return Producer(config)
     except (KafkaException, ValueError, TypeError) as exc:
-        raise SinkError(f"a kafka.* producer option is not valid: {exc}") from None
+        raise SinkError(
+            f"a kafka.* producer option is not valid: {options.hide_secrets(str(exc))}"
+        ) from None
 
 
 def _flush(producer: Any, options: SinkOptions) -> None:

@@ -26,6 +26,7 @@ from tierlog.records.txn_index_codec import CorruptTxnIndexError, decode_entries
 from tierlog.remote.api import IndexKind, RemoteStore
 from tierlog.remote.manifest import txn_index_object_name
 from tierlog.remote.segment_reader import RemoteSegmentReader
+from tierlog.security.client_config import ClientSecurity
 from tierlog.spark.discovery import SourceError
 from tierlog.spark.planning import LeaderSplit, RemoteSplit, Split
 
@@ -53,7 +54,10 @@ def whole_batches_end(buf: bytes | memoryview, start: int = 0) -> tuple[int, int
 
 
 def remote_aborted(
-    split: RemoteSplit, store: RemoteStore, bootstrap: str | None
+    split: RemoteSplit,
+    store: RemoteStore,
+    bootstrap: str | None,
+    security: ClientSecurity | None = None,
 ) -> list[AbortedStart]:
     """The aborted transactions a read_committed read of a remote split must drop:
     the ``.txnindex`` entries overlapping it, from its segment on, until Kafka's stop rule
@@ -61,7 +65,8 @@ def remote_aborted(
     a transaction with records in the split may have its ABORT marker in a segment not
     offloaded yet: the leader, asked from the remote end with a read_committed Fetch, lists
     those (its answer includes every aborted transaction ending at or after the offset it
-    is asked at). Without a ``bootstrap`` (remote-only reads) there is none to ask and no
+    is asked at, over ``security``). Without a ``bootstrap`` (remote-only reads) there is
+    none to ask and no
     need: such reads end at the remote tier's own last stable offset (``remote_lso``),
     below which every transaction's marker, and so every abort's index entry, is remote.
 
@@ -80,7 +85,7 @@ def remote_aborted(
         if complete:
             return out
     if bootstrap is not None:
-        with LogClient(bootstrap, client_id="tierlog-spark") as client:
+        with LogClient(bootstrap, client_id="tierlog-spark", security=security) as client:
             answer = client.fetch(
                 split.topic, split.partition, split.remote_end, max_bytes=1,
                 isolation_level=READ_COMMITTED,
@@ -95,19 +100,22 @@ def read_remote(
     *,
     read_committed: bool = False,
     bootstrap: str | None = None,
+    security: ClientSecurity | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The split's records, read straight from its segment's ``.log`` object, starting at
     the batch the offset index points to, in ``REMOTE_CHUNK_BYTES`` ranges, every batch
     checked before it is decoded (``RemoteSegmentReader.chunks``). With ``read_committed``,
     without the records of aborted transactions (``remote_aborted`` says which;
-    ``bootstrap`` is the leader's cluster to ask, None for none).
+    ``bootstrap`` is the leader's cluster to ask, None for none, over ``security``).
 
     Raises:
         CorruptRemoteDataError: a batch of the split is damaged in the store (the task
             fails naming the object, the offsets and the store; nothing after the damage
             is returned as if it were all there is).
     """
-    filt = AbortedFilter(remote_aborted(split, store, bootstrap)) if read_committed else None
+    filt = (
+        AbortedFilter(remote_aborted(split, store, bootstrap, security)) if read_committed else None
+    )
     reader = RemoteSegmentReader(store, split.segment)
     for whole in reader.chunks(split.start, REMOTE_CHUNK_BYTES):
         yield from _decode(whole, split, split.start, filt)
@@ -138,8 +146,10 @@ def read_leader(
     *,
     fail_on_data_loss: bool = True,
     read_committed: bool = False,
+    security: ClientSecurity | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The split's records fetched from the leader, one Fetch after another.
+    """The split's records fetched from the leader, one Fetch after another (over
+    ``security``'s TLS and SASL, when given).
 
     With ``read_committed`` each Fetch asks for read_committed (isolation level 1): the
     answer ends at the last stable offset, and its aborted transactions' records are
@@ -159,7 +169,7 @@ def read_leader(
         SourceError: offsets of the split were deleted (retention) with failOnDataLoss,
             or the log ends before the split does (it was truncated).
     """
-    with LogClient(bootstrap, client_id="tierlog-spark") as client:
+    with LogClient(bootstrap, client_id="tierlog-spark", security=security) as client:
         offset = split.start
         isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
         while offset < split.end:

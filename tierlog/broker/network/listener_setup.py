@@ -2,7 +2,8 @@
 keys (its TLS context from ``tls.py``, with ``listener.name.<l>.ssl.*`` over ``ssl.*``, and
 its authenticator from ``authenticator.py``, SCRAM against the stored credentials), one
 ``KafkaServer`` per listener under the broker's one ``ConnectionQuotas`` (Kafka shares
-them across listeners), and the registration naming every endpoint (KIP-103).
+them across listeners), the registration naming every endpoint (KIP-103), and how this
+broker connects to the others (``inter_broker_security``).
 
 Security is built once at start-up, before anything is written: a mistake is a
 ConfigError naming the key."""
@@ -18,11 +19,20 @@ from tierlog.broker.network.connection_security import ListenerSecurity
 from tierlog.broker.network.server import ConnectionLimits, ConnectionQuotas, Handler, KafkaServer
 from tierlog.broker.scram_store import ScramCredentialCache
 from tierlog.security.api import SecurityProtocol
-from tierlog.security.authenticator import ListenerAuthenticator
+from tierlog.security.authenticator import ListenerAuthenticator, listener_setting
+from tierlog.security.client_config import MECHANISMS, ClientSecurity, sasl_login_from_jaas
+from tierlog.security.errors import SecurityConfigError
+from tierlog.security.jaas import parse_jaas_config
 from tierlog.security.tls import TlsSettings, server_context
 from tierlog.util.clock import Clock
 
-__all__ = ["bind_listeners", "connection_limits", "listener_security", "registration"]
+__all__ = [
+    "bind_listeners",
+    "connection_limits",
+    "inter_broker_security",
+    "listener_security",
+    "registration",
+]
 
 
 def listener_security(
@@ -110,3 +120,48 @@ def registration(
     )
     inter = next(e for e in endpoints if e.listener == plan.inter_broker)
     return BrokerRegistration(broker_id, inter.host, inter.port, rack, endpoints)
+
+
+def inter_broker_security(
+    settings: Mapping[str, str], plan: ListenerPlan, mechanism: str, clock: Clock
+) -> ClientSecurity:
+    """How this broker connects to the others: the inter-broker listener's protocol, as
+    Kafka's brokers do. TLS: that listener's truststore (``listener.name.<l>.ssl.*`` over
+    ``ssl.*``), its keystore as the client certificate (mutual TLS) and
+    ``ssl.endpoint.identification.algorithm``. SASL: ``mechanism``
+    (``sasl.mechanism.inter.broker.protocol``), logging in with the ``username=`` and
+    ``password=`` of the listener's JAAS entry for it
+    (``listener.name.<l>.<mechanism>.sasl.jaas.config``), as Kafka's brokers do; the
+    TLS context is built here, so a bad file is a start-up error.
+
+    Raises:
+        SecurityConfigError (a ConfigError): naming the key that is missing or wrong.
+    """
+    listener = plan.named(plan.inter_broker)
+    protocol = listener.protocol
+    prefix = f"listener.name.{listener.name.lower()}."
+    tls = TlsSettings.from_config(settings, prefix) if protocol.uses_tls else None
+    login = None
+    if protocol.uses_sasl:
+        key = "sasl.mechanism.inter.broker.protocol"
+        name = mechanism.strip().upper()
+        if name not in MECHANISMS:
+            raise SecurityConfigError(
+                key,
+                f"{name or 'empty'} is not supported: the inter-broker listener {listener.name} "
+                f"is {protocol.value}; set one of {', '.join(MECHANISMS)}",
+            )
+        enabled = listener_setting(settings, listener.name, "sasl.enabled.mechanisms")
+        if name not in [m.strip().upper() for m in (enabled[1] if enabled else "").split(",")]:
+            raise SecurityConfigError(
+                key,
+                f"{name} is not in {listener.name}'s sasl.enabled.mechanisms: brokers could "
+                "not log in to each other",
+            )
+        found = listener_setting(settings, listener.name, "sasl.jaas.config", name)
+        jaas_key = f"{prefix}{name.lower()}.sasl.jaas.config"
+        entry = parse_jaas_config(found[1], found[0]) if found else None
+        login = sasl_login_from_jaas(name, entry, found[0] if found else jaas_key)
+    security = ClientSecurity(protocol, tls, login, clock)
+    security.ssl_context()
+    return security

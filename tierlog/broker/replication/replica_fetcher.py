@@ -48,6 +48,8 @@ from tierlog.protocol.errors import ErrorCode, ProtocolError
 from tierlog.protocol.kio_build import build
 from tierlog.records.producer_snapshot import CorruptSnapshotError
 from tierlog.remote.api import RemoteStorageError
+from tierlog.security.client_config import ClientSecurity
+from tierlog.security.errors import SaslAuthenticationFailedError
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +152,17 @@ class _LeaderFetcher:
                         if f.partition.local.closed:
                             del self.partitions[key]
                     await asyncio.sleep(backoff_s)
+                except SaslAuthenticationFailedError as exc:
+                    # Once per replica.fetch.backoff.ms: the operator must fix credentials.
+                    log.error(
+                        "fetcher from broker %d cannot log in on the inter-broker listener: "
+                        "%s; retrying in %.1f s",
+                        self.leader_id,
+                        exc,
+                        backoff_s,
+                    )
+                    await self._disconnect()
+                    await asyncio.sleep(backoff_s)
                 except (OSError, TimeoutError, ProtocolError) as exc:
                     log.info("fetcher from broker %d: %s; reconnecting", self.leader_id, exc)
                     await self._disconnect()
@@ -178,6 +191,7 @@ class _LeaderFetcher:
             client_id=f"replica-fetcher-{self.manager.broker_id}",
             connect_timeout=self.manager.request_timeout_s,
             request_timeout=self.manager.request_timeout_s + self.manager.max_wait_ms / 1000,
+            security=self.manager.security,
         )
         return self._connection
 
@@ -440,6 +454,7 @@ class ReplicaFetcherManager:
             replica.fetch.response.max.bytes; also the per-partition limit).
         backoff_ms: pause after an error (replica.fetch.backoff.ms).
         request_timeout_s: bound of connecting and of each request beyond its max wait.
+        security: TLS and SASL of the inter-broker listener (None: PLAINTEXT).
     """
 
     def __init__(
@@ -452,8 +467,10 @@ class ReplicaFetcherManager:
         max_bytes: int = DEFAULT_MAX_BYTES,
         backoff_ms: int = DEFAULT_BACKOFF_MS,
         request_timeout_s: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.resolve = resolve
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes

@@ -45,6 +45,7 @@ from tierlog.local.segment_patch import (
 )
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build
+from tierlog.security.client_config import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class SegmentRepairer:
         resolve: a live broker's (host, port), None when it is not registered.
         on_repaired: called after a range is fully repaired (the scrubber forgets it).
         request_timeout_s: bound of connecting and of each fetch.
+        security: TLS and SASL of the inter-broker listener (None: PLAINTEXT).
     """
 
     def __init__(
@@ -89,8 +91,10 @@ class SegmentRepairer:
         on_repaired: Callable[[Partition], None] | None = None,
         request_timeout_s: float = 30.0,
         retry_interval_s: float = RETRY_INTERVAL_S,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self._security = security
         self._partitions = partitions
         self._resolve = resolve
         self._on_repaired = on_repaired
@@ -183,6 +187,7 @@ class SegmentRepairer:
             client_id=f"segment-repair-{self.broker_id}",
             connect_timeout=self.request_timeout_s,
             request_timeout=self.request_timeout_s,
+            security=self._security,
         )
         first, size = damaged.first_offset, damaged.end - damaged.position
         segments = partition.local.segments

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tierlog.client.async_connection import AsyncConnection
+from tierlog.security.client_config import ClientSecurity
 
 AddressOf = Callable[[int], "tuple[str, int] | None"]
 
@@ -28,6 +29,7 @@ class PeerChannels:
     address_of: a live broker's (host, port), None when it is not registered.
     client_id: the request header's client id (shows in the peer's logs).
     request_timeout: seconds per request.
+    security: TLS and SASL of the inter-broker listener (None: PLAINTEXT).
     """
 
     def __init__(
@@ -36,8 +38,10 @@ class PeerChannels:
         *,
         client_id: str = "tierlog-txn",
         request_timeout: float = 10.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.address_of = address_of
+        self.security = security
         self.client_id = client_id
         self.request_timeout = request_timeout
         self._connections: dict[int, AsyncConnection] = {}
@@ -71,6 +75,7 @@ class PeerChannels:
                     client_id=self.client_id,
                     connect_timeout=self.request_timeout,
                     request_timeout=self.request_timeout,
+                    security=self.security,
                 )
             except (OSError, TimeoutError) as exc:
                 raise PeerUnavailableError(f"broker {broker_id} at {address}: {exc}") from exc

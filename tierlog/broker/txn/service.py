@@ -21,6 +21,7 @@ from tierlog.broker.txn.state_topic import TransactionStateTopic
 from tierlog.broker.txn.verification import VerificationGuards
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build
+from tierlog.security.client_config import ClientSecurity
 from tierlog.util.clock import Clock
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Transactions:
     next_producer_id: InitProducerId's id source.
     address_of: where another broker listens.
     clock: wall time.
+    peer_security: TLS and SASL of the inter-broker listener (None: PLAINTEXT).
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class Transactions:
         address_of: AddressOf,
         *,
         clock: Clock,
+        peer_security: ClientSecurity | None = None,
     ) -> None:
         self.replicas = replicas
         self.groups = groups
@@ -63,7 +66,7 @@ class Transactions:
         # produce and TxnOffsetCommit checks), as in Kafka.
         self.verification_enabled: bool = config["transaction.partition.verification.enable"]
         self.guards = VerificationGuards()
-        self.peers = PeerChannels(address_of)
+        self.peers = PeerChannels(address_of, security=peer_security)
         self.sender = MarkerSender(
             replicas.broker_id, self._leader_of, self.write_markers, self.peers
         )
