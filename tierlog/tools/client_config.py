@@ -82,6 +82,50 @@ def _client_logger(verbose: bool) -> logging.Logger:
     return logger
 
 
+# Security keys of Kafka's Java clients that librdkafka does not know. A --command-config
+# written for Kafka's own tools says its login and truststore with them; they are said again
+# in librdkafka's words (``sasl.username``, ``ssl.ca.location``...) for confluent-kafka.
+JAVA_SECURITY_KEYS = frozenset(
+    {
+        "sasl.jaas.config",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.certificates",
+        "ssl.truststore.password",
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.password",
+    }
+)
+
+
+def librdkafka_properties(properties: dict[str, str]) -> dict[str, str]:
+    """``properties`` for confluent-kafka: when they hold Kafka's Java security keys, the
+    security settings translated (``librdkafka_config``) and the rest as they are; else
+    unchanged (librdkafka's own keys pass through).
+
+    Raises:
+        ToolError: a security setting is wrong (named, its value never shown).
+    """
+    if not JAVA_SECURITY_KEYS & properties.keys():
+        return properties
+    from tierlog.security.client_config import (
+        CLIENT_SECURITY_KEYS,
+        ClientSecurity,
+        librdkafka_config,
+    )
+    from tierlog.security.errors import SecurityConfigError
+
+    security = {k: v for k, v in properties.items() if k in CLIENT_SECURITY_KEYS}
+    rest = {k: v for k, v in properties.items() if k not in CLIENT_SECURITY_KEYS}
+    try:
+        return {**rest, **librdkafka_config(ClientSecurity.from_config(security))}
+    except (SecurityConfigError, ValueError) as exc:
+        raise ToolError(f"--command-config: {exc}") from None
+
+
 @dataclass
 class ClientSettings:
     """Connection settings of one tool run, and the errors its clients reported.
@@ -123,7 +167,7 @@ class ClientSettings:
         if timeout_ms <= 0:
             raise ToolError(f"--request-timeout-ms must be positive, got {timeout_ms}")
         bootstrap = bootstrap or properties.pop("bootstrap.servers", None) or DEFAULT_BOOTSTRAP
-        return cls(bootstrap, properties, timeout_ms / 1000, verbose)
+        return cls(bootstrap, librdkafka_properties(properties), timeout_ms / 1000, verbose)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClientSettings:
