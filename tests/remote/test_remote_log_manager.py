@@ -31,6 +31,7 @@ from tierlog.remote.api import (
     SegmentState,
 )
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
+from tierlog.remote.remote_copy import COPY_PARALLELISM
 from tierlog.remote.remote_log_manager import (
     ORPHAN_SCAN_EVERY,
     RemoteLogManager,
@@ -171,7 +172,9 @@ def test_offloads_closed_segments_below_the_high_watermark_in_order(harness: Har
         assert harness.store.fetch_index(seg, IndexKind.PRODUCER_SNAPSHOT) == snapshot.read_bytes()
         epochs = harness.store.fetch_index(seg, IndexKind.LEADER_EPOCH)
         assert decode_checkpoint(epochs, 2, "uploaded") == [["0", "0"]]
-    assert harness.stored().version == len(closed)
+    # A backlog is committed a batch of uploads at a time (issue 24): fewer manifest writes.
+    batches = -(-len(closed) // COPY_PARALLELISM)
+    assert harness.stored().version == harness.manager.copier.commits == batches < len(closed)
     segment_objects = [n for n in harness.objects() if not n.startswith("manifest")]
     # One object per segment: the log, its indexes and its auxiliary state (issue 24).
     assert len(segment_objects) == len(closed)
@@ -267,7 +270,9 @@ def test_commit_comes_after_the_upload(harness: Harness, monkeypatch: pytest.Mon
     assert harness.stored().version == 0 and harness.committed() == []
     assert log.remote_end_offset == 0
     assert harness.state.problem is not None and "store down" in harness.state.problem
-    assert len(harness.objects()) == 1  # the failed attempt's object: an orphan, for now
+    # The failed attempt's object, and those of the batch uploaded beside it (issue 24):
+    # orphans, for now.
+    assert 1 <= len(harness.objects()) <= COPY_PARALLELISM
     assert log.delete_old_segments() == 0
     harness.cycle()
     committed = harness.committed()

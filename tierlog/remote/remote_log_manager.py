@@ -310,14 +310,30 @@ class RemoteLogManager:
                 self._worker, self.retention.remove_orphans, state, state.leader_epoch()
             )
         state.cycles += 1
-        for segment in self.copier.eligible(state):
+        eligible = self.copier.eligible(state)
+        step = self.copier.parallelism
+        for n in range(0, len(eligible), step):
             if self._closing:
                 return  # stopping: what is left goes at the next start
-            snapshot = SegmentFiles.of(segment, state.log)
-            state.manifest = await loop.run_in_executor(
-                self._worker, self.copier.upload, state, snapshot, state.leader_epoch()
-            )
-            self._publish(state)
+            # A segment that cannot be offloaded ends the batch: the ones before it still
+            # go, in order (the manifest never has a gap), then its error is reported.
+            batch: list[SegmentFiles] = []
+            problem: Exception | None = None
+            for segment in eligible[n : n + step]:
+                try:
+                    batch.append(SegmentFiles.of(segment, state.log))
+                except Exception as exc:  # raised once the prefix is in
+                    problem = exc
+                    break
+            if batch:
+                try:
+                    state.manifest = await loop.run_in_executor(
+                        self._worker, self.copier.upload_batch, state, batch, state.leader_epoch()
+                    )
+                finally:
+                    self._publish(state)  # a failed batch may still have committed its prefix
+            if problem is not None:
+                raise problem
         doomed = self.retention.candidates(state)
         if doomed:
             state.manifest = await loop.run_in_executor(
@@ -500,6 +516,7 @@ class RemoteLogManager:
         cycles themselves); a running broker calls ``stop``."""
         self._closing = True
         self._worker.shutdown(wait=True, cancel_futures=True)
+        self.copier.close()
         self.reads.close()
         self.cache.close()  # its chunks may be kept by the next start
 
@@ -524,6 +541,7 @@ class RemoteLogManager:
                 )
         # Off the event loop: an abandoned upload may still hold the worker.
         await asyncio.to_thread(self._worker.shutdown, wait=not self._cycle_running)
+        self.copier.close()
         self.reads.close()
         self.cache.close()  # its chunks may be kept by the next start
 
