@@ -55,13 +55,12 @@ from tierlog.remote.fsspec_uploads import (
     Uploads,
 )
 from tierlog.remote.manifest import (
-    SINGLE_OBJECT_SUFFIX,
-    SUFFIXES,
     Manifest,
     check_topic,
     object_name,
     part_kinds,
     segment_part,
+    single_object_name,
 )
 from tierlog.util.clock import Clock
 
@@ -248,8 +247,7 @@ class FsspecRemoteStore:
             )
             what = f"upload {log_path}"
             if self.single_object:
-                name = object_name(segment.base_offset, segment.segment_id, "log")
-                name = name[: -len(SUFFIXES["log"])] + SINGLE_OBJECT_SUFFIX
+                name = single_object_name(segment.base_offset, segment.segment_id)
                 parts = self._upload_object(segment, name, sources, what)
             else:
                 parts = []

@@ -223,6 +223,13 @@ def object_name(base_offset: int, segment_id: str, kind: str) -> str:
     return f"{base_offset:020d}-{segment_id}{suffix}"
 
 
+def single_object_name(base_offset: int, segment_id: str) -> str:
+    """``<base_offset:020d>-<segment_id>.segment``: a segment's one object (issue 24)."""
+    return object_name(base_offset, segment_id, "log")[: -len(SUFFIXES["log"])] + (
+        SINGLE_OBJECT_SUFFIX
+    )
+
+
 def object_names(segment: RemoteSegment) -> dict[str, str]:
     """The segment's three object names, keyed log / index / timeindex."""
     return {kind: object_name(segment.base_offset, segment.segment_id, kind) for kind in SUFFIXES}
