@@ -104,16 +104,18 @@ class Uploads:
         self.throttle = throttle
         self._pool: ThreadPoolExecutor | None = None
         self._guard = threading.Lock()
+        self._throttling = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.update(throttle=None, _pool=None)
-        del state["_guard"]
+        del state["_guard"], state["_throttling"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._guard = threading.Lock()
+        self._throttling = threading.Lock()
 
     @property
     def requests(self) -> RequestCounts:
@@ -137,7 +139,10 @@ class Uploads:
     def _chunk(self, stream: _Stream) -> bytes:
         data = stream.read(self.part_bytes)
         if data and self.throttle is not None:
-            self.throttle(len(data))
+            # Segments upload on several threads (remote_copy); the throttle is one
+            # budget and not thread-safe: its waits are taken one at a time.
+            with self._throttling:
+                self.throttle(len(data))
         return data
 
     # -- file:// -------------------------------------------------------------------------
