@@ -20,8 +20,13 @@ compression).
    the range read twice more (``big_cache``): cold without evictions, then warm (every
    byte from the cache on local disk).
 2. Replay (S3): the same against moto's S3 server (a separate process on 127.0.0.1) and a
-   second broker whose remote.log.storage.url is s3://; a functional figure (moto is a
-   Python emulator, not S3), with ``--s3-mb`` of records.
+   second broker whose remote.log.storage.url is s3://, with ``--s3-mb`` of records.
+   Side by side with both replays (issue 24): the raw parallel ranged GET of the same
+   remote objects from the same store (``raw_gets``: the log parts of the range's
+   committed segments in 4 MiB ranges, ``READER_THREADS`` at once, nothing else; goal
+   replay >= 0.8x of it), and the store requests the broker sent, per GiB
+   (``tierlog_remote_store_requests_total`` on its metrics endpoint): GETs per GiB
+   replayed, PUTs per GiB offloaded.
 3. Offload: bytes committed to the manifest per second while the remote log manager catches
    up with the backlog of 1 (and 2), from the alter to the commit covering R
    (``catch_up_mb_s``, includes up to one task interval of start-up), and between the first
@@ -31,7 +36,10 @@ compression).
    reads and writes of the store's chunk size to a directory on the same file system, and
    after each segment one durable commit (a small file written, fsynced, renamed into
    place, its directory fsynced), the least a store must do before a local segment may be
-   deleted. Goal: offload >= 0.8x raw write (issue 26 item 4 keeps a check of it).
+   deleted. Goal: offload >= 0.8x raw write (issue 26 item 4 keeps a check of it). On S3
+   the raw work is a raw upload of the same bytes to the same bucket (``raw_uploads``:
+   each segment's files as one object, with s3fs's own ``pipe_file``, which sends a large
+   object as a multipart upload), goal >= 0.8x too.
 4. Footprint: a tiered topic with ``local.retention.bytes=L`` gets 20 x L of records at a
    steady ``--footprint-rate`` MB/s while the size of the partition's local ``.log`` files
    and the manifest's committed bytes are sampled every 50 ms: the maximum local bytes
@@ -52,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import shutil
 import socket
@@ -60,7 +69,9 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -80,7 +91,13 @@ from tierlog_ref import tierlog_command
 from tierlog.broker.config import BrokerConfig
 from tierlog.remote.api import RemoteStore
 from tierlog.remote.fsspec_storage import DEFAULT_COPY_CHUNK_BYTES
-from tierlog.remote.manifest import Manifest, committed_segments, committed_size, end_offset
+from tierlog.remote.manifest import (
+    Manifest,
+    committed_segments,
+    committed_size,
+    end_offset,
+    segment_part,
+)
 from tierlog.remote.registry import open_store
 
 MB = 1_000_000
@@ -91,6 +108,13 @@ GOAL_FILE_RATIO = 0.8  # issue 4: remote replay (file://) >= 0.8x the hot tier
 # Offload to file:// against the raw write of the same files and commits: the project's
 # usual "0.8 of the limit" (issue 26 item 4: offload fell from 521 to 214 MB/s).
 GOAL_OFFLOAD_RATIO = 0.8
+# Issue 24: replay >= 0.8x a raw parallel ranged GET of the same objects, offload >= 0.8x
+# a raw upload of the same bytes, both to the same store.
+GOAL_RAW_RATIO = 0.8
+# The raw GET's parallelism and range size: Kafka's remote.log.reader.threads default and
+# the broker's chunk size.
+READER_THREADS = 10
+RAW_RANGE_BYTES = 4 * MiB
 # The broker's periodic tasks: short, so a bench of seconds is not mostly waiting for them.
 TASK_INTERVAL_MS = 100
 S3_OPTIONS = {
@@ -137,7 +161,25 @@ class Broker:
     bootstrap: str
     data: Path
     store: RemoteStore
+    log_path: Path
     _admin: AdminClient | None = None
+
+    def metrics_port(self) -> int:
+        found = re.findall(r"metrics on http://[^:]+:(\d+)/", self.log_path.read_text())
+        assert found, "the broker serves no metrics"
+        return int(found[-1])
+
+    def store_requests(self) -> dict[str, float]:
+        """GET and PUT requests the broker has sent to its remote store so far."""
+        url = f"http://127.0.0.1:{self.metrics_port()}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            text = answer.read().decode()
+        out = {}
+        for method in ("GET", "PUT"):
+            pattern = rf'^tierlog_remote_store_requests_total{{method="{method}"}} (\S+)$'
+            found = re.search(pattern, text, re.M)
+            out[method] = float(found.group(1)) if found else float("nan")
+        return out
 
     def admin(self) -> AdminClient:
         # One client kept for the run: a dropped AdminClient cancels its pending futures.
@@ -174,6 +216,7 @@ def start_broker(
         f"log.retention.check.interval.ms={TASK_INTERVAL_MS}",
         f"remote.log.manager.task.interval.ms={TASK_INTERVAL_MS}",
         f"remote.log.reader.cache.bytes={reader_cache_bytes or plan.reader_cache_bytes}",
+        "metrics.http.port=0",
     ]
     if remote_url:
         lines.append(f"remote.log.storage.url={remote_url}")
@@ -182,12 +225,13 @@ def start_broker(
     config = run_dir / "server.properties"
     config.write_text("\n".join([*lines, ""]))
     argv = [str(tierlog_command()), "broker", "start", "--config", str(config)]
-    proc = start_process("tierlog", argv, run_dir / "tierlog.log")
+    log_path = run_dir / "tierlog.log"
+    proc = start_process("tierlog", argv, log_path)
     bootstrap = f"127.0.0.1:{port}"
     wait_ready(proc, bootstrap, timeout=60)
     broker_config = BrokerConfig.load(config)
     store = open_store(broker_config.remote_storage_url, broker_config.remote_storage_options)
-    return Broker(proc, bootstrap, data, store)
+    return Broker(proc, bootstrap, data, store, log_path)
 
 
 def start_moto(run_dir: Path) -> tuple[ManagedProcess, str]:
@@ -426,6 +470,69 @@ def raw_writes(broker: Broker, topic: str, end: int, work: Path, rounds: int) ->
     return rates
 
 
+def raw_uploads(broker: Broker, topic: str, end: int, rounds: int) -> list[float]:
+    """MB/s of a raw upload of the closed segments below ``end`` to the broker's own store,
+    ``rounds`` times: each segment's ``.log``, ``.index`` and ``.timeindex`` read and sent
+    as one object with the store's own ``pipe_file`` (s3fs: one PUT, or a multipart upload
+    when large), one after another, as the offload sends them; no tierlog code on the way.
+    The objects go under a ``raw-upload`` prefix and are removed between rounds, outside
+    the clock."""
+    store: Any = broker.store  # the fsspec store: its filesystem and paths
+    fs = store.fs
+    logs = [(base, size) for base, size in local_logs(broker, topic) if base < end]
+    directory = broker.data / f"{topic}-0"
+    mb = sum(size for _, size in logs) / MB
+    rates = []
+    for n in range(rounds):
+        target = f"{store.partition_path('raw-upload', n)}"
+        fs.makedirs(target, exist_ok=True)  # directory stores (file://) need it
+        t0 = time.perf_counter()
+        for base, _ in logs:
+            stem = directory / f"{base:020d}"
+            data = b"".join(
+                stem.with_suffix(suffix).read_bytes() for suffix in (".log", ".index", ".timeindex")
+            )
+            fs.pipe_file(f"{target}/{base:020d}.segment", data)
+        rates.append(round(mb / (time.perf_counter() - t0), 1))
+        fs.rm(target, recursive=True)
+    return rates
+
+
+def raw_gets(broker: Broker, topic: str, end: int, rounds: int) -> list[float]:
+    """MB/s of a raw parallel ranged GET of the remote ``.log`` bytes of the committed
+    segments below ``end`` from the broker's store, ``rounds`` times: ranges of
+    ``RAW_RANGE_BYTES``, ``READER_THREADS`` at once, straight through the store's fsspec
+    filesystem (no checks, no cache, no Kafka protocol)."""
+    store: Any = broker.store
+    fs = store.fs
+    ranges = []
+    for segment in committed_segments(manifest(broker, topic)):
+        if segment.base_offset >= end:
+            continue
+        part = segment_part(segment, "log")
+        path = store.object_path(segment, "log")
+        for start in range(0, part.size, RAW_RANGE_BYTES):
+            stop = min(start + RAW_RANGE_BYTES, part.size)
+            ranges.append((path, part.offset + start, part.offset + stop))
+    total = sum(hi - lo for _, lo, hi in ranges)
+    rates = []
+    with ThreadPoolExecutor(READER_THREADS) as pool:
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            got = sum(
+                len(data)
+                for data in pool.map(lambda r: fs.cat_file(r[0], start=r[1], end=r[2]), ranges)
+            )
+            elapsed = time.perf_counter() - t0
+            assert got == total, f"raw GET read {got} of {total} bytes"
+            rates.append(round(total / MB / elapsed, 1))
+    return rates
+
+
+def per_gib(requests: float, nbytes: float) -> float:
+    return round(requests / (nbytes / (1 << 30)), 1) if nbytes else float("nan")
+
+
 def replay(
     broker: Broker,
     topic: str,
@@ -433,9 +540,12 @@ def replay(
     plan: Plan,
     label: str,
     raw_work: Path | None = None,
+    raw_upload: bool = False,
 ) -> dict[str, Any]:
     """Hot reads, offload catch-up, then remote reads of the same range (module docstring);
-    with ``raw_work``, the raw write of the range's segments there first."""
+    with ``raw_work``, the raw write of the range's segments there first; with
+    ``raw_upload``, a raw upload of them to the same store. The raw parallel ranged GET of
+    the offloaded objects follows the offload in every case."""
     create_topic(broker, topic, {"remote.storage.enable": "false", "retention.ms": "-1"})
     produced = produce(broker, topic, total_bytes)
     logs = local_logs(broker, topic)
@@ -451,7 +561,11 @@ def replay(
     raw = raw_writes(broker, topic, end, raw_work, plan.rounds) if raw_work else []
     if raw:
         print(f"{label}: raw write   " + ", ".join(f"{r} MB/s" for r in raw), flush=True)
+    uploads = raw_uploads(broker, topic, end, plan.rounds) if raw_upload else []
+    if uploads:
+        print(f"{label}: raw upload  " + ", ".join(f"{r} MB/s" for r in uploads), flush=True)
 
+    before_offload = broker.store_requests()
     t0 = time.perf_counter()
     alter_topic(broker, topic, {"remote.storage.enable": "true"})
     wait_until(
@@ -478,6 +592,10 @@ def replay(
     }
     if raw:
         offload["raw_write_mb_s"] = raw
+    if uploads:
+        offload["raw_upload_mb_s"] = uploads
+    after_offload = broker.store_requests()
+    offload["puts_per_gib"] = per_gib(after_offload["PUT"] - before_offload["PUT"], uploaded)
     print(
         f"{label}: offloaded {offload['mb']} MB in {offload['segments']} segments in "
         f"{offload['catch_up_s']} s -> {offload['catch_up_mb_s']} MB/s "
@@ -491,9 +609,24 @@ def replay(
         lambda: local_logs(broker, topic)[0][0] >= end,
         plan.wait_s,
     )
+    before_replay = broker.store_requests()
     remote = [consume_range(broker, topic, end, plan) for _ in range(plan.rounds)]
+    after_replay = broker.store_requests()
     print(
         f"{label}: remote tier " + ", ".join(f"{rate(r)} MB/s" for r in remote),
+        flush=True,
+    )
+    gets = raw_gets(broker, topic, end, plan.rounds)
+    print(f"{label}: raw GET     " + ", ".join(f"{r} MB/s" for r in gets), flush=True)
+    requests = {
+        "gets_per_gib_replayed": per_gib(
+            after_replay["GET"] - before_replay["GET"], range_bytes * plan.rounds
+        ),
+        "puts_per_gib_offloaded": offload["puts_per_gib"],
+    }
+    print(
+        f"{label}: {requests['gets_per_gib_replayed']} GETs per GiB replayed, "
+        f"{requests['puts_per_gib_offloaded']} PUTs per GiB offloaded",
         flush=True,
     )
     hot_best = max(rate(r) for r in hot)
@@ -511,6 +644,11 @@ def replay(
             statistics.median(rate(r) for r in remote) / statistics.median(rate(r) for r in hot),
             3,
         ),
+        "raw_get": gets,
+        "ratio_remote_raw_get_median": round(
+            statistics.median(rate(r) for r in remote) / statistics.median(gets), 3
+        ),
+        "requests": requests,
         "complete": all(r["complete"] for r in hot + remote),
         "local_trim_s": round(trimmed, 2),
         "offload": offload,
@@ -653,7 +791,7 @@ def run_all(work: Path, plan: Plan, figures: dict[str, Any]) -> None:
     replayed = part(
         figures,
         "replay_file",
-        lambda: replay(broker, "replay", plan.replay_bytes, plan, "file://", work),
+        lambda: replay(broker, "replay", plan.replay_bytes, plan, "file://", work, raw_upload=True),
     )
     part(figures, "footprint", lambda: footprint(broker, plan))
     broker.proc.stop()
@@ -677,7 +815,7 @@ def run_all(work: Path, plan: Plan, figures: dict[str, Any]) -> None:
             part(
                 figures,
                 "replay_s3",
-                lambda: replay(s3, "replay", plan.s3_bytes, plan, "s3 (moto)"),
+                lambda: replay(s3, "replay", plan.s3_bytes, plan, "s3 (moto)", raw_upload=True),
             )
             s3.proc.stop()
         finally:
@@ -701,9 +839,25 @@ def side_by_side(report: Report, figures: dict[str, Any]) -> None:
                 "hot": [rate(r) for r in part_["hot"]],
             }
             report.side_by_side(f"replay {label} remote vs hot", tiers, unit="MB/s", goal=goal)
+            if part_.get("raw_get"):
+                raw = {"remote": tiers["remote"], "raw GET": part_["raw_get"]}
+                report.side_by_side(
+                    f"replay {label} remote vs raw parallel GET", raw, unit="MB/s",
+                    goal=GOAL_RAW_RATIO,
+                )  # fmt: skip
             if "big_cache" in part_:
                 cold = {"big cache cold": [part_["big_cache"]["cold_mb_s"]], "hot": tiers["hot"]}
                 report.side_by_side(f"replay {label} big cache cold vs hot", cold, unit="MB/s")
+    for key, label in (("replay_file", "file://"), ("replay_s3", "s3 (moto)")):
+        uploaded = figures.get(key, {}).get("offload", {})
+        if uploaded.get("raw_upload_mb_s"):
+            rates = {
+                "offload": [uploaded["catch_up_mb_s"]],
+                "raw upload": uploaded["raw_upload_mb_s"],
+            }
+            report.side_by_side(
+                f"offload {label} vs raw upload", rates, unit="MB/s", goal=GOAL_RAW_RATIO
+            )
     offload = figures.get("replay_file", {}).get("offload", {})
     if offload.get("raw_write_mb_s"):
         rates = {"offload": [offload["catch_up_mb_s"]], "raw write": offload["raw_write_mb_s"]}

@@ -50,7 +50,7 @@ def test_deleting_a_tiered_topic_deletes_its_remote_data(tmp_path: Path) -> None
         fill(broker.bootstrap, "doomed")
         wait_for_offload(broker.data_dir, "doomed")
         remote_dir = broker.data_dir / "remote" / "doomed-0"
-        assert any(remote_dir.glob("*.log"))
+        assert any(remote_dir.glob("*.segment"))  # one object per segment (issue 24)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.delete_topics(["doomed"])["doomed"].result(timeout=10)
         deadline = time.monotonic() + 20

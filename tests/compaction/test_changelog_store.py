@@ -31,8 +31,7 @@ def upload(store: FsspecRemoteStore, work: Path, base: int, end: int, data: byte
     log.write_bytes(data)
     index.write_bytes(b"")
     timeindex.write_bytes(b"")
-    store.copy_segment(segment, log, index, timeindex)
-    return segment
+    return store.copy_segment(segment, log, index, timeindex)
 
 
 def first_segment() -> bytes:

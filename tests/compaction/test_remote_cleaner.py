@@ -80,7 +80,9 @@ def _offloaded(tmp_path: Path, store: FsspecRemoteStore, clock: ManualClock) -> 
             SegmentState.COPY_FINISHED,
             T0,
         )
-        store.copy_segment(remote, segment.path, segment.offset_index.path, segment.time_index.path)
+        remote = store.copy_segment(
+            remote, segment.path, segment.offset_index.path, segment.time_index.path
+        )
         manifest = store.commit(
             TOPIC, PARTITION, mf.with_segment(manifest, remote), manifest.version
         )

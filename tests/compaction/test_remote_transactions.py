@@ -66,7 +66,7 @@ def _offload(log: Log, store: FsspecRemoteStore, upto: int | None = None) -> mf.
             T0,
             has_txn_index=bool(txn),
         )
-        store.copy_segment(
+        remote = store.copy_segment(
             remote,
             segment.path,
             segment.offset_index.path,

@@ -34,7 +34,7 @@ from tests.integration.tiered_s3 import (
 from tests.remote.conftest import S3Bucket
 from tierlog.remote.api import CorruptRemoteDataError, IndexKind, RemoteSegment, RemoteStore
 from tierlog.remote.fsspec_root import open_filesystem
-from tierlog.remote.manifest import committed_segments
+from tierlog.remote.manifest import committed_segments, segment_part
 from tierlog.remote.registry import open_store
 
 PREFIX = "remote.log.storage.options."
@@ -194,7 +194,9 @@ def test_a_damaged_index_is_caught_by_the_manifest_checksum(
     segment = segments(tier, topic)[0]
     store = tier.store()
     assert len(store.fetch_index(segment, IndexKind.OFFSET)) > 0
-    tier.rewrite(store.object_url(segment, "index"), lambda data: data.__setitem__(3, 0x55))
+    # Byte 3 of the index part, wherever it lies in its object (issue 24: one object).
+    at = segment_part(segment, "index").offset + 3
+    tier.rewrite(store.object_url(segment, "index"), lambda data: data.__setitem__(at, 0x55))
     with pytest.raises(CorruptRemoteDataError, match="the manifest recorded") as raised:
         store.fetch_index(segment, IndexKind.OFFSET)
     assert raised.value.object_url == store.object_url(segment, "index")

@@ -69,9 +69,11 @@ def test_end_to_end_replay_from_s3(
     # A timestamp seek lands in the remote range, on the right record.
     assert found is not None and found.offset == 124 < start
     # A remote object gone missing is a retriable storage error for the client, not an
-    # UNKNOWN_SERVER_ERROR: here the time index of a segment no lookup has read yet.
+    # UNKNOWN_SERVER_ERROR: here the time index of a segment no lookup has read yet (in
+    # the segment's one object, issue 24: the object goes).
     segment = remote.committed(topic)[5]
-    remote.fs.rm_file(f"{remote.root}/{topic}-0/{segment['objects']['timeindex']}")
+    assert segment["parts"]["timeindex"]["object"].endswith(".segment")
+    remote.fs.rm_file(f"{remote.root}/{topic}-0/{segment['parts']['timeindex']['object']}")
     ts = BASE_TS + segment["base_offset"] * 1000 + 500
     assert raw_list_offset(broker.port, topic, ts) == (KAFKA_STORAGE_ERROR, -1)
     assert broker.stop() == 0
@@ -163,8 +165,8 @@ def test_store_outage_keeps_local_data_and_offload_catches_up(
 
 
 class HeldUpload:
-    """Holds moto's PUT of the first ``.timeindex`` object of ``bucket`` once armed: the
-    broker's upload of that segment is then stuck after its ``.log`` and ``.index``."""
+    """Holds moto's PUT of the first ``.segment`` object of ``bucket`` once armed: the
+    broker's upload of that segment (one object: its log and indexes) is then stuck."""
 
     def __init__(self, bucket: str) -> None:
         self.bucket = bucket
@@ -184,7 +186,7 @@ class HeldUpload:
                 held.armed
                 and held.key is None
                 and bucket_name == held.bucket
-                and key_name.endswith(".timeindex")
+                and key_name.endswith(".segment")
             ):
                 held.key = key_name
                 held.reached.set()
@@ -220,9 +222,11 @@ def test_broker_killed_mid_upload_leaves_no_entry_and_the_orphan_goes(
         held.armed = False
         held.release.set()
     assert held.key is not None
-    stem = held.key.rsplit("/", 1)[1].removesuffix(".timeindex")
+    stem = held.key.rsplit("/", 1)[1].removesuffix(".segment")
     base, segment_id = int(stem[:20]), stem[21:]
-    orphans = {f"{stem}.log", f"{stem}.index", f"{stem}.timeindex"}
+    # The held PUT lands whole once released (S3 shows an object whole or not at all),
+    # an orphan no manifest names.
+    orphans = {f"{stem}.segment"}
     wait_until(lambda: orphans <= remote.objects(topic), 10, "left behind")
     # No manifest entry for the partial upload; the committed ones are untouched.
     assert remote.committed(topic) == before

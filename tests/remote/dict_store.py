@@ -21,6 +21,7 @@ from tierlog.remote.api import (
     ManifestConflictError,
     RemoteResourceNotFoundError,
     RemoteSegment,
+    RequestCounts,
     SegmentPart,
 )
 from tierlog.remote.manifest import (
@@ -55,6 +56,7 @@ class DictStore:
     ) -> None:
         self.url = url
         self.throttle = throttle
+        self.requests = RequestCounts()
         with self._lock:
             self.objects = self._buckets.setdefault(url, {})
 
@@ -98,11 +100,13 @@ class DictStore:
             if self.throttle is not None:
                 self.throttle(len(data))
             self.objects[self._key(segment.topic, segment.partition, name)] = data
+            self.requests.add(puts=1)
             parts.append(SegmentPart(kind, name, 0, len(data), part_crc(data)))
         return dataclasses.replace(segment, parts=tuple(parts))
 
     def _part(self, segment: RemoteSegment, kind: str) -> bytes:
         part = segment_part(segment, kind)
+        self.requests.add(gets=1)
         data = self._get(self._key(segment.topic, segment.partition, part.object))
         return data[part.offset : part.offset + part.size] if part.size >= 0 else data
 

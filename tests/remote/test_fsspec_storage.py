@@ -6,6 +6,7 @@ import dataclasses
 import errno
 import inspect
 import logging
+import os
 import pickle
 import sys
 import threading
@@ -18,7 +19,7 @@ import pytest
 
 from tests.remote.conftest import PARTITION, TOPIC, TOPIC_ID, paths, remote_segment
 from tierlog.local.log import Log
-from tierlog.remote import fsspec_manifests
+from tierlog.remote import fsspec_manifests, fsspec_uploads
 from tierlog.remote import manifest as mf
 from tierlog.remote._errors import is_unavailable, translate
 from tierlog.remote.api import (
@@ -54,9 +55,11 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"file://{tmp_path}/remote"
 
 
-@pytest.fixture
-def store(store_url: str) -> FsspecRemoteStore:
-    return FsspecRemoteStore(store_url, retries=0)
+@pytest.fixture(params=["single", "separate"])
+def store(request: pytest.FixtureRequest, store_url: str) -> FsspecRemoteStore:
+    """Segments laid out as one object each (the default) or one object per part (as
+    uploaded before issue 24; still read)."""
+    return FsspecRemoteStore(store_url, retries=0, single_object=request.param == "single")
 
 
 def _members(protocol: type) -> dict[str, object]:
@@ -104,8 +107,7 @@ def test_is_what_open_store_gives_and_types_as_the_interface(store_url: str) -> 
 
 def test_copy_then_fetch_returns_the_local_bytes(store: FsspecRemoteStore, closed_log: Log) -> None:
     for local in closed_log.segments[:-1]:
-        segment = remote_segment(local, closed_log)
-        store.copy_segment(segment, *paths(local))
+        segment = store.copy_segment(remote_segment(local, closed_log), *paths(local))
         data = local.path.read_bytes()
         assert store.fetch_range(segment, 0, None) == data
         assert store.fetch_range(segment, 100, 700) == data[100:700]
@@ -121,12 +123,23 @@ def test_copy_then_fetch_returns_the_local_bytes(store: FsspecRemoteStore, close
 def test_object_layout(store: FsspecRemoteStore, closed_log: Log) -> None:
     local = closed_log.segments[1]
     segment = remote_segment(local, closed_log, segment_id="0c7a-4f1e")
-    store.copy_segment(segment, *paths(local))
+    segment = store.copy_segment(segment, *paths(local))
     stem = f"{local.base_offset:020d}-0c7a-4f1e"
-    assert store.list_objects(TOPIC, PARTITION) == sorted(
-        [f"{stem}.index", f"{stem}.log", f"{stem}.timeindex"]
-    )
-    assert store.object_path(segment, "log").endswith(f"/{TOPIC}-{PARTITION}/{stem}.log")
+    if store.single_object:
+        # One object: the log, then its indexes, at the offsets the parts record.
+        assert store.list_objects(TOPIC, PARTITION) == [f"{stem}.segment"]
+        sizes = [p.stat().st_size for p in paths(local)]
+        assert [(p.kind, p.offset, p.size) for p in segment.parts] == [
+            ("log", 0, sizes[0]),
+            ("index", sizes[0], sizes[1]),
+            ("timeindex", sizes[0] + sizes[1], sizes[2]),
+        ]
+        assert store.object_path(segment, "index").endswith(f"/{TOPIC}-{PARTITION}/{stem}.segment")
+    else:
+        assert store.list_objects(TOPIC, PARTITION) == sorted(
+            [f"{stem}.index", f"{stem}.log", f"{stem}.timeindex"]
+        )
+        assert store.object_path(segment, "log").endswith(f"/{TOPIC}-{PARTITION}/{stem}.log")
     assert store.manifest_url(TOPIC, PARTITION).endswith(f"/{TOPIC}-{PARTITION}/manifest.json")
     store.commit(TOPIC, PARTITION, mf.with_segment(mf.empty(TOPIC, PARTITION), segment), 0)
     # A version object per commit, and the pointer naming it (tierlog.remote.manifest).
@@ -139,9 +152,9 @@ def test_copy_is_idempotent_and_checks_the_size(store: FsspecRemoteStore, closed
     local = closed_log.segments[0]
     segment = remote_segment(local, closed_log)
     store.copy_segment(segment, *paths(local))
-    store.copy_segment(segment, *paths(local))  # a retry overwrites the same names
+    segment = store.copy_segment(segment, *paths(local))  # a retry overwrites the same names
     assert store.fetch_range(segment, 0, None) == local.path.read_bytes()
-    assert len(store.list_objects(TOPIC, PARTITION)) == 3
+    assert len(store.list_objects(TOPIC, PARTITION)) == (1 if store.single_object else 3)
     with pytest.raises(ValueError, match="holds"):
         store.copy_segment(dataclasses.replace(segment, size_bytes=1), *paths(local))
 
@@ -169,16 +182,14 @@ def test_interrupted_upload_leaves_nothing_committed_and_retry_succeeds(
     assert not info.value.retriable
     assert broken.read_manifest(TOPIC, PARTITION).segments == ()
     store = FsspecRemoteStore(store_url)
-    store.copy_segment(segment, *paths(local))
+    segment = store.copy_segment(segment, *paths(local))
     assert store.fetch_range(segment, 0, None) == local.path.read_bytes()
 
 
 def test_delete_is_idempotent(store: FsspecRemoteStore, closed_log: Log) -> None:
     first, second = closed_log.segments[0], closed_log.segments[1]
-    keep = remote_segment(second, closed_log)
-    doomed = remote_segment(first, closed_log)
-    store.copy_segment(doomed, *paths(first))
-    store.copy_segment(keep, *paths(second))
+    doomed = store.copy_segment(remote_segment(first, closed_log), *paths(first))
+    keep = store.copy_segment(remote_segment(second, closed_log), *paths(second))
     store.delete_segment(doomed)
     store.delete_segment(doomed)  # retried: missing objects are fine
     assert all(keep.segment_id in name for name in store.list_objects(TOPIC, PARTITION))
@@ -379,8 +390,7 @@ def test_retriable_failures_are_retried_with_backoff(
     sleeps: list[float] = []
     store = FsspecRemoteStore(store_url, retries=3, backoff_ms=100, sleep=sleeps.append)
     local = closed_log.segments[0]
-    segment = remote_segment(local, closed_log)
-    store.copy_segment(segment, *paths(local))
+    segment = store.copy_segment(remote_segment(local, closed_log), *paths(local))
     flaky = _Flaky(store.fs.cat_file, [ConnectionRefusedError(111, "refused"), TimeoutError()])
     monkeypatch.setattr(store.fs, "cat_file", flaky)
     assert store.fetch_range(segment, 0, 10) == local.path.read_bytes()[:10]
@@ -449,8 +459,7 @@ def test_unknown_protocol_is_reported() -> None:
 def test_pickled_store_rebuilds_its_filesystem(store_url: str, closed_log: Log) -> None:
     store = FsspecRemoteStore(store_url, throttle=lambda n: None)
     local = closed_log.segments[0]
-    segment = remote_segment(local, closed_log)
-    store.copy_segment(segment, *paths(local))
+    segment = store.copy_segment(remote_segment(local, closed_log), *paths(local))
     store.commit(TOPIC, PARTITION, mf.with_segment(mf.empty(TOPIC, PARTITION), segment), 0)
     copy = pickle.loads(pickle.dumps(store))
     assert copy.root._fs is None and copy.throttle is None
@@ -468,6 +477,25 @@ def test_filesystem_is_recreated_after_fork(store: FsspecRemoteStore) -> None:
 def test_upload_is_retried_from_the_start(
     store_url: str, closed_log: Log, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if store_url.startswith("file:"):
+        # file:// objects are written with os.write, not fsspec's writer: break that.
+        real_write = os.write
+        broken = [0]
+
+        def write(fd: int, data: Any) -> int:
+            if len(data) == 500 and not broken[0]:
+                broken[0] += 1
+                raise ConnectionResetError(104, "reset")
+            return real_write(fd, data)
+
+        monkeypatch.setattr(fsspec_uploads.os, "write", write)
+        store = FsspecRemoteStore(store_url, retries=2, copy_chunk_bytes=500, sleep=lambda s: None)
+        local = closed_log.segments[0]
+        segment = store.copy_segment(remote_segment(local, closed_log), *paths(local))
+        assert broken == [1]
+        monkeypatch.undo()
+        assert store.fetch_range(segment, 0, None) == local.path.read_bytes()
+        return
     store = FsspecRemoteStore(store_url, retries=2, copy_chunk_bytes=500, sleep=lambda s: None)
     local = closed_log.segments[0]
     segment = remote_segment(local, closed_log)
@@ -494,7 +522,7 @@ def test_upload_is_retried_from_the_start(
             self.inner.close()
 
     monkeypatch.setattr(store.fs, "open", lambda *a, **k: BreaksAfterOneChunk(real_open(*a, **k)))
-    store.copy_segment(segment, *paths(local))
+    segment = store.copy_segment(segment, *paths(local))
     assert failures == [1]
     monkeypatch.undo()  # local reads go through fs.open too
     assert store.fetch_range(segment, 0, None) == local.path.read_bytes()
@@ -643,3 +671,27 @@ def test_a_segment_laid_out_as_one_object_reads_through_its_parts(
     assert store.object_url(back, "index").endswith(f"/{name}")
     store.delete_segment(back)
     assert name not in store.list_objects(TOPIC, PARTITION)
+
+
+def test_a_failed_upload_to_file_leaves_no_object_under_its_name(
+    tmp_path: Path, closed_log: Log, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The object is written under a temporary name and renamed when whole (issue 24):
+    an upload that dies half-way shows nothing under the object's name."""
+    store = FsspecRemoteStore(f"file://{tmp_path}/remote", retries=0, copy_chunk_bytes=500)
+    real_write = os.write
+    written: list[int] = []
+
+    def dies_after_one_chunk(fd: int, data: Any) -> int:
+        if written:
+            raise OSError(errno.EIO, "the disk went away")
+        written.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(fsspec_uploads.os, "write", dies_after_one_chunk)
+    local = closed_log.segments[0]
+    with pytest.raises(RemoteStorageError):
+        store.copy_segment(remote_segment(local, closed_log), *paths(local))
+    monkeypatch.undo()
+    assert written == [500]  # it did start writing
+    assert store.list_objects(TOPIC, PARTITION) == []  # no object, not even the temp file

@@ -74,15 +74,18 @@ def test_txn_index_is_uploaded_beside_its_segment_and_named_in_the_manifest(
         assert len(committed) == len(log.segments) - 1
         assert [s.has_txn_index for s in committed] == [n == 1 for n in range(len(committed))]
         with_index = committed[1]
-        name = mf.txn_index_object_name(with_index)
-        assert name == f"{with_index.base_offset:020d}-{with_index.segment_id}.txnindex"
+        # In the segment's one object (issue 24), after the log and its other indexes.
+        part = mf.segment_part(with_index, mf.TXN_INDEX_KIND)
+        name = part.object
+        assert name == f"{with_index.base_offset:020d}-{with_index.segment_id}.segment"
+        assert part.offset > 0 and part.size == len(data)
         assert name in h.objects()
         assert store.fetch_index(with_index, IndexKind.TRANSACTION) == data
         # The orphan scan of the first cycle left it alone, and so do later scans.
         h.state.cycles = 0
         h.cycle()
         assert name in h.objects() and h.manager.orphans_removed == 0
-        assert sum(o.endswith(".txnindex") for o in h.objects()) == 1
+        assert [s.has_txn_index for s in h.committed()].count(True) == 1
     finally:
         h.close()
         log.close()
@@ -120,8 +123,8 @@ def test_remote_retention_deletes_the_txn_index_with_its_segment(
         remaining = {s.segment_id for s in h.committed()}
         assert first.segment_id not in remaining and last.segment_id in remaining
         names = set(h.objects())
-        assert mf.txn_index_object_name(first) not in names
-        assert mf.txn_index_object_name(last) in names
+        assert mf.segment_part(first, mf.TXN_INDEX_KIND).object not in names
+        assert mf.segment_part(last, mf.TXN_INDEX_KIND).object in names
     finally:
         h.close()
         log.close()
@@ -135,7 +138,7 @@ def test_topic_deletion_deletes_the_txn_indexes(
     h = Harness(store, log, tmp_path, clock)
     try:
         h.cycle()
-        assert any(n.endswith(".txnindex") for n in h.objects())
+        assert any(s.has_txn_index for s in h.committed())
         h.manager.untrack(TOPIC, PARTITION, topic_deleted=True)
         h.cycle()
         assert h.objects() == []
@@ -243,14 +246,16 @@ def test_a_corrupt_or_missing_remote_index_fails_the_read_loudly(
     try:
         h.cycle()
         segment = h.committed()[1]
-        name = mf.txn_index_object_name(segment)
-        assert name is not None
-        store.delete_object(TOPIC, PARTITION, name)
+        part = mf.segment_part(segment, mf.TXN_INDEX_KIND)
+        path = f"{store.partition_path(TOPIC, PARTITION)}/{part.object}"
+        whole = bytes(store.fs.cat_file(path))
+        store.delete_object(TOPIC, PARTITION, part.object)
         with pytest.raises(RemoteStorageError):
             aborted(h, segment.base_offset, segment.next_offset)
         assert h.manager.fetch_errors == 1
-        path = f"{store.partition_path(TOPIC, PARTITION)}/{name}"
-        store.fs.pipe_file(path, b"\0" * 35)
+        # The object back, its txn index part zeroed.
+        end = part.offset + part.size
+        store.fs.pipe_file(path, whole[: part.offset] + b"\0" * part.size + whole[end:])
         # Caught by the CRC-32C the manifest recorded at upload, before it is decoded.
         with pytest.raises(RemoteStorageError, match="the manifest recorded"):
             aborted(h, segment.base_offset, segment.next_offset)

@@ -43,11 +43,14 @@ def make_store(bucket: S3Bucket, **kwargs: Any) -> FsspecRemoteStore:
     return FsspecRemoteStore(bucket.url, bucket.options(), retries=0, **kwargs)
 
 
-def test_segment_round_trip(s3_bucket: S3Bucket, closed_log: Log, tmp_path: Path) -> None:
-    store = make_store(s3_bucket)
+@pytest.mark.parametrize("single_object", [True, False], ids=["one-object", "separate"])
+def test_segment_round_trip(
+    s3_bucket: S3Bucket, closed_log: Log, tmp_path: Path, single_object: bool
+) -> None:
+    store = make_store(s3_bucket, single_object=single_object)
     local = closed_log.segments[1]
     segment = remote_segment(local, closed_log, state=SegmentState.COPY_FINISHED)
-    store.copy_segment(segment, *paths(local))
+    segment = store.copy_segment(segment, *paths(local))
     data = local.path.read_bytes()
     assert store.fetch_range(segment, 0, None) == data
     assert store.fetch_range(segment, 123, 4567) == data[123:4567]
@@ -55,13 +58,15 @@ def test_segment_round_trip(s3_bucket: S3Bucket, closed_log: Log, tmp_path: Path
     assert store.fetch_index(segment, IndexKind.OFFSET) == local.offset_index.path.read_bytes()
     assert store.fetch_index(segment, IndexKind.TIME) == local.time_index.path.read_bytes()
     stem = f"{local.base_offset:020d}-{segment.segment_id}"
-    assert store.list_objects(TOPIC, PARTITION) == [
-        f"{stem}.index",
-        f"{stem}.log",
-        f"{stem}.timeindex",
-    ]
+    names = (
+        [f"{stem}.segment"]
+        if single_object
+        else [f"{stem}.index", f"{stem}.log", f"{stem}.timeindex"]
+    )
+    assert store.list_objects(TOPIC, PARTITION) == names
+    suffix = ".segment" if single_object else ".log"
     assert store.url_of(store.object_path(segment, "log")) == (
-        f"s3://{s3_bucket.name}/tiered/{TOPIC}-{PARTITION}/{stem}.log"
+        f"s3://{s3_bucket.name}/tiered/{TOPIC}-{PARTITION}/{stem}{suffix}"
     )
     # Reads through the segment reader and the chunk cache agree with the local segment.
     cache = ChunkCache(tmp_path / "cache", 1 << 20, chunk_bytes=4096)
@@ -84,8 +89,7 @@ def test_empty_index_objects_upload(s3_bucket: S3Bucket, closed_log: Log, tmp_pa
     local = closed_log.segments[0]
     empty = tmp_path / "empty.index"
     empty.write_bytes(b"")
-    segment = remote_segment(local, closed_log)
-    store.copy_segment(segment, local.path, empty, empty)
+    segment = store.copy_segment(remote_segment(local, closed_log), local.path, empty, empty)
     assert store.fetch_index(segment, IndexKind.OFFSET) == b""
 
 
@@ -195,8 +199,7 @@ def test_store_going_away_and_coming_back(closed_log: Log) -> None:
         create_bucket(endpoint, "comeback")
         store = FsspecRemoteStore("s3://comeback/tiered", s3_options(endpoint), retries=0)
         local = closed_log.segments[0]
-        segment = remote_segment(local, closed_log)
-        store.copy_segment(segment, *paths(local))
+        segment = store.copy_segment(remote_segment(local, closed_log), *paths(local))
         stop_moto(server)
         with pytest.raises(RemoteStorageUnavailableError):
             store.fetch_range(segment, 0, 100)
@@ -224,3 +227,100 @@ def test_a_reader_that_listed_the_partition_sees_versions_created_since(
     with caplog.at_level(logging.WARNING):
         assert reader.read_manifest(TOPIC, PARTITION) == second
     assert reader.manifests.torn_reads == 0 and "listed instead" not in caplog.text
+
+
+# -- one object per segment, multipart in parallel parts (issue 24) ----------------------------
+
+
+def _big_segment(closed_log: Log, tmp_path: Path, size: int) -> tuple[Any, list[Path]]:
+    """A remote segment of ``size`` bytes of random ``.log`` (a byte-level upload test:
+    the bytes need not be batches) and its local files."""
+    import os
+
+    local = closed_log.segments[0]
+    log_path, index, timeindex = tmp_path / "big.log", tmp_path / "big.index", tmp_path / "big.ti"
+    log_path.write_bytes(os.urandom(size))
+    index.write_bytes(os.urandom(4096))
+    timeindex.write_bytes(os.urandom(1200))
+    segment = dataclasses.replace(remote_segment(local, closed_log), size_bytes=size)
+    return segment, [log_path, index, timeindex]
+
+
+def test_a_large_segment_is_one_multipart_object_sent_in_parallel_parts(
+    s3_bucket: S3Bucket, closed_log: Log, tmp_path: Path
+) -> None:
+    part = 5 << 20  # S3's smallest part
+    store = make_store(s3_bucket, copy_chunk_bytes=part, upload_parallelism=3)
+    segment, files = _big_segment(closed_log, tmp_path, 3 * part + 12345)
+    before = store.requests.puts
+    segment = store.copy_segment(segment, *files)
+    # 4 parts (the indexes ride in the last): start + 4 parts + complete.
+    assert store.requests.puts - before == 6
+    name = f"{segment.base_offset:020d}-{segment.segment_id}.segment"
+    assert store.list_objects(TOPIC, PARTITION) == [name]
+    sizes = [f.stat().st_size for f in files]
+    assert [(p.kind, p.object, p.offset, p.size) for p in segment.parts] == [
+        ("log", name, 0, sizes[0]),
+        ("index", name, sizes[0], sizes[1]),
+        ("timeindex", name, sizes[0] + sizes[1], sizes[2]),
+    ]
+    assert store.fetch_range(segment, 0, None) == files[0].read_bytes()  # CRC-checked
+    assert (
+        store.fetch_range(segment, part - 10, part + 10)
+        == files[0].read_bytes()[part - 10 : part + 10]
+    )
+    assert store.fetch_index(segment, IndexKind.OFFSET) == files[1].read_bytes()
+    assert store.fetch_index(segment, IndexKind.TIME) == files[2].read_bytes()
+
+
+def test_a_failed_multipart_upload_leaves_no_object_and_no_pending_parts(
+    s3_bucket: S3Bucket, closed_log: Log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    part = 5 << 20
+    store = make_store(s3_bucket, copy_chunk_bytes=part, upload_parallelism=2)
+    segment, files = _big_segment(closed_log, tmp_path, 3 * part)
+    real = store.uploads._put_part
+    sent: list[int] = []
+
+    def breaks_at_the_third_part(ids: dict[str, str], number: int, data: bytes) -> str:
+        if number == 3:
+            raise PermissionError("the upload is killed half-way")
+        sent.append(number)
+        return real(ids, number, data)
+
+    monkeypatch.setattr(store.uploads, "_put_part", breaks_at_the_third_part)
+    with pytest.raises(Exception, match="killed half-way"):
+        store.copy_segment(segment, *files)
+    assert sent  # some parts went up before the failure
+    assert store.list_objects(TOPIC, PARTITION) == []  # nothing visible
+    pending = store.fs.call_s3("list_multipart_uploads", Bucket=s3_bucket.name)
+    assert pending.get("Uploads", []) == []  # aborted, not left behind
+    monkeypatch.undo()
+    segment = store.copy_segment(segment, *files)  # the retry starts over
+    assert store.fetch_range(segment, 0, None) == files[0].read_bytes()
+
+
+def test_a_tier_written_in_the_old_layout_reads_with_the_new_store(
+    s3_bucket: S3Bucket, closed_log: Log
+) -> None:
+    old = make_store(s3_bucket, single_object=False)
+    manifest = mf.empty(TOPIC, PARTITION, TOPIC_ID)
+    for local in closed_log.segments[:-1]:
+        segment = remote_segment(local, closed_log, state=SegmentState.COPY_FINISHED)
+        segment = old.copy_segment(segment, *paths(local))
+        manifest = old.commit(
+            TOPIC, PARTITION, mf.with_segment(manifest, segment), manifest.version
+        )
+    new = make_store(s3_bucket)
+    read = new.read_manifest(TOPIC, PARTITION)
+    assert read.format_version == mf.LEGACY_FORMAT_VERSION
+    for segment, local in zip(mf.committed_segments(read), closed_log.segments, strict=False):
+        assert new.fetch_range(segment, 0, None) == local.path.read_bytes()
+        assert new.fetch_index(segment, IndexKind.OFFSET) == local.offset_index.path.read_bytes()
+    # New uploads beside old ones: a manifest mixing the layouts reads both.
+    last = closed_log.segments[-2]
+    mixed = dataclasses.replace(
+        remote_segment(last, closed_log, state=SegmentState.COPY_FINISHED), segment_id="fresh-one"
+    )
+    mixed = new.copy_segment(mixed, *paths(last))
+    assert new.fetch_range(mixed, 0, None) == last.path.read_bytes()

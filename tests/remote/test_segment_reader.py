@@ -58,7 +58,7 @@ def upload(store: FsspecRemoteStore, log: Log) -> list[tuple[LogSegment, RemoteS
     out = []
     for local in log.segments[:-1]:
         segment = remote_segment(local, log, state=SegmentState.COPY_FINISHED)
-        store.copy_segment(segment, *paths(local))
+        segment = store.copy_segment(segment, *paths(local))
         out.append((local, segment))
     return out
 
@@ -153,7 +153,8 @@ def test_large_batches_are_skipped_without_reading_them(
 
 
 def test_damaged_indexes_fall_back_to_scanning(closed_log: Log, tmp_path: Path) -> None:
-    store = FsspecRemoteStore(f"file://{tmp_path}/remote")
+    # Segments described before parts were (no CRC-32C recorded), one object per part.
+    store = FsspecRemoteStore(f"file://{tmp_path}/remote", single_object=False)
     local = closed_log.segments[1]
     segment = remote_segment(local, closed_log, state=SegmentState.COPY_FINISHED)
     store.copy_segment(segment, *paths(local))
@@ -168,7 +169,7 @@ def test_corrupt_batch_header_is_a_storage_error(closed_log: Log, tmp_path: Path
     store = FsspecRemoteStore(f"file://{tmp_path}/remote")
     local = closed_log.segments[0]
     segment = remote_segment(local, closed_log, state=SegmentState.COPY_FINISHED)
-    store.copy_segment(segment, *paths(local))
+    segment = store.copy_segment(segment, *paths(local))
     path = Path(store.object_path(segment, "log"))
     data = bytearray(path.read_bytes())
     data[16] = 7  # magic of the first batch

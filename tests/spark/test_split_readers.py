@@ -168,7 +168,7 @@ def test_a_remote_read_committed_split_asks_the_leader_for_aborts_past_the_remot
     store = FsspecRemoteStore(f"file://{tmp_path}/remote")
     segment = RemoteSegment("t", 0, uuid.UUID(int=1), 0, 1, "s0", len(data), 1, 1, ((0, 0),),
                             SegmentState.COPY_FINISHED, 0)  # fmt: skip
-    store.copy_segment(segment, log_path, index, index)
+    segment = store.copy_segment(segment, log_path, index, index)
     leader = ScriptedLeader({2: _marker(ControlType.ABORT, 2, 7)}, 3,
                             aborted=(AbortedTransaction(7, 0),))  # fmt: skip
     monkeypatch.setattr(split_readers, "LogClient", leader)

@@ -69,7 +69,7 @@ def offload(log: Log, store: FsspecRemoteStore, partition: int) -> Manifest:
             state=SegmentState.COPY_STARTED,
             created_ms=T0,
         )
-        store.copy_segment(remote, seg.path, seg.offset_index.path, seg.time_index.path)
+        remote = store.copy_segment(remote, seg.path, seg.offset_index.path, seg.time_index.path)
         done = dataclasses.replace(remote, state=SegmentState.COPY_FINISHED)
         manifest = store.commit(
             TOPIC,

@@ -424,6 +424,9 @@ def _remote_log_manager(
         clock=clock,
         fetch_timeout_ms=config["remote.fetch.max.wait.ms"],
         compactor=compactor,
+        reader_threads=config["remote.log.reader.threads"],
+        read_ahead_chunks=config["remote.log.reader.read.ahead.chunks"],
+        read_ahead_max_bytes=config["remote.log.reader.read.ahead.max.bytes"],
     )
 
 

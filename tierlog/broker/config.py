@@ -501,6 +501,27 @@ BROKER_CONFIG = ConfigDef(
             at_least(4 << 20),
         ),
         ConfigKey(
+            "remote.log.reader.threads",
+            "int",
+            10,
+            "parallel ranged GETs of the remote read-ahead (Kafka's remote reader pool)",
+            at_least(1),
+        ),
+        ConfigKey(
+            "remote.log.reader.read.ahead.chunks",
+            "int",
+            4,
+            "cache chunks fetched ahead of a partition's remote reads; 0 = off",
+            at_least(0),
+        ),
+        ConfigKey(
+            "remote.log.reader.read.ahead.max.bytes",
+            "long",
+            64 << 20,
+            "memory of all remote read-ahead GETs in flight",
+            at_least(1),
+        ),
+        ConfigKey(
             "zookeeper.connect",
             "string",
             "",

@@ -150,6 +150,18 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     "remote.log.reader.cache.bytes": _ro(
         f"{_OWN}: the on-disk chunk cache of remote reads (Kafka's plugins have their own)"
     ),
+    "remote.log.reader.threads": _ro(
+        "default 10, Kafka's; here the pool of the read-ahead's parallel ranged GETs "
+        "(Kafka: the pool that serves remote fetches)"
+    ),
+    "remote.log.reader.read.ahead.chunks": _ro(
+        f"{_OWN}: remote read-ahead per partition, in cache chunks of 4 MiB (at most half "
+        "the cache); nearest in Kafka: remote.log.reader.threads"
+    ),
+    "remote.log.reader.read.ahead.max.bytes": _ro(
+        f"{_OWN}: the memory of all partitions' read-ahead GETs in flight; nearest in "
+        "Kafka: remote.log.reader.threads with remote.fetch.max.wait.ms"
+    ),
     "zookeeper.connect": _ro("empty: one node, coordination kept in the data dir"),
     "zookeeper.session.timeout.ms": _ro(),
     "replica.lag.time.max.ms": _ro(),

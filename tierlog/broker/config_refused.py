@@ -215,7 +215,6 @@ BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
         "remote.log.manager.copier.thread.pool.size": _THREADS,
         "remote.log.manager.expiration.thread.pool.size": _THREADS,
         "remote.log.manager.follower.thread.pool.size": _THREADS,
-        "remote.log.reader.threads": _THREADS,
         "remote.log.reader.max.pending.tasks": _THREADS,
         "remote.list.offsets.request.timeout.ms": (
             "remote ListOffsets lookups are bounded by remote.fetch.max.wait.ms"

@@ -185,6 +185,20 @@ class MetricsCollector:
                 "Times the remote tier was found to have lost committed data",
                 value=remote.get("lost_ranges", 0),
             )
+            # Requests to the store, what object storage bills (issue 24).
+            store_requests = CounterMetricFamily(
+                "tierlog_remote_store_requests",
+                "GET and PUT requests sent to the remote store (manifests included)",
+                labels=["method"],
+            )
+            store_requests.add_metric(["GET"], remote.get("remote_get_requests", 0))
+            store_requests.add_metric(["PUT"], remote.get("remote_put_requests", 0))
+            yield store_requests
+            yield CounterMetricFamily(
+                "tierlog_remote_read_ahead_chunks",
+                "Chunks of remote segments fetched ahead of consumers' reads",
+                value=remote.get("read_ahead_chunks", 0),
+            )
             yield CounterMetricFamily(
                 "tierlog_remote_cycles",
                 "Remote log manager cycles run (offload, remote retention, manifest checks)",

@@ -304,6 +304,7 @@ class RemoteCompactor:
                     Path(stem + TIME_INDEX_SUFFIX + CLEANED_SUFFIX),
                     aux or None,
                 )
+                uploaded[-1] = new  # where its parts went: what a cleanup deletes
                 for segment in old:
                     updated = mf.without(updated, segment.segment_id)
                 updated = mf.with_segment(updated, new)
@@ -329,6 +330,11 @@ def _delete_segment(store: RemoteStore, segment: RemoteSegment) -> None:
     ``delete_segment`` knows the others only), as the remote log manager deletes them."""
     name = mf.txn_index_object_name(segment)
     if name is not None:
+        store.delete_object(segment.topic, segment.partition, name)
+    if not segment.parts:
+        # An upload that failed before it said where its parts went: they may be in one
+        # object (issue 24) as well as in one each.
+        name = mf.single_object_name(segment.base_offset, segment.segment_id)
         store.delete_object(segment.topic, segment.partition, name)
     store.delete_segment(segment)
 

@@ -35,6 +35,7 @@ Only COPY_FINISHED segments are readable; a segment enters DELETE_STARTED in the
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -83,6 +84,28 @@ class IndexKind(Enum):
     PRODUCER_SNAPSHOT = "producer_snapshot"
     LEADER_EPOCH = "leader_epoch_checkpoint"
     TRANSACTION = "txn_index"
+
+
+class RequestCounts:
+    """Requests a store has sent, by what object stores bill (S3: GET vs PUT, LIST,
+    POST, COPY classes): ``gets`` read an object or a range of one, ``puts`` create or
+    write one (a multipart upload counts its start, each part and its completion).
+    Issue 24: request cost is what object storage bills, so replay and offload report
+    them per GiB. Thread-safe; a pickled copy starts from zero.
+    """
+
+    def __init__(self) -> None:
+        self.gets = 0
+        self.puts = 0
+        self._lock = threading.Lock()
+
+    def add(self, *, gets: int = 0, puts: int = 0) -> None:
+        with self._lock:
+            self.gets += gets
+            self.puts += puts
+
+    def __reduce__(self) -> tuple[type[RequestCounts], tuple[()]]:
+        return RequestCounts, ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +352,11 @@ class RemoteStorage(Protocol):
     def is_local(self) -> bool:
         """True when the objects are plain files on this machine: readers read them in
         place instead of through a local cache."""
+        ...
+
+    @property
+    def requests(self) -> RequestCounts:
+        """The GET and PUT requests sent so far (metadata reads and writes included)."""
         ...
 
 

@@ -21,8 +21,10 @@ recently used first by mtime (touched on every hit). Eviction is LRU by total by
 the directory stays within ``max_bytes``.
 
 Thread-safe: one lock guards the index and the renames/unlinks that must agree with it;
-fetches, reads and chunk writes happen outside it. Two threads missing the same chunk may
-both fetch it (the second rename wins, same bytes).
+fetches, reads and chunk writes happen outside it. A chunk being fetched is fetched once:
+a second thread missing it (a fetch catching up with the read-ahead that is already
+fetching it, ``tierlog.remote.read_ahead``) waits for that fetch instead of sending a
+second GET, and fetches it itself only if that one failed.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class ChunkCache:
         self.misses = 0
         self.evictions = 0
         self._lock = threading.Lock()
+        # Chunks being fetched, each with the event its fetch sets when it is over.
+        self._fetching: dict[tuple[str, int], threading.Event] = {}
         self._entries: OrderedDict[tuple[str, int], int] = OrderedDict()  # LRU first
         self._size = 0
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -169,7 +173,23 @@ class ChunkCache:
                     self.hits += 1
                 return data
         with self._lock:
-            self.misses += 1
+            pending = self._fetching.get(key)
+            if pending is None:
+                self.misses += 1
+                mine = self._fetching[key] = threading.Event()
+        if pending is not None:
+            pending.wait()
+            return self._read(segment, index, lo, hi, fetch)  # cached now, or fetch it
+        try:
+            data = self._fetch_chunk(segment, index, fetch)
+            self._store(key, path, data)
+        finally:
+            with self._lock:
+                del self._fetching[key]
+            mine.set()
+        return data[lo:hi]
+
+    def _fetch_chunk(self, segment: RemoteSegment, index: int, fetch: Fetch) -> bytes:
         chunk_start = index * self.chunk_bytes
         length = self._chunk_length(segment, index)
         data = fetch(chunk_start, chunk_start + length)
@@ -178,8 +198,20 @@ class ChunkCache:
                 f"segment {segment.segment_id}: fetched {len(data)} bytes of chunk {index}, "
                 f"expected {length} (remote object shorter than its manifest entry?)"
             )
-        self._store(key, path, data)
-        return data[lo:hi]
+        return data
+
+    def has_or_fetching(self, segment_id: str, index: int) -> bool:
+        """Whether chunk ``index`` is cached or being fetched (read-ahead skips it)."""
+        key = (segment_id, index)
+        with self._lock:
+            return key in self._entries or key in self._fetching
+
+    def prefetch(self, segment: RemoteSegment, index: int, fetch: Fetch) -> None:
+        """Fetch chunk ``index`` into the cache unless it is there (read-ahead)."""
+        if self._chunk_length(segment, index) > 0 and not self.has_or_fetching(
+            segment.segment_id, index
+        ):
+            self._read(segment, index, 0, 0, fetch)
 
     # -- writing and eviction ------------------------------------------------------------
 

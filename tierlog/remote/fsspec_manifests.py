@@ -141,6 +141,7 @@ class FsspecManifests:
             if attempt:
                 self.torn_reads += 1
                 self.root.sleep(TORN_READ_BACKOFF_MS * attempt / 1000)
+            self.root.requests.add(gets=1)
             try:
                 data = bytes(fs.cat_file(path))
             except FileNotFoundError:
@@ -166,6 +167,7 @@ class FsspecManifests:
     def _version(self, topic: str, partition: int, pointer: Pointer) -> Manifest:
         path = self.version_path(topic, partition, pointer.version)
         where = self.root.url_of(path)
+        self.root.requests.add(gets=1)
         data = bytes(self.root.fs.cat_file(path))
         check_version_bytes(data, pointer, where)
         manifest = self._checked(decode(data, where), topic, partition, where)
@@ -299,6 +301,7 @@ class FsspecManifests:
         """The version ``manifest.json`` names; None when it is missing or unreadable (the
         repair that reads it next takes the newest version listed)."""
         path = self.pointer_path(topic, partition)
+        self.root.requests.add(gets=1)
         try:
             stored = decode_stored(bytes(self.root.fs.cat_file(path)), self.root.url_of(path))
         except (FileNotFoundError, CorruptManifestError):
@@ -308,6 +311,7 @@ class FsspecManifests:
     def _create(self, path: str, data: bytes) -> None:
         """Create the object only if it does not exist; FileExistsError when it does."""
         fs, root = self.root.fs, self.root
+        root.requests.add(puts=1)
         if root.is_local:
             local = Path(root.local_path(path))
             local.parent.mkdir(parents=True, exist_ok=True)
@@ -337,6 +341,7 @@ class FsspecManifests:
     def _point(self, topic: str, partition: int, pointer: Pointer) -> None:
         path = self.pointer_path(topic, partition)
         data = encode_pointer(pointer)
+        self.root.requests.add(puts=1)
         if self.root.is_local:
             atomic_write(Path(self.root.local_path(path)), data)
         else:

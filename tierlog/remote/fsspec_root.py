@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tierlog.remote._errors import missing_package, translate
-from tierlog.remote.api import RemoteStorageError
+from tierlog.remote.api import RemoteStorageError, RequestCounts
 from tierlog.remote.manifest import partition_dir
 from tierlog.util.clock import Clock, SystemClock
 
@@ -65,6 +65,8 @@ class FsspecRoot:
         self.retry_timeout_ms = retry_timeout_ms
         self.sleep = sleep
         self.protocol = protocol_of(url)
+        # Requests sent through this root, counted by its users (storage, manifests).
+        self.requests = RequestCounts()
         filesystem_class(self.protocol)  # fail at start-up, with the install hint
         self._init_runtime()
 

@@ -5,10 +5,17 @@ Owns the segment objects under one remote root (``file://``, ``memory://``,
 ``s3://bucket/prefix``, ``webhdfs://``...): uploads, with each part's CRC-32C computed
 while it streams up, and reads checked against what the manifest recorded
 (``RemoteStorage``). The manifests (``RemoteMetadata``) are ``FsspecManifests``'s; the
-filesystem, paths and retries ``FsspecRoot``'s. Object layout and manifest format:
-``tierlog.remote.manifest``; segment objects are the local files uploaded as-is, and
-reads follow each segment's recorded parts, so a segment laid out as one object
-(issue 24) reads the same way.
+filesystem, paths, retries and request counts ``FsspecRoot``'s; how bytes get into an
+object (atomic rename, parallel multipart) ``fsspec_uploads``'s. Object layout and
+manifest format: ``tierlog.remote.manifest``.
+
+Layouts (issue 24). By default a segment is ONE object, ``<base>-<id>.segment``: the
+``.log``, then its ``.index``, ``.timeindex`` and whatever auxiliary state it has, back to
+back, each part's offset and size in the manifest entry. One PUT (or one multipart upload)
+per segment instead of three to six, and one object for readers to range-GET. With
+``single_object=False`` every part is an object of its own, the layout written before;
+reads follow each segment's recorded parts, so both layouts (and manifests mixing them)
+read the same way.
 
 Thread-safe: every call is a stateless call into fsspec (see the parts it composes).
 Picklable (Spark executors rebuild it from the URL and options): the filesystem, locks
@@ -37,23 +44,29 @@ from tierlog.remote.api import (
     RemoteResourceNotFoundError,
     RemoteSegment,
     RemoteStorageError,
+    RequestCounts,
     SegmentPart,
 )
 from tierlog.remote.fsspec_manifests import FsspecManifests
 from tierlog.remote.fsspec_root import FsspecRoot
+from tierlog.remote.fsspec_uploads import (
+    DEFAULT_COPY_CHUNK_BYTES,
+    DEFAULT_UPLOAD_PARALLELISM,
+    Uploads,
+)
 from tierlog.remote.manifest import (
     Manifest,
     check_topic,
     object_name,
     part_kinds,
     segment_part,
+    single_object_name,
 )
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
 
-# 8 MiB: above S3's 5 MiB multipart minimum, small enough to throttle smoothly.
-DEFAULT_COPY_CHUNK_BYTES = 8 << 20
+__all__ = ["DEFAULT_COPY_CHUNK_BYTES", "FsspecRemoteStore"]
 
 
 class FsspecRemoteStore:
@@ -72,9 +85,14 @@ class FsspecRemoteStore:
             (Kafka's retry.backoff.ms / retry.backoff.max.ms defaults: 100 ms, 1 s).
         retry_timeout_ms: no retry starts after this long since the call began.
         sleep: waits between retries (tests pass a fake).
-        copy_chunk_bytes: read/write size when streaming a segment up.
+        copy_chunk_bytes: read/write size when streaming a segment up, and the part size
+            of a multipart upload.
         conditional_writes: create manifest versions with S3's conditional PUT; None = on
             for s3.
+        single_object: upload each segment as one object holding the log and its indexes
+            (the default; issue 24); False: one object per part, the layout before.
+        upload_parallelism: parts of one multipart upload sent at once
+            (``fsspec_uploads``; memory: (this + 1) x ``copy_chunk_bytes`` per upload).
 
     Raises:
         RemoteStorageError: the URL's protocol is unknown, its package is not installed
@@ -96,6 +114,8 @@ class FsspecRemoteStore:
         sleep: Callable[[float], None] | None = None,
         copy_chunk_bytes: int = DEFAULT_COPY_CHUNK_BYTES,
         conditional_writes: bool | None = None,
+        single_object: bool = True,
+        upload_parallelism: int = DEFAULT_UPLOAD_PARALLELISM,
     ) -> None:
         extra = {} if sleep is None else {"sleep": sleep}
         self.root = FsspecRoot(
@@ -109,8 +129,8 @@ class FsspecRemoteStore:
             **extra,
         )
         self.url = url
-        self.throttle = throttle
-        self.copy_chunk_bytes = copy_chunk_bytes
+        self.single_object = single_object
+        self.uploads = Uploads(self.root, copy_chunk_bytes, upload_parallelism, throttle)
         protocol = self.root.protocol
         if conditional_writes is None:
             conditional_writes = protocol in ("s3", "s3a")
@@ -126,10 +146,19 @@ class FsspecRemoteStore:
         """Why fsspec cannot serve ``url`` (``api.StoreFactory``), or None."""
         return fsspec_root.check_url(url)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["throttle"] = None
-        return state
+    @property
+    def throttle(self) -> Callable[[int], None] | None:
+        """The upload throttle (called with each chunk's size before it is sent)."""
+        return self.uploads.throttle
+
+    @property
+    def copy_chunk_bytes(self) -> int:
+        return self.uploads.part_bytes
+
+    @property
+    def requests(self) -> RequestCounts:
+        """GET and PUT requests sent through this store (manifests included)."""
+        return self.root.requests
 
     def __repr__(self) -> str:
         return f"FsspecRemoteStore({self.url!r})"
@@ -178,10 +207,12 @@ class FsspecRemoteStore:
         time_index_path: Path,
         aux_state: Mapping[IndexKind, bytes] | None = None,
     ) -> RemoteSegment:
-        """Upload the ``.log`` (streamed), then ``.index`` and ``.timeindex``, then the
-        auxiliary state, each as an object of its own; see ``RemoteStorage.copy_segment``.
-        Returns ``segment`` with its parts and their CRC-32C, computed from the bytes as
-        they were sent.
+        """Upload the ``.log`` (streamed), its ``.index`` and ``.timeindex``, then the
+        auxiliary state; see ``RemoteStorage.copy_segment``. In the single-object layout
+        (the default) they go, in that order, into one ``<base>-<id>.segment`` object (the
+        parts at growing offsets: ``tierlog.remote.manifest``); otherwise each is an
+        object of its own. Returns ``segment`` with its parts and their CRC-32C, computed
+        from the bytes as they were sent.
 
         The local files are opened first, so a segment renamed or deleted locally
         meanwhile still uploads whole (open descriptors keep working).
@@ -191,71 +222,56 @@ class FsspecRemoteStore:
             ValueError: ``log_path``'s size is not ``segment.size_bytes``.
             RemoteStorageError: an upload failed (after retries when retriable).
         """
-        parts: list[SegmentPart] = []
         with ExitStack() as stack:
-            files = [
-                (kind, Path(local), stack.enter_context(open(local, "rb")))
+            sources: list[tuple[str, BinaryIO]] = [
+                (kind, stack.enter_context(open(local, "rb")))
                 for kind, local in (
                     ("log", log_path),
                     ("index", offset_index_path),
                     ("timeindex", time_index_path),
                 )
             ]
-            size = os.fstat(files[0][2].fileno()).st_size
+            size = os.fstat(sources[0][1].fileno()).st_size
             if size != segment.size_bytes:
                 raise ValueError(
                     f"{log_path} holds {size} bytes, the segment says {segment.size_bytes}"
                 )
-            for kind, local, src in files:
-                parts.append(self._upload_part(segment, kind, src, f"upload {local}"))
-        for index_kind, data in (aux_state or {}).items():
-            parts.append(self._upload_part(segment, index_kind.value, io.BytesIO(data), "upload"))
-        by_kind = {part.kind: part for part in parts}
-        missing = [kind for kind in part_kinds(segment) if kind not in by_kind]
-        if missing:
-            raise ValueError(f"segment {segment.segment_id}: no {', '.join(missing)} given")
-        return dataclasses.replace(
-            segment, parts=tuple(by_kind[kind] for kind in part_kinds(segment))
-        )
+            sources += [(kind.value, io.BytesIO(data)) for kind, data in (aux_state or {}).items()]
+            given = {kind for kind, _ in sources}
+            missing = [kind for kind in part_kinds(segment) if kind not in given]
+            if missing:
+                raise ValueError(f"segment {segment.segment_id}: no {', '.join(missing)} given")
+            order = {kind: n for n, kind in enumerate(part_kinds(segment))}
+            sources = sorted(
+                (item for item in sources if item[0] in order), key=lambda item: order[item[0]]
+            )
+            what = f"upload {log_path}"
+            if self.single_object:
+                name = single_object_name(segment.base_offset, segment.segment_id)
+                parts = self._upload_object(segment, name, sources, what)
+            else:
+                parts = []
+                for kind, src in sources:
+                    name = object_name(segment.base_offset, segment.segment_id, kind)
+                    parts += self._upload_object(segment, name, [(kind, src)], what)
+        return dataclasses.replace(segment, parts=tuple(parts))
 
-    def _upload_part(
-        self, segment: RemoteSegment, kind: str, src: BinaryIO, what: str
-    ) -> SegmentPart:
-        name = object_name(segment.base_offset, segment.segment_id, kind)
+    def _upload_object(
+        self,
+        segment: RemoteSegment,
+        name: str,
+        sources: list[tuple[str, BinaryIO]],
+        what: str,
+    ) -> list[SegmentPart]:
+        """Upload ``sources`` back to back as the object ``name``; the parts they became."""
         remote = f"{self.partition_path(segment.topic, segment.partition)}/{name}"
-        size, crc = self.root.retrying(
-            f"{what} to {self.url_of(remote)}", functools.partial(self._upload, src, remote)
-        )
-        return SegmentPart(kind, name, 0, size, crc)
-
-    def _upload(self, src: BinaryIO, remote: str) -> tuple[int, int]:
-        """Stream ``src`` to ``remote``; returns the size and CRC-32C of what was sent."""
-        fs = self.fs
-        src.seek(0)  # a retry starts over
-        try:
-            out = fs.open(remote, "wb")
-        except FileNotFoundError:  # a directory-based store: create the parent first
-            fs.makedirs(remote.rsplit("/", 1)[0], exist_ok=True)
-            out = fs.open(remote, "wb")
-        size = crc = 0
-        try:
-            while chunk := src.read(self.copy_chunk_bytes):
-                if self.throttle is not None:
-                    self.throttle(len(chunk))
-                out.write(chunk)
-                size += len(chunk)
-                crc = int(crc32c(chunk, crc))
-        except BaseException:
-            # Abort a multipart upload rather than commit a truncated object. Files that
-            # cannot discard (local with autocommit: RuntimeError) keep the partial
-            # object: it is in no manifest, and the retry overwrites it.
-            try:
-                out.discard()
-            except (AttributeError, RuntimeError):
-                out.close()
-            raise
-        out.close()
-        return size, crc
+        write = functools.partial(self.uploads.upload, sources, remote)
+        sums = self.root.retrying(f"{what} to {self.url_of(remote)}", write)
+        parts, offset = [], 0
+        for (kind, _), (size, crc) in zip(sources, sums, strict=True):
+            parts.append(SegmentPart(kind, name, offset, size, crc))
+            offset += size
+        return parts
 
     def fetch_range(self, segment: RemoteSegment, start: int, end: int | None) -> bytes:
         """Bytes ``[start, end)`` of the ``.log``, clipped to its size; the whole object
@@ -282,6 +298,9 @@ class FsspecRemoteStore:
         path = self.object_path(segment, kind)
         lo = part.offset + start
         hi = None if stop is None else part.offset + stop
+        if hi is not None and hi <= lo:
+            return b""  # an empty part (an empty index): nothing to ask the store for
+        self.root.requests.add(gets=1)
         if lo == 0 and hi is None:
             what, call = f"read {self.url_of(path)}", functools.partial(self.fs.cat_file, path)
         else:

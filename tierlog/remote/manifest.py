@@ -9,6 +9,8 @@ Object layout under a remote root (any fsspec URL)::
 
     <root>/<topic>-<partition>/manifest.json             the pointer: which version is current
     <root>/<topic>-<partition>/manifest-<version:020d>.json   one immutable manifest per commit
+    <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.segment    all of the below
+                                                       in one object (issue 24), or:
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.log        the local .log
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.index      as-is (Kafka's
     <root>/<topic>-<partition>/<base_offset:020d>-<segment_id>.timeindex  byte formats)
@@ -54,17 +56,16 @@ read as before, and the first commit replaces it with a pointer; readers older t
 versions then refuse the pointer loudly (its ``format`` is not theirs) instead of taking
 the partition for empty.
 
-Segment parts and the next layout (issue 24). Each segment entry lists its ``parts``:
-for each kind (log, index, timeindex, producer_snapshot, leader_epoch_checkpoint,
-txn_index) the object it is in, the offset and size inside that object, and its CRC-32C.
-Today every part is an object of its own at offset 0 (the names above), and the entry
-keeps ``objects`` / ``aux_objects`` / ``txn_index`` too, so format-1 readers still read it
-(``format_version`` stays 1). The planned single-object layout (one
-``<base_offset:020d>-<segment_id>.segment`` per segment, the log then its indexes, fetched
-with parallel ranged GETs and uploaded in multipart) is the same ``parts`` with one object
-name and growing offsets and no ``objects``; such a manifest is written as format 2.
-Readers from this version on already read both (they only follow ``parts``), so that
-layout needs no second migration; older readers refuse format 2 with "upgrade tierlog".
+Segment parts and layouts (issue 24). Each segment entry lists its ``parts``: for each
+kind (log, index, timeindex, producer_snapshot, leader_epoch_checkpoint, txn_index) the
+object it is in, the offset and size inside that object, and its CRC-32C. Segments are
+uploaded as ONE object each, ``<base_offset:020d>-<segment_id>.segment``: the log, then its
+indexes and auxiliary state back to back (``PART_KINDS`` order), at growing offsets; such
+an entry has no ``objects`` and the manifest is written as format 2 (older readers refuse
+it with "upgrade tierlog"). Segments uploaded before, one object per part at offset 0 (the
+names above), keep ``objects`` / ``aux_objects`` / ``txn_index`` too, and a manifest of
+only those stays format 1. Readers follow ``parts`` only, so both layouts, and manifests
+mixing them, read the same way.
 Checksums: a part downloaded whole (an index, a snapshot, a whole ``.log``) is checked
 against its CRC-32C; ranges of the ``.log`` are checked batch by batch (Kafka's own
 CRC-32C per batch), before any byte is served (issue 20, item 7).
@@ -222,6 +223,13 @@ def object_name(base_offset: int, segment_id: str, kind: str) -> str:
     return f"{base_offset:020d}-{segment_id}{suffix}"
 
 
+def single_object_name(base_offset: int, segment_id: str) -> str:
+    """``<base_offset:020d>-<segment_id>.segment``: a segment's one object (issue 24)."""
+    return object_name(base_offset, segment_id, "log")[: -len(SUFFIXES["log"])] + (
+        SINGLE_OBJECT_SUFFIX
+    )
+
+
 def object_names(segment: RemoteSegment) -> dict[str, str]:
     """The segment's three object names, keyed log / index / timeindex."""
     return {kind: object_name(segment.base_offset, segment.segment_id, kind) for kind in SUFFIXES}
@@ -329,6 +337,12 @@ def segment_part(segment: RemoteSegment, kind: str) -> SegmentPart:
     return SegmentPart(
         kind, object_name(segment.base_offset, segment.segment_id, kind), 0, size, None
     )
+
+
+def stored_object_names(segment: RemoteSegment) -> set[str]:
+    """The names of the objects that hold the segment's parts, in whichever layout it was
+    uploaded (one ``.segment`` object, or one object per part)."""
+    return {segment_part(segment, kind).object for kind in part_kinds(segment)}
 
 
 def own_objects(segment: RemoteSegment) -> bool:

@@ -8,17 +8,28 @@ uploaded first, then it is committed to the manifest (COPY_FINISHED), so an inte
 upload leaves only orphans; a segment whose batches fail their CRC-32C check is never
 offloaded.
 
+A backlog goes up ``COPY_PARALLELISM`` segments at a time and is committed in one
+manifest write per batch (``upload_batch``; issue 24): with small segments the commit
+(two PUTs and a GET on S3, two fsyncs on ``file://``) cost more than the upload itself.
+Only the uploaded prefix of a batch is committed, in offset order, so the manifest never
+has a gap; a failed upload leaves only orphans, as before.
+
 Threads: ``RemoteCopier.eligible`` and ``SegmentFiles.of`` run on the event loop (they
-read the live ``Log``); ``RemoteCopier.upload`` runs on the manager's ``remote-log``
-worker thread, the partition manifest's one writer, and reads the segment's files there;
-the upload throttle (the manager's) sleeps on that thread, never the event loop.
+read the live ``Log``); ``RemoteCopier.upload_batch`` runs on the manager's ``remote-log``
+worker thread, the partition manifest's one writer, which alone commits; the segments'
+files are read and uploaded on the copier's ``remote-copy`` pool (those threads touch
+only the files and the store); the upload throttle (the manager's) sleeps on them, never
+the event loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tierlog.local.checkpoint import encode_checkpoint
@@ -34,6 +45,12 @@ from tierlog.remote.tiered_partition import TieredPartition
 from tierlog.util.clock import Clock
 
 log = logging.getLogger(__name__)
+
+# Segments uploaded at once, and committed together: enough to hide a store's per-request
+# latency behind each other with small segments; each upload holds at most
+# (parts in flight + 1) x the copy chunk in memory (``fsspec_uploads``). Kafka sizes the
+# same work with remote.log.manager.copier.thread.pool.size (refused here: sized by us).
+COPY_PARALLELISM = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,11 +145,17 @@ class RemoteCopier:
     clock: stamps each remote segment's creation time.
     """
 
-    def __init__(self, store: RemoteStore, clock: Clock) -> None:
+    def __init__(
+        self, store: RemoteStore, clock: Clock, parallelism: int = COPY_PARALLELISM
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.parallelism = max(1, parallelism)
         self.uploaded_segments = 0
         self.uploaded_bytes = 0
+        self.commits = 0  # manifest commits of uploads (a batch shares one)
+        self._pool: ThreadPoolExecutor | None = None
+        self._guard = threading.Lock()
 
     def eligible(self, state: TieredPartition) -> list[LogSegment]:
         """Closed segments wholly below the last stable offset and not yet remote, in
@@ -155,8 +178,50 @@ class RemoteCopier:
     def upload(self, state: TieredPartition, files: SegmentFiles, epoch: int) -> mf.Manifest:
         """Copy one segment and commit it to the manifest as ``epoch``; on the worker
         thread. Returns the stored manifest (also assigned to ``state.manifest``)."""
-        manifest = state.manifest
-        assert manifest is not None
+        return self.upload_batch(state, [files], epoch)
+
+    def upload_batch(
+        self, state: TieredPartition, batch: Sequence[SegmentFiles], epoch: int
+    ) -> mf.Manifest:
+        """Copy ``batch`` (consecutive segments, in offset order; at most
+        ``parallelism``) at once, then commit the uploaded ones in one manifest write as
+        ``epoch``; on the worker thread. When an upload fails, the segments before it are
+        committed all the same and its error is raised (those after it are orphans).
+        Returns the stored manifest (also assigned to ``state.manifest``)."""
+        assert state.manifest is not None
+        pool = self._copy_pool()
+        futures = [pool.submit(self._copy, state, files) for files in batch]
+        uploaded: list[RemoteSegment] = []
+        failure: BaseException | None = None
+        for future in futures:
+            try:
+                segment = future.result()
+            except BaseException as exc:
+                failure = failure or exc
+                continue
+            if failure is None:
+                uploaded.append(segment)
+        if uploaded:
+            self._commit(state, uploaded, epoch)
+        if failure is not None:
+            raise failure
+        assert state.manifest is not None
+        return state.manifest
+
+    def _copy_pool(self) -> ThreadPoolExecutor:
+        with self._guard:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.parallelism, thread_name_prefix="remote-copy")
+            return self._pool
+
+    def close(self) -> None:
+        with self._guard:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+
+    def _copy(self, state: TieredPartition, files: SegmentFiles) -> RemoteSegment:
+        """Check and upload one segment (on the copy pool); the segment as uploaded."""
         # Never offload damage: the remote copy outlives the local one, and readers of the
         # remote tier trust what is there. The partition's offload stops here until the
         # segment is repaired or removed; the log and the scrubber report the range.
@@ -192,20 +257,29 @@ class RemoteCopier:
             has_txn_index=txn_index is not None,
         )
         # The store says where each part went, with its CRC-32C: that goes in the manifest.
-        segment = self.store.copy_segment(
+        return self.store.copy_segment(
             segment, files.log_path, files.index_path, files.time_index_path, objects or None
         )
-        # Committed only after data and indexes are all uploaded.
-        updated = dataclasses.replace(mf.with_segment(manifest, segment), leader_epoch=epoch)
+
+    def _commit(self, state: TieredPartition, segments: list[RemoteSegment], epoch: int) -> None:
+        """Commit uploaded ``segments`` in one manifest write: only after their data and
+        indexes are all uploaded."""
+        manifest = state.manifest
+        assert manifest is not None
+        updated = manifest
+        for segment in segments:
+            updated = mf.with_segment(updated, segment)
+        updated = dataclasses.replace(updated, leader_epoch=epoch)
         stored = self.store.commit(state.topic, state.partition, updated, manifest.version)
         state.manifest = stored  # the next worker job builds on it, not on a stale copy
-        self.uploaded_segments += 1
-        self.uploaded_bytes += files.size
-        log.info(
-            "%s: offloaded segment %d-%d (%d bytes)",
-            state.name,
-            segment.base_offset,
-            segment.end_offset,
-            segment.size_bytes,
-        )
-        return stored
+        self.commits += 1
+        for segment in segments:
+            self.uploaded_segments += 1
+            self.uploaded_bytes += segment.size_bytes
+            log.info(
+                "%s: offloaded segment %d-%d (%d bytes)",
+                state.name,
+                segment.base_offset,
+                segment.end_offset,
+                segment.size_bytes,
+            )

@@ -59,6 +59,7 @@ from tierlog.local.errors import CorruptSegmentError
 from tierlog.local.log import Log
 from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote import manifest as mf
+from tierlog.remote import read_ahead
 from tierlog.remote import remote_checkpoint as rc
 from tierlog.remote.api import (
     CorruptManifestError,
@@ -101,6 +102,10 @@ class RemoteLogManager:
         remote.log.manager.copy.max.bytes.per.second, is given to it when opened).
     cache_dir, cache_bytes: the on-disk chunk cache of remote reads.
     fetch_timeout_ms: remote.fetch.max.wait.ms, the bound on one remote read.
+    reader_threads: remote.log.reader.threads, the read-ahead's GETs at once.
+    read_ahead_chunks, read_ahead_max_bytes: remote.log.reader.read.ahead.chunks (per
+        partition; 0 disables) and remote.log.reader.read.ahead.max.bytes (all
+        partitions' GETs in flight): ``tierlog.remote.read_ahead``.
     """
 
     def __init__(
@@ -112,6 +117,9 @@ class RemoteLogManager:
         clock: Clock | None = None,
         fetch_timeout_ms: int = 500,
         compactor: RemoteCompaction | None = None,
+        reader_threads: int = read_ahead.DEFAULT_THREADS,
+        read_ahead_chunks: int = read_ahead.DEFAULT_WINDOW_CHUNKS,
+        read_ahead_max_bytes: int = read_ahead.DEFAULT_MAX_BYTES,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -129,7 +137,16 @@ class RemoteLogManager:
         self._cycle_done: asyncio.Event | None = None
         self.copier = RemoteCopier(store, self.clock)
         self.retention = RemoteRetention(store, self.cache, self.clock)
-        self.reads = RemoteReads(store, self.cache, self.fetch_timeout_s)
+        # A store on the local filesystem is read in place, without the cache: nothing
+        # to read ahead into.
+        self.read_ahead = (
+            None
+            if store.is_local or read_ahead_chunks <= 0
+            else read_ahead.ReadAhead(
+                self.cache, read_ahead_chunks, read_ahead_max_bytes, threads=reader_threads
+            )
+        )
+        self.reads = RemoteReads(store, self.cache, self.fetch_timeout_s, self.read_ahead)
         self.copy_errors = 0
         # Cycles run to the end (the metrics' tierlog_remote_cycles): how tests and
         # operators see that offload and remote retention keep being looked at.
@@ -293,14 +310,30 @@ class RemoteLogManager:
                 self._worker, self.retention.remove_orphans, state, state.leader_epoch()
             )
         state.cycles += 1
-        for segment in self.copier.eligible(state):
+        eligible = self.copier.eligible(state)
+        step = self.copier.parallelism
+        for n in range(0, len(eligible), step):
             if self._closing:
                 return  # stopping: what is left goes at the next start
-            snapshot = SegmentFiles.of(segment, state.log)
-            state.manifest = await loop.run_in_executor(
-                self._worker, self.copier.upload, state, snapshot, state.leader_epoch()
-            )
-            self._publish(state)
+            # A segment that cannot be offloaded ends the batch: the ones before it still
+            # go, in order (the manifest never has a gap), then its error is reported.
+            batch: list[SegmentFiles] = []
+            problem: Exception | None = None
+            for segment in eligible[n : n + step]:
+                try:
+                    batch.append(SegmentFiles.of(segment, state.log))
+                except Exception as exc:  # raised once the prefix is in
+                    problem = exc
+                    break
+            if batch:
+                try:
+                    state.manifest = await loop.run_in_executor(
+                        self._worker, self.copier.upload_batch, state, batch, state.leader_epoch()
+                    )
+                finally:
+                    self._publish(state)  # a failed batch may still have committed its prefix
+            if problem is not None:
+                raise problem
         doomed = self.retention.candidates(state)
         if doomed:
             state.manifest = await loop.run_in_executor(
@@ -483,6 +516,7 @@ class RemoteLogManager:
         cycles themselves); a running broker calls ``stop``."""
         self._closing = True
         self._worker.shutdown(wait=True, cancel_futures=True)
+        self.copier.close()
         self.reads.close()
         self.cache.close()  # its chunks may be kept by the next start
 
@@ -507,6 +541,7 @@ class RemoteLogManager:
                 )
         # Off the event loop: an abandoned upload may still hold the worker.
         await asyncio.to_thread(self._worker.shutdown, wait=not self._cycle_running)
+        self.copier.close()
         self.reads.close()
         self.cache.close()  # its chunks may be kept by the next start
 
@@ -524,6 +559,10 @@ class RemoteLogManager:
             "lost_ranges": self.lost_ranges,
             "cache_hits": self.cache.hits,
             "cache_misses": self.cache.misses,
+            # Requests to the store (what object storage bills; issue 24).
+            "remote_get_requests": self.store.requests.gets,
+            "remote_put_requests": self.store.requests.puts,
+            "read_ahead_chunks": 0 if self.read_ahead is None else self.read_ahead.started,
         }
 
 

@@ -6,7 +6,8 @@ near its leader's local log start needs (``AuxState``).
 Owns the ``remote-fetch`` thread pool (every object-store read of a fetch runs there,
 bounded by remote.fetch.max.wait.ms), each partition's LRU of open
 ``RemoteSegmentReader``s (``TieredPartition.readers``), the decoded remote ``.txnindex``
-LRU (``remote_txn_index``) and the fetch counters.
+LRU (``remote_txn_index``) and the fetch counters. After each read through the chunk
+cache it asks the ``ReadAhead`` (issue 24) to fetch the partition's next chunks.
 
 Threads: the public methods are coroutines on the event loop. They read only the immutable
 ``Manifest`` snapshots the ``remote-log`` worker thread publishes
@@ -37,6 +38,7 @@ from tierlog.remote.api import (
     RemoteStore,
 )
 from tierlog.remote.chunk_cache import ChunkCache
+from tierlog.remote.read_ahead import ReadAhead
 from tierlog.remote.remote_txn_index import RemoteTxnIndexes
 from tierlog.remote.segment_reader import RemoteSegmentReader
 from tierlog.remote.tiered_partition import TieredPartition
@@ -63,12 +65,20 @@ class RemoteReads:
     store: the remote storage and metadata.
     cache: the on-disk chunk cache of remote reads (unused when the store is local).
     fetch_timeout_s: remote.fetch.max.wait.ms, the bound on one remote read.
+    read_ahead: fetches the chunks after each cached read (None: none).
     """
 
-    def __init__(self, store: RemoteStore, cache: ChunkCache, fetch_timeout_s: float) -> None:
+    def __init__(
+        self,
+        store: RemoteStore,
+        cache: ChunkCache,
+        fetch_timeout_s: float,
+        read_ahead: ReadAhead | None = None,
+    ) -> None:
         self.store = store
         self.cache = cache
         self.fetch_timeout_s = fetch_timeout_s
+        self.read_ahead = read_ahead
         self._fetchers = ThreadPoolExecutor(2, thread_name_prefix="remote-fetch")
         self.fetched_bytes = 0
         self.fetch_errors = 0
@@ -121,10 +131,11 @@ class RemoteReads:
             assert manifest is not None
             reader = self._reader(state, segment)
             start = max(offset, segment.base_offset)
+            read = functools.partial(
+                self._read_ahead_of, state, manifest, reader, start, max_bytes, min_one_batch
+            )
             try:
-                data = await self._off_loop(
-                    functools.partial(reader.read, start, max_bytes, min_one_batch=min_one_batch)
-                )
+                data = await self._off_loop(read)
             except CorruptRemoteDataError as exc:
                 self.fetch_errors += 1
                 self._report(segment, exc)
@@ -134,6 +145,35 @@ class RemoteReads:
                 raise
             segment = mf.segment_for_offset(manifest, segment.end_offset + 1)
         self.fetched_bytes += len(data) if data else 0
+        return data
+
+    def _read_ahead_of(
+        self,
+        state: TieredPartition,
+        manifest: mf.Manifest,
+        reader: RemoteSegmentReader,
+        offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+    ) -> bytes | None:
+        """``reader.read``, then the read-ahead of what follows it (on a fetch thread)."""
+        data = reader.read(offset, max_bytes, min_one_batch=min_one_batch)
+        if data and self.read_ahead is not None and reader.cache is not None:
+            following = [(reader.segment, reader.fetch_from_store)]
+            chunk = self.cache.chunk_bytes
+            # Chunks the window still wants beyond this segment's end.
+            short = self.read_ahead.window_chunks - (
+                (reader.size - 1) // chunk - reader.last_read_end // chunk
+            )
+            segment = reader.segment
+            while short > 0:
+                nxt_segment = mf.segment_for_offset(manifest, segment.end_offset + 1)
+                if nxt_segment is None:
+                    break
+                segment = nxt_segment
+                following.append((segment, self._reader(state, segment).fetch_from_store))
+                short -= (segment.size_bytes + chunk - 1) // chunk
+            self.read_ahead.advise(following, reader.last_read_end)
         return data
 
     def _report(self, segment: RemoteSegment, exc: CorruptRemoteDataError) -> None:
@@ -246,3 +286,5 @@ class RemoteReads:
     def close(self) -> None:
         """Stop the fetch pool; a read in flight is not waited for."""
         self._fetchers.shutdown(wait=False, cancel_futures=True)
+        if self.read_ahead is not None:
+            self.read_ahead.close()

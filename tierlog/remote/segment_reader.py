@@ -68,6 +68,8 @@ class RemoteSegmentReader:
         self.scan_bytes = max(scan_bytes, HEADER_SIZE)
         self._offsets: tuple[list[int], list[int]] | None = None
         self._times: tuple[list[int], list[int]] | None = None
+        # Where the last ``read`` ended in the ``.log`` (the read-ahead starts there).
+        self.last_read_end = 0
 
     @property
     def size(self) -> int:
@@ -76,10 +78,11 @@ class RemoteSegmentReader:
     def fetch(self, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the ``.log``, through the cache when there is one."""
         if self.cache is not None:
-            return self.cache.get(self.segment, start, end, self._fetch_from_store)
-        return self._fetch_from_store(start, end)
+            return self.cache.get(self.segment, start, end, self.fetch_from_store)
+        return self.fetch_from_store(start, end)
 
-    def _fetch_from_store(self, start: int, end: int) -> bytes:
+    def fetch_from_store(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the ``.log`` straight from the store (one ranged GET)."""
         return self.store.fetch_range(self.segment, start, end)
 
     # -- indexes -------------------------------------------------------------------------
@@ -205,6 +208,7 @@ class RemoteSegmentReader:
             raise self.corrupt(check.problem)
         # Intact batches before damage are served, as on the local tier; the read that
         # starts at the damage fails.
+        self.last_read_end = position + check.end
         return data[: check.end]
 
     def chunks(self, offset: int, chunk_bytes: int) -> Iterator[memoryview]:

@@ -371,6 +371,14 @@ def fetched(
     if is_dir:
         raise ToolError(f"{url} is a directory: name one segment object (see tierlog remote ls)")
     if not exists:
+        stem, _, suffix = name.rpartition(".")
+        whole = f"{path.rsplit('/', 1)[0]}/{stem}.segment"
+        if stem and fs.exists(whole):
+            # A segment uploaded as one object (issue 24): its parts, as the manifest
+            # places them, become the files the local dump code reads.
+            with _segment_parts(url, storage_options, stem) as directory:
+                yield directory / name
+            return
         raise FileNotFoundError(f"{url}: no such object")
     if isinstance(fs, LocalFileSystem):
         yield Path(path)
@@ -385,6 +393,41 @@ def fetched(
                 with contextlib.suppress(FileNotFoundError):
                     _download(fs, other, Path(tmp) / f"{stem}{suffix}", url)
         yield local
+
+
+@contextlib.contextmanager
+def _segment_parts(url: str, storage_options: dict[str, Any], stem: str) -> Iterator[Path]:
+    """A temporary directory holding the parts of the one-object segment ``stem`` (the
+    ``<base>-<id>`` beside ``url``) as ``<stem>.log``, ``.index``, ``.timeindex`` and
+    ``.txnindex``, cut out of its ``.segment`` object where its manifest entry places them
+    (each checked against the CRC-32C recorded there)."""
+    from tierlog.remote.api import IndexKind, RemoteStorageError
+    from tierlog.remote.manifest import TXN_INDEX_SUFFIXES, parse_object_name
+    from tierlog.remote.registry import open_store
+
+    directory, _ = url.rsplit("/", 1)
+    root, partition_dir = directory.rsplit("/", 1)
+    topic, _, number = partition_dir.rpartition("-")
+    parsed = parse_object_name(f"{stem}.segment")
+    if not topic or not number.isdigit() or parsed is None:
+        raise ToolError(f"{url}: not a segment object of a <topic>-<partition> directory")
+    try:
+        store = open_store(root, storage_options)
+        manifest = store.read_manifest(topic, int(number))
+        found = [s for s in manifest.segments if s.segment_id == parsed[1]]
+        if not found:
+            raise ToolError(f"{url}: segment {parsed[1]} is in no manifest entry (an orphan?)")
+        segment = found[0]
+        kinds = {".index": IndexKind.OFFSET, ".timeindex": IndexKind.TIME}
+        if segment.has_txn_index:
+            kinds[TXN_INDEX_SUFFIXES["txn_index"]] = IndexKind.TRANSACTION
+        with tempfile.TemporaryDirectory(prefix="tierlog-dump-") as tmp:
+            (Path(tmp) / f"{stem}.log").write_bytes(store.fetch_range(segment, 0, None))
+            for suffix, kind in kinds.items():
+                (Path(tmp) / f"{stem}{suffix}").write_bytes(store.fetch_index(segment, kind))
+            yield Path(tmp)
+    except RemoteStorageError as exc:
+        raise ToolError(f"read {url}: {exc}") from exc
 
 
 def _download(fs: Any, path: str, local: Path, url: str) -> None:
