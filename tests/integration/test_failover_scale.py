@@ -73,9 +73,13 @@ def test_a_broker_leading_hundreds_of_partitions_fails_over_losing_nothing(
     cluster: ProcessCluster,
 ) -> None:
     admin = cluster.admin()
-    futures = admin.create_topics([NewTopic(t, PER_TOPIC, RF) for t in TOPICS])
+    # The broker waits up to operation_timeout for the leaders of all 1,000 partitions;
+    # its own 30 s bound (for librdkafka's default of 0) was too short on a loaded run.
+    futures = admin.create_topics(
+        [NewTopic(t, PER_TOPIC, RF) for t in TOPICS], operation_timeout=120, request_timeout=150
+    )
     for future in futures.values():
-        future.result(60)
+        future.result(150)
     cluster.wait_until(lambda: all_in_sync(cluster), "1,000 partitions in sync", 60)
 
     controller = admin.describe_cluster().result(10).controller.id

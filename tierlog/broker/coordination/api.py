@@ -46,6 +46,15 @@ class TopicCollisionError(CoordinationError):
         self.colliding = colliding
 
 
+class PropagationTimeoutError(CoordinationError):
+    """A write was made, but the metadata cache did not show it within the wait the caller
+    gave. The change stands (it is in the store, and every broker applies it when its watch
+    fires); only the wait ended. Kafka answers REQUEST_TIMED_OUT for it (its
+    ``DelayedCreatePartitions`` expiring)."""
+
+    code = 7  # REQUEST_TIMED_OUT (a number here: see tierlog/broker/errors.py)
+
+
 class AlterPartitionError(CoordinationError):
     """An ISR change refused by the controller; ``code`` is Kafka's error code."""
 
@@ -169,10 +178,16 @@ class Coordinator(Protocol):
     def topic(self, name: str) -> TopicMetadata | None: ...
 
     async def create_topic(
-        self, name: str, replicas: dict[int, list[int]], configs: dict[str, str]
+        self,
+        name: str,
+        replicas: dict[int, list[int]],
+        configs: dict[str, str],
+        wait_s: float | None = None,
     ) -> TopicMetadata:
         """Raises TopicExistsError. Partition states start with the first replica leading,
-        epoch 0, the full replica list in sync."""
+        epoch 0, the full replica list in sync. Returns once this broker's cache shows the
+        topic's leaders, waiting at most ``wait_s`` (None: the coordinator's own bound);
+        PropagationTimeoutError when that passes (the topic is created all the same)."""
         ...
 
     async def delete_topic(self, name: str) -> None:

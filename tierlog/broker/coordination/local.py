@@ -490,7 +490,11 @@ class LocalCoordinator:
         return self._topics.get(name)
 
     async def create_topic(
-        self, name: str, replicas: dict[int, list[int]], configs: dict[str, str]
+        self,
+        name: str,
+        replicas: dict[int, list[int]],
+        configs: dict[str, str],
+        wait_s: float | None = None,  # nothing to wait for: one node sees its write at once
     ) -> TopicMetadata:
         if name in self._topics or name in self._creating:
             raise TopicExistsError(f"topic {name!r} already exists")

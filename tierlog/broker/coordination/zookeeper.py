@@ -31,6 +31,7 @@ from tierlog.broker.coordination.api import (
     CoordinationError,
     MetadataChange,
     PartitionState,
+    PropagationTimeoutError,
     TopicMetadata,
     UnknownTopicError,
 )
@@ -186,7 +187,7 @@ class ZkCoordinator:
         while not predicate(self._snapshot):
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
-                raise CoordinationError(f"timed out waiting for {what}")
+                raise PropagationTimeoutError(f"timed out waiting for {what}")
             changed = self._changed
             try:
                 await asyncio.wait_for(changed.wait(), remaining)
@@ -197,13 +198,24 @@ class ZkCoordinator:
     # -- writes --------------------------------------------------------------------------
 
     async def create_topic(
-        self, name: str, replicas: dict[int, list[int]], configs: dict[str, str]
+        self,
+        name: str,
+        replicas: dict[int, list[int]],
+        configs: dict[str, str],
+        wait_s: float | None = None,
     ) -> TopicMetadata:
         topic_id = uuid.uuid4()
         await self._call(lambda: self.zk.topics.create(name, replicas, topic_id, configs))
-        snapshot = await self.wait_for(
-            lambda s: _has_states(s, name, set(replicas)), f"the leaders of topic {name}"
-        )
+        try:
+            snapshot = await self.wait_for(
+                lambda s: _has_states(s, name, set(replicas)), f"the leaders of {name}", wait_s
+            )
+        except PropagationTimeoutError:
+            bound = wait_s or self.propagation_timeout_s
+            raise PropagationTimeoutError(
+                f"topic {name!r} is created, but its leaders were not in this broker's "
+                f"metadata within {bound:g} s"
+            ) from None
         return snapshot.topics[name]
 
     async def delete_topic(self, name: str) -> None:

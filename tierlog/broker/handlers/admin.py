@@ -10,6 +10,7 @@ the broker's own resource, only when asked by name, the read-only ``tierlog.log.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker import cleaner_state
@@ -42,7 +43,7 @@ from tierlog.broker.replication.topic_error import TopicError
 from tierlog.local.config import TOPIC_CONFIG
 from tierlog.protocol import Request
 from tierlog.protocol.errors import ErrorCode
-from tierlog.protocol.kio_build import build, field
+from tierlog.protocol.kio_build import build, field, millis
 from tierlog.security.acl import CLUSTER_NAME, ResourceType
 from tierlog.security.authz_table import When
 from tierlog.util.configdef import ConfigKey
@@ -154,8 +155,16 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> An
             answer["error_code"] = error_code(exc)
             answer["error_message"] = str(exc)
     if pending:
+        # The request's timeout_ms bounds the wait for the new leaders (Kafka's
+        # DelayedCreatePartitions): past it, REQUEST_TIMED_OUT, the topic created all the
+        # same. Kafka answers at once for 0 (librdkafka's default); tierlog then waits
+        # up to its own bound, so that a client using the topic right after finds it.
+        timeout_ms = millis(field(body, "timeout", None))
+        deadline = None
+        if timeout_ms > 0:
+            deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
         with count.held():  # other requests count these until they are in the metadata
-            outcome = await create_in_groups(services, [spec for _, spec in pending])
+            outcome = await create_in_groups(services, [spec for _, spec in pending], deadline)
         for answer, spec in pending:
             result = outcome[spec.name]
             if isinstance(result, BaseException):

@@ -249,13 +249,14 @@ class TopicSpec:
 
 
 async def create_in_groups(
-    services: BrokerServices, specs: list[TopicSpec]
+    services: BrokerServices, specs: list[TopicSpec], deadline: float | None = None
 ) -> dict[str, TopicMetadata | BaseException]:
     """Create ``specs`` (checked already) in groups of ``AUTO_CREATE_GROUP``: each group
     concurrently, so the coordinator writes its records together, then its partitions
     hosted in one ``sync``; other connections' requests run between groups. Returns each
     name's metadata or the exception that refused it (TopicError TOPIC_ALREADY_EXISTS when
-    it was created meanwhile).
+    it was created meanwhile; PropagationTimeoutError, REQUEST_TIMED_OUT, when its leaders
+    were not seen by ``deadline``, the event loop's time: a CreateTopics ``timeout_ms``).
 
     Why not ``ReplicaManager.create_topic`` once per name: it re-reads every topic's
     metadata after each creation (``sync``), so the n-th creation cost O(n).
@@ -263,8 +264,13 @@ async def create_in_groups(
     outcome: dict[str, TopicMetadata | BaseException] = {}
     for first in range(0, len(specs), AUTO_CREATE_GROUP):
         group = specs[first : first + AUTO_CREATE_GROUP]
+        wait_s = None
+        if deadline is not None:
+            # Past the deadline the topics are still created (Kafka writes them all
+            # first); their answers are then REQUEST_TIMED_OUT unless already seen.
+            wait_s = max(deadline - asyncio.get_running_loop().time(), 0.001)
         results = await asyncio.gather(
-            *(_create(services, spec) for spec in group), return_exceptions=True
+            *(_create(services, spec, wait_s) for spec in group), return_exceptions=True
         )
         created = []
         for spec, result in zip(group, results, strict=True):
@@ -283,12 +289,14 @@ async def create_in_groups(
     return outcome
 
 
-async def _create(services: BrokerServices, spec: TopicSpec) -> TopicMetadata:
+async def _create(
+    services: BrokerServices, spec: TopicSpec, wait_s: float | None = None
+) -> TopicMetadata:
     replicas = spec.replicas or assign_replicas(
         services.cluster.brokers(), spec.partitions, spec.replication_factor
     )
     try:
-        return await services.cluster.create_topic(spec.name, replicas, dict(spec.configs))
+        return await services.cluster.create_topic(spec.name, replicas, dict(spec.configs), wait_s)
     except TopicExistsError:
         # Another client or broker created it meanwhile (their cache and ours differ).
         raise TopicError(
