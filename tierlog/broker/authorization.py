@@ -80,13 +80,25 @@ OPERATIONS_NOT_REQUESTED: Final = -(2**31)
 
 
 def bind_request(request: Request) -> RequestContext:
-    """Make (and keep, for this request's handler) the context of ``request``."""
+    """Make (and keep, for this request's handler) the context of ``request``.
+
+    A connection's requests mostly repeat the last one's API, client id and principal: the
+    context it left is reused then (every request pays this; building a frozen dataclass
+    cost more than the rest of the check, profiled)."""
+    principal = CONNECTION_PRINCIPAL.get()
     address = CLIENT_ADDRESS.get()
+    host = address[1:] if address.startswith("/") else address
+    last = _REQUEST_CONTEXT.get()
+    if (
+        last is not None
+        and last.api_key == request.api_key
+        and last.principal is principal
+        and last.client_id == request.client_id
+        and last.client_host == host
+    ):
+        return last
     context = RequestContext(
-        principal=CONNECTION_PRINCIPAL.get(),
-        client_host=address[1:] if address.startswith("/") else address,
-        api_key=request.api_key,
-        client_id=request.client_id,
+        principal=principal, client_host=host, api_key=request.api_key, client_id=request.client_id
     )
     _REQUEST_CONTEXT.set(context)
     return context

@@ -340,23 +340,26 @@ class Broker:
         handler = HANDLERS.get(request.api_key)
         if handler is None:
             raise _no_handler(request)
+        # Every request passes here: the parts are read once, not through properties.
+        parts = self.parts
+        services, replicas = parts.services, parts.replicas
         # The server accepts connections only once start() has built every service.
-        assert self.services is not None and self.replicas is not None
-        metrics = self.replicas.metrics
-        if self.services.quotas is not None:
+        assert services is not None and replicas is not None
+        metrics = replicas.metrics
+        quotas = services.quotas
+        if quotas is not None and quotas.throttled_for_ms() > 0:
             # A throttled client's next request waits here (Kafka mutes its channel).
-            await self.services.quotas.wait_if_throttled()
+            await quotas.wait_if_throttled()
         context = bind_request(request)  # who asks: the handlers' checks and quotas read it
         started = time.perf_counter()
         failed = True
         try:
-            response = await handler(self.services, request)
+            response = await handler(services, request)
             failed = False
         finally:
             elapsed = time.perf_counter() - started
             metrics.record_request(request.api_key, elapsed, failed)
-        quotas = self.services.quotas
-        if quotas is not None and not _sent_by_a_broker(request):
+        if quotas is not None and quotas.active() and not _sent_by_a_broker(request):
             # request_percentage: the time this request took, against the client's quota.
             throttle_ms = quotas.record_request_time(
                 elapsed, request.client_id, context.principal.name

@@ -257,7 +257,16 @@ class Log:
         """
         if self.closed:
             self._check_open()  # raises LogClosedError
-        batches = self.validate(records, Origin.COORDINATOR if coordinator else Origin.CLIENT)
+        origin = Origin.COORDINATOR if coordinator else Origin.CLIENT
+        if (
+            isinstance(records, ValidatedBatches)
+            and records.rules is self._rules  # this config's rules (``append_rules``)
+            and self._rules_of is self.config
+            and records.origin is origin
+        ):
+            batches = records  # the produce handler validated them: no second call
+        else:
+            batches = self.validate(records, origin)
         if (batches.needs_decoding and not batches.decoded) or batches.needs_recompression:
             prepare(batches)  # here, for callers that did not (tools, tests, coordinators)
         headers = batches.headers

@@ -129,12 +129,16 @@ def field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
+# Every produce request converts its timeout: one timedelta made once, not per call.
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
 def millis(value: Any) -> int:
     """A kio duration/time field as int ms (-1 for None)."""
     if value is None:
         return -1
     if isinstance(value, datetime.timedelta):
-        return int(value / datetime.timedelta(milliseconds=1))
+        return int(value / _ONE_MS)
     if isinstance(value, datetime.datetime):
-        return int((value - _EPOCH) / datetime.timedelta(milliseconds=1))
+        return int((value - _EPOCH) / _ONE_MS)
     return int(value)

@@ -159,7 +159,7 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
                 answers[position] = (index, code, base_offset, append_time, log_start)
     throttle_ms = 0
     quotas = services.quotas
-    if quotas is not None:
+    if quotas is not None and quotas.active():
         throttle_ms = quotas.record(
             PRODUCER_BYTE_RATE, request.client_id, request.size, current_context().principal.name
         )

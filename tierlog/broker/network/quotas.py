@@ -299,11 +299,21 @@ class ClientQuotaManager:
             _CONNECTION.set(state)
         state.until_ms = max(state.until_ms, self._clock.monotonic_ms() + throttle_ms)
 
+    def active(self) -> bool:
+        """Whether any quota is in force (most brokers have none: nothing to count)."""
+        return bool(self._quotas())
+
+    def throttled_for_ms(self) -> float:
+        """How long the current connection must still wait (0 when not throttled): checked
+        without a coroutine, as every request asks."""
+        state = _CONNECTION.get(None)
+        if state is None or not state.until_ms:
+            return 0
+        return max(0, state.until_ms - self._clock.monotonic_ms())
+
     async def wait_if_throttled(self) -> None:
         """At the start of a request: wait out the connection's throttle (KIP-219's muted
         channel: the request is not handled before the throttle time has passed)."""
-        state = _CONNECTION.get(None)
-        if state is not None:
-            rest_ms = state.until_ms - self._clock.monotonic_ms()
-            if rest_ms > 0:
-                await asyncio.sleep(rest_ms / 1000)
+        rest_ms = self.throttled_for_ms()
+        if rest_ms > 0:
+            await asyncio.sleep(rest_ms / 1000)
