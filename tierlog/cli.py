@@ -608,6 +608,7 @@ def _users_target(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "zookeeper": args.zookeeper,
         "data_dir": Path(args.data_dir) if args.data_dir else None,
+        "zk_config": Path(args.zk_config_file) if args.zk_config_file else None,
     }
 
 
@@ -670,6 +671,12 @@ def _add_users(sub: Any) -> None:
         where = command.add_mutually_exclusive_group(required=True)
         where.add_argument("--zookeeper", help="zookeeper.connect (host:port[/chroot])")
         where.add_argument("--data-dir", help="a single node's log dir (its broker stopped)")
+        command.add_argument(
+            "--zk-config-file",
+            metavar="FILE",
+            help="with --zookeeper: properties with zookeeper.jaas.config and "
+            "zookeeper.set.acl (the brokers' server.properties serves)",
+        )
         command.set_defaults(func=func)
 
 

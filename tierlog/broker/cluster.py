@@ -18,6 +18,12 @@ from kio.index import load_request_schema
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import AlterPartitionError, PartitionState
 from tierlog.broker.coordination.local import new_cluster_id
+from tierlog.broker.coordination.zk_auth import (
+    JAAS_KEY,
+    SET_ACL_KEY,
+    ZkIdentity,
+    parse_identity,
+)
 from tierlog.broker.coordination.zookeeper import ZkCoordinator
 from tierlog.broker.replication.replica_manager import ReplicaManager
 from tierlog.client.async_connection import AsyncConnection
@@ -25,6 +31,7 @@ from tierlog.protocol import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.kio_build import build
 from tierlog.security.client_config import ClientSecurity
+from tierlog.util.configdef import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +39,24 @@ ALTER_PARTITION_VERSION = 2
 # Kafka's controlled shutdown gives up after controlled.shutdown.max.retries (3) tries of
 # up to request.timeout.ms each; one bound of the same order here.
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
+
+
+def zookeeper_identity(config: BrokerConfig) -> ZkIdentity | None:
+    """The broker's ZooKeeper identity (``zookeeper.jaas.config``), if it has one.
+
+    Raises:
+        ConfigError: ``zookeeper.set.acl`` without an identity (the brokers could not
+            write their own znodes back), or a bad ``zookeeper.jaas.config``.
+    """
+    text = config[JAAS_KEY]
+    if not text:
+        if config[SET_ACL_KEY]:
+            raise ConfigError(
+                SET_ACL_KEY,
+                f"znodes writable only by the brokers need their identity: set {JAAS_KEY}",
+            )
+        return None
+    return parse_identity(text)
 
 
 class ClusterMembership:
@@ -57,6 +82,8 @@ class ClusterMembership:
             config["zookeeper.connect"],
             config.broker_id,
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            identity=zookeeper_identity(config),
+            secure_acls=config[SET_ACL_KEY],
         )
         self.coordinator.alter_partition_sender = self.send_alter_partition
         self.controller = Controller(

@@ -529,6 +529,21 @@ BROKER_CONFIG = ConfigDef(
         ),
         ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session", at_least(1)),
         ConfigKey(
+            "zookeeper.set.acl",
+            "bool",
+            False,
+            "create znodes writable only by the brokers' ZooKeeper identity, readable by "
+            "all but under /config/users and /config/brokers (Kafka's ACLs)",
+        ),
+        ConfigKey(
+            "zookeeper.jaas.config",
+            "string",
+            "",
+            "tierlog: the brokers' ZooKeeper identity, Kafka's JAAS Client entry: "
+            'org.apache.zookeeper.server.auth.DigestLoginModule required username="..." '
+            'password="..."; (ZooKeeper digest authentication)',
+        ),
+        ConfigKey(
             "authorizer.class.name",
             "string",
             "",

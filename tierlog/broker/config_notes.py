@@ -164,6 +164,14 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     ),
     "zookeeper.connect": _ro("empty: one node, coordination kept in the data dir"),
     "zookeeper.session.timeout.ms": _ro(),
+    "zookeeper.set.acl": _ro(
+        "Kafka's: all rights to the brokers' identity, read to the world except "
+        "/config/users, /config/brokers and /delegation_token"
+    ),
+    "zookeeper.jaas.config": _ro(
+        f"{_OWN}: Kafka reads its JAAS Client section from java.security.auth.login.config; "
+        "the same entry here, authenticated with ZooKeeper's digest scheme"
+    ),
     "replica.lag.time.max.ms": _ro(),
     "unclean.leader.election.enable": _cw(),
     "fetch.max.bytes": _ro(),

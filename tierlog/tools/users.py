@@ -19,7 +19,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from tierlog.security.password import Password
 from tierlog.security.scram_credentials import (
@@ -29,6 +29,9 @@ from tierlog.security.scram_credentials import (
     parse_credential,
 )
 from tierlog.util.cli_errors import CliError
+
+if TYPE_CHECKING:
+    from tierlog.broker.coordination.zk_session import ZkSession
 
 __all__ = ["add_user", "delete_user", "list_users", "read_password"]
 
@@ -63,17 +66,51 @@ def _mechanism(name: str) -> ScramMechanism:
     return mechanism
 
 
-def _alter(user: str, change: Change, zookeeper: str | None, data_dir: Path | None) -> None:
+# zookeeper.set.acl keeps /config/users to the brokers' identity.
+_NOT_AUTHORIZED = (
+    "ZooKeeper refused: not authorized for /config/users (the brokers run with "
+    "zookeeper.set.acl=true); pass --zk-config-file with their zookeeper.jaas.config"
+)
+
+
+def _zk_session(zookeeper: str, zk_config: Path | None) -> ZkSession:
+    """A session to ``zookeeper``, authenticated as ``zk_config`` says (its
+    ``zookeeper.jaas.config`` and ``zookeeper.set.acl``: a broker's server.properties)."""
+    from tierlog.broker.coordination.zk_auth import session_security
+    from tierlog.broker.coordination.zk_session import ZkSession
+    from tierlog.util.properties import load_properties
+
+    identity, secure = None, False
+    if zk_config is not None:
+        try:
+            props = load_properties(zk_config)
+        except OSError as exc:
+            raise CliError(f"cannot read {zk_config}: {exc.strerror}") from None
+        identity, secure = session_security(props)
+    return ZkSession(zookeeper, identity=identity, secure_acls=secure)
+
+
+def _alter(
+    user: str,
+    change: Change,
+    zookeeper: str | None,
+    data_dir: Path | None,
+    zk_config: Path | None = None,
+) -> None:
     if not user:
         raise CliError("the user name must not be empty")
     if (zookeeper is None) == (data_dir is None):
         raise CliError("name where the credentials go: --zookeeper or --data-dir")
     if zookeeper is not None:
-        from tierlog.broker.coordination.zk_configs import EntityConfigs
-        from tierlog.broker.coordination.zk_session import ZkSession
+        from kazoo.exceptions import NoAuthError
 
-        with ZkSession(zookeeper) as session:
-            EntityConfigs(session).alter_user(user, change)
+        from tierlog.broker.coordination.zk_configs import EntityConfigs
+
+        try:
+            with _zk_session(zookeeper, zk_config) as session:
+                EntityConfigs(session).alter_user(user, change)
+        except NoAuthError:
+            raise CliError(_NOT_AUTHORIZED) from None
         return
     assert data_dir is not None
     if not data_dir.is_dir():
@@ -101,6 +138,7 @@ def add_user(
     iterations: int = 4096,
     zookeeper: str | None = None,
     data_dir: Path | None = None,
+    zk_config: Path | None = None,
 ) -> int:
     """Create or replace ``user``'s credential for one mechanism."""
     mechanism = _mechanism(mechanism_name)
@@ -109,7 +147,13 @@ def add_user(
     except ScramCredentialError as exc:
         raise CliError(str(exc)) from None
     text = credential.to_kafka()
-    _alter(user, lambda config: {**config, mechanism.mechanism_name: text}, zookeeper, data_dir)
+    _alter(
+        user,
+        lambda config: {**config, mechanism.mechanism_name: text},
+        zookeeper,
+        data_dir,
+        zk_config,
+    )
     out.write(f"Set {mechanism.mechanism_name} credential of user {user!r}\n")
     return 0
 
@@ -121,6 +165,7 @@ def delete_user(
     *,
     zookeeper: str | None = None,
     data_dir: Path | None = None,
+    zk_config: Path | None = None,
 ) -> int:
     """Remove ``user``'s credential for one mechanism (the user's other keys stay)."""
     mechanism = _mechanism(mechanism_name)
@@ -130,24 +175,34 @@ def delete_user(
         found.append(mechanism.mechanism_name in config)
         return {k: v for k, v in config.items() if k != mechanism.mechanism_name}
 
-    _alter(user, change, zookeeper, data_dir)
+    _alter(user, change, zookeeper, data_dir, zk_config)
     if not found or not found[-1]:
         raise CliError(f"user {user!r} has no {mechanism.mechanism_name} credential")
     out.write(f"Deleted {mechanism.mechanism_name} credential of user {user!r}\n")
     return 0
 
 
-def list_users(out: TextIO, *, zookeeper: str | None = None, data_dir: Path | None = None) -> int:
+def list_users(
+    out: TextIO,
+    *,
+    zookeeper: str | None = None,
+    data_dir: Path | None = None,
+    zk_config: Path | None = None,
+) -> int:
     """Users with SCRAM credentials, their mechanisms and iterations (never the keys)."""
     if (zookeeper is None) == (data_dir is None):
         raise CliError("name where the credentials are: --zookeeper or --data-dir")
     configs: dict[str, dict[str, str]]
     if zookeeper is not None:
-        from tierlog.broker.coordination.zk_configs import EntityConfigs
-        from tierlog.broker.coordination.zk_session import ZkSession
+        from kazoo.exceptions import NoAuthError
 
-        with ZkSession(zookeeper) as session:
-            configs = EntityConfigs(session).users()
+        from tierlog.broker.coordination.zk_configs import EntityConfigs
+
+        try:
+            with _zk_session(zookeeper, zk_config) as session:
+                configs = EntityConfigs(session).users()
+        except NoAuthError:
+            raise CliError(_NOT_AUTHORIZED) from None
     else:
         assert data_dir is not None
         configs = asyncio.run(_list_local(data_dir))

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tierlog.broker.coordination.zk_acls import ZkAcls
+from tierlog.broker.coordination.zk_auth import ZkIdentity
 from tierlog.broker.coordination.zk_brokers import BrokerRegistry
 from tierlog.broker.coordination.zk_configs import EntityConfigs
 from tierlog.broker.coordination.zk_controller import ControllerElection
@@ -56,6 +57,8 @@ class ZkClient:
         connection_timeout_ms: ``zookeeper.connection.timeout.ms`` (default: the session
             timeout).
         clock: stamps registrations and the controller znode; bounds waits.
+        identity, secure_acls: ZooKeeper authentication and Kafka's znode ACLs
+            (``ZkSession``).
     """
 
     def __init__(
@@ -64,9 +67,18 @@ class ZkClient:
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         connection_timeout_ms: int | None = None,
         clock: Clock | None = None,
+        *,
+        identity: ZkIdentity | None = None,
+        secure_acls: bool = False,
     ) -> None:
         clock = clock or SystemClock()
-        self.session = session = ZkSession(connect, session_timeout_ms, connection_timeout_ms)
+        self.session = session = ZkSession(
+            connect,
+            session_timeout_ms,
+            connection_timeout_ms,
+            identity=identity,
+            secure_acls=secure_acls,
+        )
         self.brokers = BrokerRegistry(session, clock)
         self.controller = ControllerElection(session, clock)
         self.partition_states = PartitionStates(session)

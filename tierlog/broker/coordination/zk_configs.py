@@ -146,7 +146,12 @@ class EntityConfigs:
             new = change(dict(current))
             try:
                 if version is None:
-                    kazoo.create(path, zk_data.encode_config(new), makepath=True)
+                    kazoo.create(
+                        path,
+                        zk_data.encode_config(new),
+                        acl=self._session.acls.for_path(path),
+                        makepath=True,
+                    )
                 else:
                     kazoo.set(path, zk_data.encode_config(new), version=version)
             except (BadVersionError, NodeExistsError, NoNodeError):
@@ -194,7 +199,7 @@ class EntityConfigs:
         try:
             kazoo.set(path, data)
         except NoNodeError:
-            kazoo.create(path, data, makepath=True)
+            kazoo.create(path, data, acl=self._session.acls.for_path(path), makepath=True)
         kazoo.create(
             zk_data.config_change_prefix_path(),
             zk_data.encode_config_change(entity),

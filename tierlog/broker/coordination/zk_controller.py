@@ -63,11 +63,12 @@ class FencedTransaction:
 
     def __init__(self, session: ZkSession, lease: ControllerLease) -> None:
         self.lease = lease
+        self._acls = session.acls
         self._txn = session.kazoo.transaction()
         self._txn.check(zk_data.CONTROLLER_EPOCH, lease.epoch_zk_version)
 
     def create(self, path: str, value: bytes = b"") -> None:
-        self._txn.create(path, value)
+        self._txn.create(path, value, acl=self._acls.for_path(path))
 
     def set_data(self, path: str, value: bytes, version: int = -1) -> None:
         self._txn.set_data(path, value, version=version)
@@ -125,7 +126,12 @@ class ControllerElection:
         for _ in range(MAX_ATTEMPTS):
             epoch, zk_version = self._read_or_create_epoch()
             txn = self._session.kazoo.transaction()
-            txn.create(zk_data.CONTROLLER, controller, ephemeral=True)
+            txn.create(
+                zk_data.CONTROLLER,
+                controller,
+                acl=self._session.acls.for_path(zk_data.CONTROLLER),
+                ephemeral=True,
+            )
             txn.set_data(
                 zk_data.CONTROLLER_EPOCH,
                 zk_data.encode_controller_epoch(epoch + 1),

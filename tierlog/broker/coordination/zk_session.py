@@ -40,6 +40,8 @@ except ImportError as e:  # pragma: no cover - depends on what is installed
         f"cluster mode talks to ZooKeeper through kazoo ({e}): pip install 'tierlog[cluster]'"
     ) from e
 
+from tierlog.broker.coordination.zk_auth import ZkIdentity, ZnodeAcls
+
 # Kafka's zookeeper.session.timeout.ms default since 2.5 (KIP-537); the connection timeout
 # defaults to it, as zookeeper.connection.timeout.ms does.
 DEFAULT_SESSION_TIMEOUT_MS = 18_000
@@ -123,6 +125,9 @@ class ZkSession:
         session_timeout_ms: ``zookeeper.session.timeout.ms``.
         connection_timeout_ms: ``zookeeper.connection.timeout.ms`` (the session timeout
             when None, as in Kafka).
+        identity: who this session is to ZooKeeper (``zookeeper.jaas.config``); None:
+            unauthenticated.
+        secure_acls: ``zookeeper.set.acl``: new znodes get Kafka's ACLs (``zk_auth``).
     """
 
     def __init__(
@@ -130,12 +135,24 @@ class ZkSession:
         connect: str,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         connection_timeout_ms: int | None = None,
+        *,
+        identity: ZkIdentity | None = None,
+        secure_acls: bool = False,
     ) -> None:
         self._hosts, self._chroot = parse_connect(connect)
         self._session_timeout_s = session_timeout_ms / 1000
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
+        self._auth_data = identity.auth_data() if identity is not None else None
+        self.acls = ZnodeAcls(secure_acls)
         # kazoo takes the chroot from the connect string and prefixes every path with it.
-        self._zk = KazooClient(hosts=connect.strip(), timeout=self._session_timeout_s)
+        # Its default_acl covers create and ensure_path, not a multi's creates: those
+        # name theirs (``acls.for_path``).
+        self._zk = KazooClient(
+            hosts=connect.strip(),
+            timeout=self._session_timeout_s,
+            auth_data=self._auth_data,
+            default_acl=self.acls.default(),
+        )
         self._read_retry = KazooRetry(
             max_tries=-1, delay=0.05, max_delay=1.0, deadline=self._connection_timeout_s
         )
@@ -154,7 +171,7 @@ class ZkSession:
         try:
             self._zk.start(timeout=self._connection_timeout_s)
             for path in zk_data.PERSISTENT_PATHS:
-                self._zk.ensure_path(path)
+                self._zk.ensure_path(path, acl=self.acls.for_path(path))
         except Exception:
             self.stop()
             raise
@@ -162,7 +179,12 @@ class ZkSession:
     def _create_chroot(self) -> None:
         # A chrooted client cannot create its own root; Kafka connects without the chroot
         # once to create it (KafkaServer.initZkClient), and so does this.
-        bootstrap = KazooClient(hosts=self._hosts, timeout=self._session_timeout_s)
+        bootstrap = KazooClient(
+            hosts=self._hosts,
+            timeout=self._session_timeout_s,
+            auth_data=self._auth_data,
+            default_acl=self.acls.default(),
+        )
         try:
             bootstrap.start(timeout=self._connection_timeout_s)
             bootstrap.ensure_path(self._chroot)

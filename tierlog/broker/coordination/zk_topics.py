@@ -106,12 +106,18 @@ class TopicAdmin:
             # Kafka versions; overwrite it rather than refuse.
             config_stat = kazoo.exists(config_path)
             if config_stat is None:
-                txn.create(config_path, zk_data.encode_config(configs))
+                txn.create(
+                    config_path, zk_data.encode_config(configs), session.acls.for_path(config_path)
+                )
             else:
                 txn.set_data(
                     config_path, zk_data.encode_config(configs), version=config_stat.version
                 )
-            txn.create(zk_data.topic_path(topic), topic_data)
+            txn.create(
+                zk_data.topic_path(topic),
+                topic_data,
+                session.acls.for_path(zk_data.topic_path(topic)),
+            )
             try:
                 session.commit(txn)
                 return

@@ -35,6 +35,7 @@ from tierlog.broker.coordination.api import (
     TopicMetadata,
     UnknownTopicError,
 )
+from tierlog.broker.coordination.zk_auth import ZkIdentity
 from tierlog.broker.coordination.zk_cache import ClusterCache, ClusterSnapshot
 from tierlog.broker.coordination.zk_client import ZkClient
 from tierlog.broker.coordination.zk_data import BrokerInfo, EndPoint
@@ -62,6 +63,7 @@ class ZkCoordinator:
     connect: ``host:port[,host:port...][/chroot]`` (``zookeeper.connect``).
     broker_id: this broker.
     session_timeout_ms: ``zookeeper.session.timeout.ms``.
+    identity, secure_acls: ``zookeeper.jaas.config`` and ``zookeeper.set.acl`` (``zk_auth``).
     """
 
     def __init__(
@@ -71,8 +73,10 @@ class ZkCoordinator:
         *,
         session_timeout_ms: int = 18_000,
         propagation_timeout_s: float = DEFAULT_PROPAGATION_TIMEOUT_S,
+        identity: ZkIdentity | None = None,
+        secure_acls: bool = False,
     ) -> None:
-        self.zk = ZkClient(connect, session_timeout_ms)
+        self.zk = ZkClient(connect, session_timeout_ms, identity=identity, secure_acls=secure_acls)
         self.broker_id = broker_id
         self.cluster_id = ""
         self.broker_epoch = -1
