@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pipelines import client_security
 from tierlog.util.configdef import ConfigError
 
 EXIT_CONFIG = 2  # argparse's status for a bad command line; a bad config is one too
@@ -301,6 +302,8 @@ class TopicSource:
             opts["tierlog.tiers"] = "remote"
         for name, value in _flatten(self.storage_options):
             opts[f"remote.log.storage.options.{name}"] = value
+        if self.bootstrap_servers:
+            opts.update(client_security.spark_options())  # TIERLOG_CLIENT_CONFIG's
         return opts
 
     def read(self, spark: Any, **bounds: str) -> Any:
@@ -344,7 +347,9 @@ def broker_remote_url(bootstrap_servers: str, timeout_s: float = 10.0) -> str | 
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
     # log_level 4 (warnings and up): librdkafka's info lines at close are noise in a run's log.
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 4})
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap_servers, "log_level": 4, **client_security.librdkafka()}
+    )
     brokers = admin.list_topics(timeout=timeout_s).brokers
     resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
     entries = admin.describe_configs([resource])[resource].result(timeout_s)

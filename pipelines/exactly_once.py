@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines import client_security
 from pipelines.common import (
     EXIT_CONFIG,
     Key,
@@ -173,6 +174,7 @@ def transform(
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
             "log_level": 4,  # warnings and up: librdkafka's info lines are noise in a run
+            **client_security.librdkafka(),
         }
     )
     try:
@@ -185,6 +187,7 @@ def transform(
                 "transactional.id": txn_id,
                 "linger.ms": 5,
                 "log_level": 4,
+                **client_security.librdkafka(),
             }
         )
         # First: fences the instance this one replaces and aborts its open transaction,
@@ -360,7 +363,9 @@ def _ensure_sink(bootstrap: str, source: str, sink: str, consumer: Any) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "log_level": 4, **client_security.librdkafka()}
+    )
     if sink in admin.list_topics(timeout=CALL_TIMEOUT_S).topics:
         return
     metadata = consumer.list_topics(source, timeout=CALL_TIMEOUT_S).topics[source]
@@ -404,6 +409,7 @@ def committed_offsets(
             "group.id": group_id,
             "isolation.level": "read_committed" if wait_stable else "read_uncommitted",
             "log_level": 4,
+            **client_security.librdkafka(),
         }
     )
     try:
@@ -478,6 +484,7 @@ def _holds_records(bootstrap_servers: str, plan: IngestPlan) -> bool:
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
             "log_level": 4,
+            **client_security.librdkafka(),
         }
     )
     try:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines import client_security
 from pipelines.common import TopicSource, offsets_json
 
 # ListOffsets' KIP-405 special timestamp: the first offset still on the broker's disk.
@@ -52,7 +53,11 @@ def topics(bootstrap_servers: str) -> Any:
     from tierlog.client import EARLIEST, LATEST, LogClient
 
     rows = []
-    with LogClient(bootstrap_servers, client_id="tierlog-explore") as client:
+    with LogClient(
+        bootstrap_servers,
+        client_id="tierlog-explore",
+        security=client_security.client_security(),
+    ) as client:
         for topic in client.topics():
             tps = [(topic, p) for p in client.partitions(topic)]
             first = client.list_offsets(dict.fromkeys(tps, EARLIEST))
@@ -79,7 +84,11 @@ def tier_offsets(
     from tierlog.remote.registry import open_store
     from tierlog.spark.planning import remote_end
 
-    with LogClient(bootstrap_servers, client_id="tierlog-explore") as client:
+    with LogClient(
+        bootstrap_servers,
+        client_id="tierlog-explore",
+        security=client_security.client_security(),
+    ) as client:
         tps = [(topic, p) for p in client.partitions(topic)]
         earliest = client.list_offsets(dict.fromkeys(tps, EARLIEST))
         local = client.list_offsets(dict.fromkeys(tps, EARLIEST_LOCAL))

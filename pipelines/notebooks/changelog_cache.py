@@ -57,6 +57,7 @@ CELLS = [
         )
         from IPython.display import display
 
+        from pipelines import client_security
         from tierlog.broker.embedded import EmbeddedBroker
         from tierlog.compaction.changelog import ChangelogReader, rebuild_dict, rebuild_sqlite
         from tierlog.tools.cleaner_report import broker_states
@@ -96,7 +97,11 @@ CELLS = [
         """),
     code("""\
         HOLD_MS = 3_600_000
-        admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+        # TLS and SASL settings, if any, from TIERLOG_CLIENT_CONFIG (never printed).
+        security = client_security.client_security()
+        admin = AdminClient(
+            {"bootstrap.servers": bootstrap_servers, **client_security.librdkafka()}
+        )
         topic_config = {
             "cleanup.policy": "compact",
             "segment.bytes": str(segment_bytes),
@@ -130,6 +135,7 @@ CELLS = [
         producer = Producer(
             {
                 "bootstrap.servers": bootstrap_servers,
+                **client_security.librdkafka(),
                 "enable.idempotence": True,
                 "linger.ms": 5,
                 # A batch must fit in a segment (the broker refuses it otherwise).
@@ -202,7 +208,7 @@ CELLS = [
 
         def read_log():
             sink = Records()
-            with ChangelogReader(topic, bootstrap=bootstrap_servers) as reader:
+            with ChangelogReader(topic, bootstrap=bootstrap_servers, security=security) as reader:
                 reader.catch_up(sink)
             return pd.DataFrame(sink.rows, columns=["offset", "key", "value"])
 
@@ -328,6 +334,7 @@ CELLS = [
         cache = rebuild_dict(
             topic,
             bootstrap=bootstrap_servers,
+            security=security,
             key_decoder=bytes.decode,
             value_decoder=bytes.decode,
         )
@@ -343,6 +350,7 @@ CELLS = [
             key_decoder=bytes.decode,
             value_decoder=bytes.decode,
             bootstrap=bootstrap_servers,
+            security=security,
         )
         rebuild_sqlite_s = time.monotonic() - started
         with closing(sqlite3.connect(database)) as connection:

@@ -125,3 +125,42 @@ def test_an_unsupported_security_option_is_named(spark: Any, secured: Secured) -
     message = str(failed.value)
     assert "kafka.sasl.kerberos.service.name" in message
     assert PASSWORD not in message
+
+
+def test_a_pipeline_ingests_over_sasl_ssl_with_tierlog_client_config(
+    spark: Any, secured: Secured, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pipelines take the cluster's security from the file TIERLOG_CLIENT_CONFIG names;
+    the password comes from the environment (${env:...}), in no option or parameter."""
+    from pipelines import client_security
+    from pipelines.ingest import ingest
+
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-256\n"
+        "config.providers=env\n"
+        "config.providers.env.class="
+        "org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="etl" password="${env:ETL_PASSWORD}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secured.ca}\n"
+    )
+    monkeypatch.setenv(client_security.ENV, str(config))
+    monkeypatch.setenv("ETL_PASSWORD", PASSWORD)
+    bootstrap = f"127.0.0.1:{secured.broker.ports['SASL_SSL']}"
+    table = tmp_path / "bronze"
+    result = ingest(spark, bootstrap_servers=bootstrap, topic="events", table_path=str(table))
+    assert result.rows_written == 100
+    rows = spark.read.format("delta").load(str(table)).selectExpr("CAST(value AS STRING) AS v")
+    assert sorted(r.v for r in rows.collect()) == sorted(f"v{n}" for n in range(100))
+    # librdkafka's clients of the pipelines (exactly_once, the remote-URL lookup) too.
+    admin = AdminClient({"bootstrap.servers": bootstrap, **client_security.librdkafka()})
+    assert "events" in admin.list_topics(timeout=30).topics
+    # And without the file the SASL_SSL listener is not reachable in clear text.
+    monkeypatch.setenv("ETL_PASSWORD", "wrong-password")
+    with pytest.raises(Exception) as failed:
+        ingest(spark, bootstrap_servers=bootstrap, topic="events", table_path=str(table))
+    assert "SASL SCRAM-SHA-256 authentication" in str(failed.value)
+    assert "wrong-password" not in str(failed.value) and PASSWORD not in str(failed.value)

@@ -63,6 +63,7 @@ from tierlog.protocol.errors import ErrorCode
 from tierlog.remote.api import RemoteResourceNotFoundError, RemoteStore
 from tierlog.remote.manifest import ZERO_UUID, Manifest
 from tierlog.remote.registry import open_store
+from tierlog.security.client_config import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ class ChangelogReader:
         store_chunk_bytes: bytes per ranged read of a remote segment.
         client, store: instances to use instead of building them (tests).
         clock, sleep: monotonic seconds and the pause between empty polls (tests).
+        security: TLS and SASL of the connections to the brokers (None: PLAINTEXT).
     """
 
     def __init__(
@@ -147,13 +149,14 @@ class ChangelogReader:
         store: RemoteStore | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        security: ClientSecurity | None = None,
     ) -> None:
         if bootstrap is None and client is None and remote_url is None and store is None:
             raise ValueError("give bootstrap servers, a remote URL, or both")
         self.topic = topic
         self._own_client = client is None and bootstrap is not None
         if client is None and bootstrap is not None:
-            client = LogClient(bootstrap, client_id="tierlog-changelog")
+            client = LogClient(bootstrap, client_id="tierlog-changelog", security=security)
         if store is None and remote_url is not None:
             store = open_store(remote_url, storage_options)
         self.broker = None if client is None else BrokerTier(client, topic, fetch_bytes=fetch_bytes)
