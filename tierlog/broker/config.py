@@ -622,6 +622,22 @@ BROKER_CONFIG = ConfigDef(
             at_least(1),
         ),
         ConfigKey(
+            "leader.replication.throttled.rate",
+            "long",
+            2**63 - 1,
+            "bytes per second this broker, as leader, sends to out-of-sync followers of the "
+            "replicas listed in leader.replication.throttled.replicas; Long.MAX = no limit",
+            at_least(0),
+        ),
+        ConfigKey(
+            "follower.replication.throttled.rate",
+            "long",
+            2**63 - 1,
+            "bytes per second this broker, as an out-of-sync follower, fetches for the "
+            "replicas listed in follower.replication.throttled.replicas; Long.MAX = no limit",
+            at_least(0),
+        ),
+        ConfigKey(
             "telemetry.max.bytes",
             "int",
             1 << 20,

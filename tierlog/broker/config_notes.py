@@ -192,6 +192,12 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     "replica.alter.log.dirs.io.max.bytes.per.second": KafkaNotes(
         PER_BROKER, "a dynamic-only quota key in Kafka; here set in server.properties"
     ),
+    "leader.replication.throttled.rate": _cw(
+        "a dynamic-only quota key in Kafka (KIP-73); here server.properties sets it too"
+    ),
+    "follower.replication.throttled.rate": _cw(
+        "a dynamic-only quota key in Kafka (KIP-73); here server.properties sets it too"
+    ),
     "log.local.retention.ms": _cw(),
     "log.local.retention.bytes": _cw(),
     "producer.id.expiration.check.interval.ms": _ro(),

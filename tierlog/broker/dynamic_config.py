@@ -76,6 +76,12 @@ CLEANER_KEYS = (
 CONNECTION_KEYS = ("max.connections", "max.connections.per.ip")
 # The remote tier's upload rate (KIP-956).
 REMOTE_KEYS = ("remote.log.manager.copy.max.bytes.per.second",)
+# The replication throttles' rates (KIP-73; Kafka's BrokerConfigHandler reads this broker's
+# value, else the cluster default).
+REPLICATION_THROTTLE_KEYS = (
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+)
 
 # Left out, though Kafka updates them at run time, so refused until their parts take them:
 # unclean.leader.election.enable (the controller reads it at start), the listeners and
@@ -85,7 +91,13 @@ REMOTE_KEYS = ("remote.log.manager.copy.max.bytes.per.second",)
 # CLUSTER_WIDE ones as the cluster default too (and per broker, "for testing", Kafka says).
 DYNAMIC_KEYS: Mapping[str, str] = {
     key: BROKER_CONFIG.keys[key].update_mode or READ_ONLY
-    for key in (*LOG_DEFAULT_KEYS, *CLEANER_KEYS, *CONNECTION_KEYS, *REMOTE_KEYS)
+    for key in (
+        *LOG_DEFAULT_KEYS,
+        *CLEANER_KEYS,
+        *CONNECTION_KEYS,
+        *REMOTE_KEYS,
+        *REPLICATION_THROTTLE_KEYS,
+    )
 }
 
 # Names under which a key's value may be set, the key first (Kafka's brokerSynonyms): a
