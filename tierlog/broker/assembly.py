@@ -59,6 +59,7 @@ from tierlog.broker.replication.partition_limits import PartitionLimits, fd_limi
 from tierlog.broker.replication.partition_map import PartitionMap
 from tierlog.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replication.replica_manager import ReplicaManager
+from tierlog.broker.replication.replication_quota import ReplicationQuotas
 from tierlog.broker.replication.segment_repair import SegmentRepairer
 from tierlog.broker.scram_store import ScramCredentialCache
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
@@ -168,6 +169,11 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     remote = parts.remote = _remote_log_manager(config, clock, log_manager, cleaner, copy_throttle)
     address_of = peer_addresses(coordinator, listeners.inter_broker)
     leadership = LeadershipChanges()
+    replication_quotas = ReplicationQuotas(
+        config["leader.replication.throttled.rate"],
+        config["follower.replication.throttled.rate"],
+        clock,
+    )
     replicas = parts.replicas = ReplicaManager(
         config.broker_id,
         log_manager,
@@ -182,7 +188,11 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
             config["max.broker.partitions"], config["max.partitions"], fd_limit()
         ),
         partitions=partitions,
-        fetchers=_replica_fetchers(config, address_of, peer_security) if parts.cluster else None,
+        fetchers=(
+            _replica_fetchers(config, address_of, peer_security, replication_quotas)
+            if parts.cluster
+            else None
+        ),
         leadership=leadership,
     )
     offsets_topic = parts.offsets_topic = OffsetsTopic(config, coordinator, replicas, clock=clock)
@@ -204,7 +214,9 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     dynamic_config = parts.dynamic_config = DynamicBrokerConfig(
         config,
         coordinator,
-        broker_reconfigurables(replicas, connection_quotas, lambda: cleaner, copy_throttle),
+        broker_reconfigurables(
+            replicas, connection_quotas, lambda: cleaner, copy_throttle, replication_quotas
+        ),
     )
     parts.services = BrokerServices(
         config=config,
@@ -239,6 +251,7 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
             replicas, bytes_per_second=config["replica.alter.log.dirs.io.max.bytes.per.second"]
         ),
         decoder=run.decoder,
+        replication_quotas=replication_quotas,
     )
     _integrity(config, parts, address_of, peer_security)
 
@@ -361,6 +374,7 @@ def _replica_fetchers(
     config: BrokerConfig,
     address_of: Callable[[int], tuple[str, int] | None],
     peer_security: ClientSecurity,
+    quota: ReplicationQuotas,
 ) -> ReplicaFetcherManager:
     return ReplicaFetcherManager(
         config.broker_id,
@@ -370,6 +384,7 @@ def _replica_fetchers(
         max_bytes=config["replica.fetch.max.bytes"],
         backoff_ms=config["replica.fetch.backoff.ms"],
         security=peer_security,
+        quota=quota.follower,
     )
 
 
