@@ -166,7 +166,12 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     # at most, so the uploader does not burst after idling. Its rate is a dynamic config.
     copy_rate = config["remote.log.manager.copy.max.bytes.per.second"]
     copy_throttle = Throttle(copy_rate, clock, burst_bytes=copy_rate, initial_bytes=copy_rate)
-    remote = parts.remote = _remote_log_manager(config, clock, log_manager, cleaner, copy_throttle)
+    # Bounds what fetches read from the remote tier (KIP-956), also one second of credit.
+    fetch_rate = config["remote.log.manager.fetch.max.bytes.per.second"]
+    fetch_throttle = Throttle(fetch_rate, clock, burst_bytes=fetch_rate, initial_bytes=fetch_rate)
+    remote = parts.remote = _remote_log_manager(
+        config, clock, log_manager, cleaner, copy_throttle, fetch_throttle
+    )
     address_of = peer_addresses(coordinator, listeners.inter_broker)
     leadership = LeadershipChanges()
     replication_quotas = ReplicationQuotas(
@@ -215,7 +220,12 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
         config,
         coordinator,
         broker_reconfigurables(
-            replicas, connection_quotas, lambda: cleaner, copy_throttle, replication_quotas
+            replicas,
+            connection_quotas,
+            lambda: cleaner,
+            copy_throttle,
+            fetch_throttle,
+            replication_quotas,
         ),
     )
     parts.services = BrokerServices(
@@ -394,6 +404,7 @@ def _remote_log_manager(
     log_manager: LogManager,
     cleaner: LogCleaner | None,
     copy_throttle: Throttle,
+    fetch_throttle: Throttle,
 ) -> RemoteLogManager | None:
     """The remote log manager, when remote.log.storage.system.enable (the default); with
     the log cleaner, it cleans compacted tiered topics' remote segments too."""
@@ -442,6 +453,7 @@ def _remote_log_manager(
         reader_threads=config["remote.log.reader.threads"],
         read_ahead_chunks=config["remote.log.reader.read.ahead.chunks"],
         read_ahead_max_bytes=config["remote.log.reader.read.ahead.max.bytes"],
+        fetch_throttle=fetch_throttle,
     )
 
 

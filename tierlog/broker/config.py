@@ -487,6 +487,14 @@ BROKER_CONFIG = ConfigDef(
             at_least(-1),
         ),
         ConfigKey(
+            "remote.log.manager.fetch.max.bytes.per.second",
+            "long",
+            2**63 - 1,
+            "bytes per second fetches read from the remote tier (KIP-956); past it a fetch "
+            "gets no remote bytes until the quota has credit again; Long.MAX = no limit",
+            at_least(1),
+        ),
+        ConfigKey(
             "remote.fetch.max.wait.ms",
             "int",
             500,

@@ -146,6 +146,7 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     ),
     "remote.log.manager.task.interval.ms": _ro(),
     "remote.log.manager.copy.max.bytes.per.second": _cw(),
+    "remote.log.manager.fetch.max.bytes.per.second": _cw(),
     "remote.fetch.max.wait.ms": _cw(),
     "remote.log.reader.cache.bytes": _ro(
         f"{_OWN}: the on-disk chunk cache of remote reads (Kafka's plugins have their own)"

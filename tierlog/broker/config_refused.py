@@ -54,7 +54,6 @@ _THROTTLES = (
     "the replication and remote-tier throttles hold their rate as a token bucket with at "
     "most one second of burst, not over sampled windows"
 )
-_REMOTE_FETCH = "remote-tier fetch throttle: issue 23 item 3"
 _METRICS = (
     "tierlog's metrics are counters and gauges served as Prometheus text "
     "(metrics.http.port), not sampled JMX sensors"
@@ -179,7 +178,6 @@ BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
             "the log-dir move rate (replica.alter.log.dirs.io.max.bytes.per.second) is "
             "held over each copy round, not a sampled window"
         ),
-        "remote.log.manager.fetch.max.bytes.per.second": _REMOTE_FETCH,
         "remote.log.manager.copy.quota.window.": _THROTTLES,
         "remote.log.manager.fetch.quota.window.": _THROTTLES,
         # Append validation.

@@ -74,8 +74,11 @@ CLEANER_KEYS = (
 )
 # Connection limits shared by every listener (Kafka's DynamicListenerConfig / quotas).
 CONNECTION_KEYS = ("max.connections", "max.connections.per.ip")
-# The remote tier's upload rate (KIP-956).
-REMOTE_KEYS = ("remote.log.manager.copy.max.bytes.per.second",)
+# The remote tier's upload and fetch rates (KIP-956).
+REMOTE_KEYS = (
+    "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.fetch.max.bytes.per.second",
+)
 # The replication throttles' rates (KIP-73; Kafka's BrokerConfigHandler reads this broker's
 # value, else the cluster default).
 REPLICATION_THROTTLE_KEYS = (

@@ -41,6 +41,7 @@ def broker_reconfigurables(
     quotas: ConnectionQuotas,
     cleaner: Callable[[], LogCleaner | None],
     copy_throttle: Throttle | None,
+    fetch_throttle: Throttle | None,
     replication_quotas: ReplicationQuotas,
 ) -> list[Reconfigurable]:
     """Args:
@@ -48,6 +49,7 @@ def broker_reconfigurables(
     quotas: the connection limits every listener shares.
     cleaner: the log cleaner once started (None: ``log.cleaner.enable=false``).
     copy_throttle: paces uploads to the remote tier (None: no remote tier).
+    fetch_throttle: bounds fetches' reads from the remote tier (None: no remote tier).
     replication_quotas: the leader and follower replication throttles.
     """
 
@@ -62,10 +64,13 @@ def broker_reconfigurables(
     def connections(config: BrokerConfig) -> None:
         quotas.set_connection_limits(config["max.connections"], config["max.connections.per.ip"])
 
-    def remote_copy(config: BrokerConfig) -> None:
+    def remote_rates(config: BrokerConfig) -> None:
         if copy_throttle is not None:
             rate = config["remote.log.manager.copy.max.bytes.per.second"]
             copy_throttle.set_rate(rate, burst_bytes=rate)
+        if fetch_throttle is not None:
+            rate = config["remote.log.manager.fetch.max.bytes.per.second"]
+            fetch_throttle.set_rate(rate, burst_bytes=rate)
 
     def replication_throttles(config: BrokerConfig) -> None:
         replication_quotas.leader.set_rate(config["leader.replication.throttled.rate"])
@@ -75,7 +80,7 @@ def broker_reconfigurables(
         Reconfigurable("log defaults", frozenset(LOG_DEFAULT_KEYS), log_defaults),
         Reconfigurable("log cleaner", frozenset(CLEANER_KEYS), cleaner_settings),
         Reconfigurable("connection quotas", frozenset(CONNECTION_KEYS), connections),
-        Reconfigurable("remote copy rate", frozenset(REMOTE_KEYS), remote_copy),
+        Reconfigurable("remote copy and fetch rates", frozenset(REMOTE_KEYS), remote_rates),
         Reconfigurable(
             "replication throttles", frozenset(REPLICATION_THROTTLE_KEYS), replication_throttles
         ),
