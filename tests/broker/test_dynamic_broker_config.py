@@ -251,6 +251,12 @@ def test_refused_alterations_store_nothing(broker: BrokerProcess) -> None:
     code, message = alter(broker, "0", ("follower.replication.throttled.rate", "-5", SET))
     assert code == KafkaError.INVALID_CONFIG and "follower.replication.throttled.rate" in message
     assert alter(broker, "0", ("leader.replication.throttled.rate", None, DELETE)) == (0, "")
+    # And the log-dir move rate the reassignment tool sets beside them.
+    moves = ("replica.alter.log.dirs.io.max.bytes.per.second", "2000000", SET)
+    assert alter(broker, "", moves) == (0, "")
+    assert "replication throttles: replica.alter.log.dirs.io.max.bytes.per.second" in (
+        broker.log_text()
+    )
 
 
 def test_broker_loggers_are_read_and_changed_at_runtime(broker: BrokerProcess) -> None:

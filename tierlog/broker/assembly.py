@@ -215,6 +215,9 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     )
     leadership.subscribe(transactions.state_topic.on_leadership_change)
     cluster = parts.cluster
+    log_dir_mover = LogDirMover(
+        replicas, bytes_per_second=config["replica.alter.log.dirs.io.max.bytes.per.second"]
+    )
     # Applied (``start_parts``) before anything is served; every change after, at once.
     dynamic_config = parts.dynamic_config = DynamicBrokerConfig(
         config,
@@ -226,6 +229,7 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
             copy_throttle,
             fetch_throttle,
             replication_quotas,
+            log_dir_mover,
         ),
     )
     parts.services = BrokerServices(
@@ -257,9 +261,7 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
             if config["metrics.http.port"] >= 0
             else None
         ),
-        log_dir_mover=LogDirMover(
-            replicas, bytes_per_second=config["replica.alter.log.dirs.io.max.bytes.per.second"]
-        ),
+        log_dir_mover=log_dir_mover,
         decoder=run.decoder,
         replication_quotas=replication_quotas,
     )

@@ -190,8 +190,8 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     "metrics.http.host": _ro(_OWN),
     "replica.high.watermark.checkpoint.interval.ms": _ro(),
     "telemetry.max.bytes": _ro(),
-    "replica.alter.log.dirs.io.max.bytes.per.second": KafkaNotes(
-        PER_BROKER, "a dynamic-only quota key in Kafka; here set in server.properties"
+    "replica.alter.log.dirs.io.max.bytes.per.second": _cw(
+        "a dynamic-only quota key in Kafka; here server.properties sets it too"
     ),
     "leader.replication.throttled.rate": _cw(
         "a dynamic-only quota key in Kafka (KIP-73); here server.properties sets it too"

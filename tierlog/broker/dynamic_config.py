@@ -80,10 +80,12 @@ REMOTE_KEYS = (
     "remote.log.manager.fetch.max.bytes.per.second",
 )
 # The replication throttles' rates (KIP-73; Kafka's BrokerConfigHandler reads this broker's
-# value, else the cluster default).
+# value, else the cluster default), and the log-dir move rate that kafka-reassign-partitions
+# sets beside them (--replica-alter-log-dirs-throttle) and clears with them (--verify).
 REPLICATION_THROTTLE_KEYS = (
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
 )
 
 # Left out, though Kafka updates them at run time, so refused until their parts take them:

@@ -16,6 +16,7 @@ from tierlog.broker.dynamic_config import (
     Reconfigurable,
 )
 from tierlog.broker.network.server import ConnectionQuotas
+from tierlog.broker.replication.log_dir_mover import LogDirMover
 from tierlog.broker.replication.replica_manager import ReplicaManager
 from tierlog.broker.replication.replication_quota import ReplicationQuotas
 from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
@@ -43,6 +44,7 @@ def broker_reconfigurables(
     copy_throttle: Throttle | None,
     fetch_throttle: Throttle | None,
     replication_quotas: ReplicationQuotas,
+    log_dir_mover: LogDirMover,
 ) -> list[Reconfigurable]:
     """Args:
     replicas: takes new ``log.*`` defaults for every hosted topic.
@@ -51,6 +53,7 @@ def broker_reconfigurables(
     copy_throttle: paces uploads to the remote tier (None: no remote tier).
     fetch_throttle: bounds fetches' reads from the remote tier (None: no remote tier).
     replication_quotas: the leader and follower replication throttles.
+    log_dir_mover: moves replicas between log.dirs at its own rate.
     """
 
     def log_defaults(config: BrokerConfig) -> None:
@@ -75,6 +78,7 @@ def broker_reconfigurables(
     def replication_throttles(config: BrokerConfig) -> None:
         replication_quotas.leader.set_rate(config["leader.replication.throttled.rate"])
         replication_quotas.follower.set_rate(config["follower.replication.throttled.rate"])
+        log_dir_mover.set_rate(config["replica.alter.log.dirs.io.max.bytes.per.second"])
 
     return [
         Reconfigurable("log defaults", frozenset(LOG_DEFAULT_KEYS), log_defaults),
