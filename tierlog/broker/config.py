@@ -482,8 +482,9 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey(
             "remote.log.manager.copy.max.bytes.per.second",
             "long",
-            -1,
-            "upload throttle; -1 = unthrottled",
+            2**63 - 1,
+            "bytes per second uploaded to the remote tier (KIP-956); Long.MAX = no limit "
+            "(-1, tierlog's earlier spelling of it, is still accepted)",
             at_least(-1),
         ),
         ConfigKey(
