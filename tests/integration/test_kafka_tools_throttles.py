@@ -36,6 +36,7 @@ RATE = 500_000  # bytes per second, the tool's --throttle
 DATA = 4_000_000  # bytes produced to the throttled partition: about 8 s of the rate
 # The box is shared and loaded: the rate held within a wide band.
 MOST, LEAST = 1.5 * RATE, 0.3 * RATE
+FOLLOWER_RATE = "follower.replication.throttled.rate"
 
 
 @pytest.fixture
@@ -176,6 +177,30 @@ def test_reassign_with_a_throttle_holds_the_rate_and_verify_removes_it(
             lambda: ("rate", "leader") not in throttle_metrics(c, 0),
             "broker 0 to apply the removal (no leader rate in force)",
         )
+
+        # kafka-configs sets one broker's rate (sent to that broker, stored for it) and has
+        # a malformed replica list refused with Kafka's message, naming the key.
+        configs = kafka_tools.CONFIGS
+        one = "--entity-type brokers --entity-name 2"
+        tool(tools, configs, c.bootstrap, f"--alter {one} --add-config {FOLLOWER_RATE}=123456")
+        assert zk_config(zk, "/config/brokers/2") == {FOLLOWER_RATE: "123456"}
+        c.wait_until(
+            lambda: throttle_metrics(c, 2).get(("rate", "follower")) == 123456,
+            "broker 2 to apply its new follower rate",
+        )
+        refused = tool(
+            tools,
+            configs,
+            c.bootstrap,
+            "--alter --entity-type topics --entity-name slow "
+            "--add-config leader.replication.throttled.replicas=0-1",
+            ok=False,
+        )
+        assert refused.returncode != 0
+        assert "InvalidConfigurationException: config 'leader.replication.throttled." in (
+            refused.output
+        ), refused.output
+        assert "must be the literal '*' or a list of replicas" in refused.output
     finally:
         zk.stop()
         zk.close()
