@@ -43,7 +43,7 @@ def test_a_rule_names_a_key_or_a_prefix() -> None:
         ("sasl.login.refresh.window.factor", "JAAS entry"),
         ("process.roles", "KRaft"),
         ("group.share.max.size", "KIP-932"),
-        ("leader.replication.throttled.rate", "issue 23 item 3"),
+        ("replication.quota.window.num", "token bucket"),
     ],
 )
 def test_a_refused_key_in_server_properties_names_its_reason(key: str, words: str) -> None:

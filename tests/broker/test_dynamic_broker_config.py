@@ -234,9 +234,29 @@ def test_refused_alterations_store_nothing(broker: BrokerProcess) -> None:
     # The remote tier's upload rate, told to the throttle the store paces uploads with.
     rate = ("remote.log.manager.copy.max.bytes.per.second", "1048576", SET)
     assert alter(broker, "0", rate) == (0, "")
-    assert "reconfigured remote copy rate" in broker.log_text()
+    assert "reconfigured remote copy and fetch rates" in broker.log_text()
     # Deleting what is not set is success whatever the key (Kafka's reassignment tool).
+    assert alter(broker, "0", ("replica.alter.log.dirs.io.max.bytes.per.second", None, DELETE)) == (
+        0,
+        "",
+    )
+    # The replication throttles' rates (KIP-73), as kafka-configs --entity-name 0 sets them.
+    throttle = ("leader.replication.throttled.rate", "1000000", SET)
+    assert alter(broker, "0", throttle) == (0, "")
+    assert "reconfigured replication throttles: leader.replication.throttled.rate" in (
+        broker.log_text()
+    )
+    entry = describe_broker(client)["leader.replication.throttled.rate"]
+    assert (entry.value, entry.source) == ("1000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    code, message = alter(broker, "0", ("follower.replication.throttled.rate", "-5", SET))
+    assert code == KafkaError.INVALID_CONFIG and "follower.replication.throttled.rate" in message
     assert alter(broker, "0", ("leader.replication.throttled.rate", None, DELETE)) == (0, "")
+    # And the log-dir move rate the reassignment tool sets beside them.
+    moves = ("replica.alter.log.dirs.io.max.bytes.per.second", "2000000", SET)
+    assert alter(broker, "", moves) == (0, "")
+    assert "replication throttles: replica.alter.log.dirs.io.max.bytes.per.second" in (
+        broker.log_text()
+    )
 
 
 def test_broker_loggers_are_read_and_changed_at_runtime(broker: BrokerProcess) -> None:

@@ -38,6 +38,7 @@ from tierlog.remote.remote_log_manager import (
     TieredPartition,
 )
 from tierlog.util.clock import ManualClock
+from tierlog.util.throttle import Throttle
 
 BATCHES = 48  # 4 records each, ~300 bytes a batch: 7 segments of 2 KiB
 BATCH_MS = 1000  # batch n has timestamps T0 + n * BATCH_MS (+ 7 ms per record)
@@ -87,11 +88,20 @@ class Harness:
     """One manager tracking one log, driven cycle by cycle."""
 
     def __init__(
-        self, store: FsspecRemoteStore, log: Log, tmp_path: Path, clock: ManualClock
+        self,
+        store: FsspecRemoteStore,
+        log: Log,
+        tmp_path: Path,
+        clock: ManualClock,
+        fetch_throttle: Throttle | None = None,
     ) -> None:
         self.store, self.log, self.epoch = store, log, 0
         self.manager = RemoteLogManager(
-            store, tmp_path / f"cache-{uuid.uuid4().hex}", 0, clock=clock
+            store,
+            tmp_path / f"cache-{uuid.uuid4().hex}",
+            0,
+            clock=clock,
+            fetch_throttle=fetch_throttle,
         )
         # The partition's replication state owns the high watermark; tests move it here.
         self.high_watermark = log.log_end_offset
@@ -692,3 +702,27 @@ def test_aux_state_comes_from_the_remote_segment_holding_the_offset_below(
             manager.aux_state_before(TOPIC, PARTITION, TOPIC_ID, committed[-1].next_offset + 5)
         )
     assert raised.value.retriable
+
+
+def test_remote_fetches_are_held_to_the_fetch_quota(
+    store: FsspecRemoteStore, tmp_path: Path, clock: ManualClock
+) -> None:
+    """remote.log.manager.fetch.max.bytes.per.second (KIP-956): while the quota is used up
+    a remote read answers nothing (b"", read again later), not "no batches from here on"."""
+    log = make_log(tmp_path, clock)
+    rate = 1000
+    throttle = Throttle(rate, clock, burst_bytes=rate, initial_bytes=rate)
+    h = Harness(store, log, tmp_path, clock, fetch_throttle=throttle)
+    try:
+        h.cycle()
+        assert h.committed()
+        manager = h.manager
+        first = asyncio.run(manager.read(h.state, 0, 1500))
+        assert first and len(first) > 0  # within the credit: read whole, its bytes counted
+        assert asyncio.run(manager.read(h.state, 0, 1500)) == b""
+        assert manager.fetches_throttled == 1
+        clock.advance(len(first) * 1000 // rate + 1)  # the debt paid: credit again
+        assert asyncio.run(manager.read(h.state, 0, 1500)) == first
+    finally:
+        h.close()
+        log.close()

@@ -59,6 +59,7 @@ from tierlog.broker.replication.partition_limits import PartitionLimits, fd_limi
 from tierlog.broker.replication.partition_map import PartitionMap
 from tierlog.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tierlog.broker.replication.replica_manager import ReplicaManager
+from tierlog.broker.replication.replication_quota import ReplicationQuotas
 from tierlog.broker.replication.segment_repair import SegmentRepairer
 from tierlog.broker.scram_store import ScramCredentialCache
 from tierlog.broker.services import BrokerServices, Lifecycle, ProducerIds
@@ -165,9 +166,19 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     # at most, so the uploader does not burst after idling. Its rate is a dynamic config.
     copy_rate = config["remote.log.manager.copy.max.bytes.per.second"]
     copy_throttle = Throttle(copy_rate, clock, burst_bytes=copy_rate, initial_bytes=copy_rate)
-    remote = parts.remote = _remote_log_manager(config, clock, log_manager, cleaner, copy_throttle)
+    # Bounds what fetches read from the remote tier (KIP-956), also one second of credit.
+    fetch_rate = config["remote.log.manager.fetch.max.bytes.per.second"]
+    fetch_throttle = Throttle(fetch_rate, clock, burst_bytes=fetch_rate, initial_bytes=fetch_rate)
+    remote = parts.remote = _remote_log_manager(
+        config, clock, log_manager, cleaner, copy_throttle, fetch_throttle
+    )
     address_of = peer_addresses(coordinator, listeners.inter_broker)
     leadership = LeadershipChanges()
+    replication_quotas = ReplicationQuotas(
+        config["leader.replication.throttled.rate"],
+        config["follower.replication.throttled.rate"],
+        clock,
+    )
     replicas = parts.replicas = ReplicaManager(
         config.broker_id,
         log_manager,
@@ -182,7 +193,11 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
             config["max.broker.partitions"], config["max.partitions"], fd_limit()
         ),
         partitions=partitions,
-        fetchers=_replica_fetchers(config, address_of, peer_security) if parts.cluster else None,
+        fetchers=(
+            _replica_fetchers(config, address_of, peer_security, replication_quotas)
+            if parts.cluster
+            else None
+        ),
         leadership=leadership,
     )
     offsets_topic = parts.offsets_topic = OffsetsTopic(config, coordinator, replicas, clock=clock)
@@ -200,11 +215,22 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     )
     leadership.subscribe(transactions.state_topic.on_leadership_change)
     cluster = parts.cluster
+    log_dir_mover = LogDirMover(
+        replicas, bytes_per_second=config["replica.alter.log.dirs.io.max.bytes.per.second"]
+    )
     # Applied (``start_parts``) before anything is served; every change after, at once.
     dynamic_config = parts.dynamic_config = DynamicBrokerConfig(
         config,
         coordinator,
-        broker_reconfigurables(replicas, connection_quotas, lambda: cleaner, copy_throttle),
+        broker_reconfigurables(
+            replicas,
+            connection_quotas,
+            lambda: cleaner,
+            copy_throttle,
+            fetch_throttle,
+            replication_quotas,
+            log_dir_mover,
+        ),
     )
     parts.services = BrokerServices(
         config=config,
@@ -235,10 +261,9 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
             if config["metrics.http.port"] >= 0
             else None
         ),
-        log_dir_mover=LogDirMover(
-            replicas, bytes_per_second=config["replica.alter.log.dirs.io.max.bytes.per.second"]
-        ),
+        log_dir_mover=log_dir_mover,
         decoder=run.decoder,
+        replication_quotas=replication_quotas,
     )
     _integrity(config, parts, address_of, peer_security)
 
@@ -361,6 +386,7 @@ def _replica_fetchers(
     config: BrokerConfig,
     address_of: Callable[[int], tuple[str, int] | None],
     peer_security: ClientSecurity,
+    quota: ReplicationQuotas,
 ) -> ReplicaFetcherManager:
     return ReplicaFetcherManager(
         config.broker_id,
@@ -370,6 +396,7 @@ def _replica_fetchers(
         max_bytes=config["replica.fetch.max.bytes"],
         backoff_ms=config["replica.fetch.backoff.ms"],
         security=peer_security,
+        quota=quota.follower,
     )
 
 
@@ -379,6 +406,7 @@ def _remote_log_manager(
     log_manager: LogManager,
     cleaner: LogCleaner | None,
     copy_throttle: Throttle,
+    fetch_throttle: Throttle,
 ) -> RemoteLogManager | None:
     """The remote log manager, when remote.log.storage.system.enable (the default); with
     the log cleaner, it cleans compacted tiered topics' remote segments too."""
@@ -427,6 +455,7 @@ def _remote_log_manager(
         reader_threads=config["remote.log.reader.threads"],
         read_ahead_chunks=config["remote.log.reader.read.ahead.chunks"],
         read_ahead_max_bytes=config["remote.log.reader.read.ahead.max.bytes"],
+        fetch_throttle=fetch_throttle,
     )
 
 

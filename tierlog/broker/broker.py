@@ -238,6 +238,7 @@ class Broker:
             controller_stats=cluster.controller.stats if cluster else None,
             log_retention_passes=lambda: log_manager.retention_passes if log_manager else 0,
             client_metrics=self.services.client_metrics if self.services else None,
+            replication_quotas=self.services.replication_quotas if self.services else None,
         )
         self._metrics_server, self.metrics_port = serve_metrics(
             collector, config["metrics.http.host"], config["metrics.http.port"]

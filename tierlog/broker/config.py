@@ -482,9 +482,18 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey(
             "remote.log.manager.copy.max.bytes.per.second",
             "long",
-            -1,
-            "upload throttle; -1 = unthrottled",
+            2**63 - 1,
+            "bytes per second uploaded to the remote tier (KIP-956); Long.MAX = no limit "
+            "(-1, tierlog's earlier spelling of it, is still accepted)",
             at_least(-1),
+        ),
+        ConfigKey(
+            "remote.log.manager.fetch.max.bytes.per.second",
+            "long",
+            2**63 - 1,
+            "bytes per second fetches read from the remote tier (KIP-956); past it a fetch "
+            "gets no remote bytes until the quota has credit again; Long.MAX = no limit",
+            at_least(1),
         ),
         ConfigKey(
             "remote.fetch.max.wait.ms",
@@ -620,6 +629,22 @@ BROKER_CONFIG = ConfigDef(
             "bytes per second copied when replicas move between log.dirs "
             "(AlterReplicaLogDirs); Long.MAX = no limit",
             at_least(1),
+        ),
+        ConfigKey(
+            "leader.replication.throttled.rate",
+            "long",
+            2**63 - 1,
+            "bytes per second this broker, as leader, sends to out-of-sync followers of the "
+            "replicas listed in leader.replication.throttled.replicas; Long.MAX = no limit",
+            at_least(0),
+        ),
+        ConfigKey(
+            "follower.replication.throttled.rate",
+            "long",
+            2**63 - 1,
+            "bytes per second this broker, as an out-of-sync follower, fetches for the "
+            "replicas listed in follower.replication.throttled.replicas; Long.MAX = no limit",
+            at_least(0),
         ),
         ConfigKey(
             "telemetry.max.bytes",

@@ -146,6 +146,7 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     ),
     "remote.log.manager.task.interval.ms": _ro(),
     "remote.log.manager.copy.max.bytes.per.second": _cw(),
+    "remote.log.manager.fetch.max.bytes.per.second": _cw(),
     "remote.fetch.max.wait.ms": _cw(),
     "remote.log.reader.cache.bytes": _ro(
         f"{_OWN}: the on-disk chunk cache of remote reads (Kafka's plugins have their own)"
@@ -189,8 +190,14 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     "metrics.http.host": _ro(_OWN),
     "replica.high.watermark.checkpoint.interval.ms": _ro(),
     "telemetry.max.bytes": _ro(),
-    "replica.alter.log.dirs.io.max.bytes.per.second": KafkaNotes(
-        PER_BROKER, "a dynamic-only quota key in Kafka; here set in server.properties"
+    "replica.alter.log.dirs.io.max.bytes.per.second": _cw(
+        "a dynamic-only quota key in Kafka; here server.properties sets it too"
+    ),
+    "leader.replication.throttled.rate": _cw(
+        "a dynamic-only quota key in Kafka (KIP-73); here server.properties sets it too"
+    ),
+    "follower.replication.throttled.rate": _cw(
+        "a dynamic-only quota key in Kafka (KIP-73); here server.properties sets it too"
     ),
     "log.local.retention.ms": _cw(),
     "log.local.retention.bytes": _cw(),

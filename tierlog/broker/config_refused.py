@@ -50,7 +50,10 @@ _COORDINATOR_RUNTIME = (
     "tuning of Kafka 4's coordinator runtime; tierlog's group coordinator runs on the "
     "broker's event loop and writes at once"
 )
-_THROTTLES = "replication throttles: issue 23 item 3"
+_THROTTLES = (
+    "the replication and remote-tier throttles hold their rate as a token bucket with at "
+    "most one second of burst, not over sampled windows"
+)
 _METRICS = (
     "tierlog's metrics are counters and gauges served as Prometheus text "
     "(metrics.http.port), not sampled JMX sensors"
@@ -175,9 +178,6 @@ BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
             "the log-dir move rate (replica.alter.log.dirs.io.max.bytes.per.second) is "
             "held over each copy round, not a sampled window"
         ),
-        "leader.replication.throttled.rate": _THROTTLES,
-        "follower.replication.throttled.rate": _THROTTLES,
-        "remote.log.manager.fetch.max.bytes.per.second": _THROTTLES,
         "remote.log.manager.copy.quota.window.": _THROTTLES,
         "remote.log.manager.fetch.quota.window.": _THROTTLES,
         # Append validation.

@@ -74,8 +74,19 @@ CLEANER_KEYS = (
 )
 # Connection limits shared by every listener (Kafka's DynamicListenerConfig / quotas).
 CONNECTION_KEYS = ("max.connections", "max.connections.per.ip")
-# The remote tier's upload rate (KIP-956).
-REMOTE_KEYS = ("remote.log.manager.copy.max.bytes.per.second",)
+# The remote tier's upload and fetch rates (KIP-956).
+REMOTE_KEYS = (
+    "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.fetch.max.bytes.per.second",
+)
+# The replication throttles' rates (KIP-73; Kafka's BrokerConfigHandler reads this broker's
+# value, else the cluster default), and the log-dir move rate that kafka-reassign-partitions
+# sets beside them (--replica-alter-log-dirs-throttle) and clears with them (--verify).
+REPLICATION_THROTTLE_KEYS = (
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+)
 
 # Left out, though Kafka updates them at run time, so refused until their parts take them:
 # unclean.leader.election.enable (the controller reads it at start), the listeners and
@@ -85,7 +96,13 @@ REMOTE_KEYS = ("remote.log.manager.copy.max.bytes.per.second",)
 # CLUSTER_WIDE ones as the cluster default too (and per broker, "for testing", Kafka says).
 DYNAMIC_KEYS: Mapping[str, str] = {
     key: BROKER_CONFIG.keys[key].update_mode or READ_ONLY
-    for key in (*LOG_DEFAULT_KEYS, *CLEANER_KEYS, *CONNECTION_KEYS, *REMOTE_KEYS)
+    for key in (
+        *LOG_DEFAULT_KEYS,
+        *CLEANER_KEYS,
+        *CONNECTION_KEYS,
+        *REMOTE_KEYS,
+        *REPLICATION_THROTTLE_KEYS,
+    )
 }
 
 # Names under which a key's value may be set, the key first (Kafka's brokerSynonyms): a

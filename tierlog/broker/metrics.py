@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tierlog.broker.network.quotas import QuotaStats
     from tierlog.broker.network.server import KafkaServer
     from tierlog.broker.replication.partition import Partition
+    from tierlog.broker.replication.replication_quota import ReplicationQuotas
     from tierlog.broker.replication.segment_repair import RepairStats
     from tierlog.compaction.cleaner import LogCleaner
     from tierlog.local.scrubber import Scrubber
@@ -75,9 +76,11 @@ class MetricsCollector:
         controller_stats: ControllerStats | None = None,
         log_retention_passes: Callable[[], int] | None = None,
         client_metrics: ClientMetricsManager | None = None,
+        replication_quotas: ReplicationQuotas | None = None,
     ) -> None:
         self.metrics = metrics
         self.replicas = replicas
+        self.replication_quotas = replication_quotas
         self.offline_partitions = offline_partitions
         self.active_controller = active_controller
         self.remote = remote
@@ -216,6 +219,8 @@ class MetricsCollector:
             yield from _repair_metrics(self.repairs)
         if self.quotas is not None:
             yield from _quota_metrics(self.quotas)
+        if self.replication_quotas is not None:
+            yield from _replication_quota_metrics(self.replication_quotas)
         if self.fetch_sessions is not None:
             yield from _fetch_session_metrics(self.fetch_sessions)
         if self.cleaner is not None:
@@ -422,6 +427,31 @@ def _quota_metrics(quotas: QuotaStats) -> Iterator[Any]:
         seconds.add_metric([api], quotas.throttle_ms.get(api, 0) / 1000)
     yield throttled
     yield seconds
+
+
+def _replication_quota_metrics(quotas: ReplicationQuotas) -> Iterator[Any]:
+    """The replication throttles (KIP-73): bytes of throttled partitions moved, per side
+    (Kafka's LeaderReplication / FollowerReplication byte-rate, as a counter to derive the
+    rate from), and each side's limit (absent while unlimited)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    moved = CounterMetricFamily(
+        "tierlog_replication_throttled_bytes",
+        "Bytes of partitions listed in *.replication.throttled.replicas sent (leader) or "
+        "fetched (follower)",
+        labels=["side"],
+    )
+    limit = GaugeMetricFamily(
+        "tierlog_replication_throttled_rate",
+        "leader/follower.replication.throttled.rate in force, bytes per second",
+        labels=["side"],
+    )
+    for side, quota in (("leader", quotas.leader), ("follower", quotas.follower)):
+        moved.add_metric([side], quota.bytes_total)
+        if quota.limited:
+            limit.add_metric([side], quota.rate)
+    yield moved
+    yield limit
 
 
 def _repair_metrics(repairs: RepairStats) -> Iterator[Any]:

@@ -12,10 +12,13 @@ from tierlog.broker.dynamic_config import (
     CONNECTION_KEYS,
     LOG_DEFAULT_KEYS,
     REMOTE_KEYS,
+    REPLICATION_THROTTLE_KEYS,
     Reconfigurable,
 )
 from tierlog.broker.network.server import ConnectionQuotas
+from tierlog.broker.replication.log_dir_mover import LogDirMover
 from tierlog.broker.replication.replica_manager import ReplicaManager
+from tierlog.broker.replication.replication_quota import ReplicationQuotas
 from tierlog.compaction.cleaner import CleanerConfig, LogCleaner
 from tierlog.util.throttle import Throttle
 
@@ -39,12 +42,18 @@ def broker_reconfigurables(
     quotas: ConnectionQuotas,
     cleaner: Callable[[], LogCleaner | None],
     copy_throttle: Throttle | None,
+    fetch_throttle: Throttle | None,
+    replication_quotas: ReplicationQuotas,
+    log_dir_mover: LogDirMover,
 ) -> list[Reconfigurable]:
     """Args:
     replicas: takes new ``log.*`` defaults for every hosted topic.
     quotas: the connection limits every listener shares.
     cleaner: the log cleaner once started (None: ``log.cleaner.enable=false``).
     copy_throttle: paces uploads to the remote tier (None: no remote tier).
+    fetch_throttle: bounds fetches' reads from the remote tier (None: no remote tier).
+    replication_quotas: the leader and follower replication throttles.
+    log_dir_mover: moves replicas between log.dirs at its own rate.
     """
 
     def log_defaults(config: BrokerConfig) -> None:
@@ -58,14 +67,25 @@ def broker_reconfigurables(
     def connections(config: BrokerConfig) -> None:
         quotas.set_connection_limits(config["max.connections"], config["max.connections.per.ip"])
 
-    def remote_copy(config: BrokerConfig) -> None:
+    def remote_rates(config: BrokerConfig) -> None:
         if copy_throttle is not None:
             rate = config["remote.log.manager.copy.max.bytes.per.second"]
             copy_throttle.set_rate(rate, burst_bytes=rate)
+        if fetch_throttle is not None:
+            rate = config["remote.log.manager.fetch.max.bytes.per.second"]
+            fetch_throttle.set_rate(rate, burst_bytes=rate)
+
+    def replication_throttles(config: BrokerConfig) -> None:
+        replication_quotas.leader.set_rate(config["leader.replication.throttled.rate"])
+        replication_quotas.follower.set_rate(config["follower.replication.throttled.rate"])
+        log_dir_mover.set_rate(config["replica.alter.log.dirs.io.max.bytes.per.second"])
 
     return [
         Reconfigurable("log defaults", frozenset(LOG_DEFAULT_KEYS), log_defaults),
         Reconfigurable("log cleaner", frozenset(CLEANER_KEYS), cleaner_settings),
         Reconfigurable("connection quotas", frozenset(CONNECTION_KEYS), connections),
-        Reconfigurable("remote copy rate", frozenset(REMOTE_KEYS), remote_copy),
+        Reconfigurable("remote copy and fetch rates", frozenset(REMOTE_KEYS), remote_rates),
+        Reconfigurable(
+            "replication throttles", frozenset(REPLICATION_THROTTLE_KEYS), replication_throttles
+        ),
     ]

@@ -18,6 +18,7 @@ from tierlog.broker.config import BrokerConfig
 from tierlog.broker.coordination.api import Coordinator, PartitionState, UserConfigs
 from tierlog.broker.decode_pool import DecodePool
 from tierlog.broker.replication.replica_manager import ReplicaManager
+from tierlog.broker.replication.replication_quota import ReplicationQuotas
 
 if TYPE_CHECKING:
     from tierlog.broker.client_metrics.manager import ClientMetricsManager
@@ -110,6 +111,8 @@ class BrokerServices:
         operation is allowed, as in Kafka without ``authorizer.class.name``. Handlers ask
         it through ``handlers.authorized_ops`` (KIP-430 operation bit fields).
     decoder: where produced records are decoded when a produce needs it (off the loop).
+    replication_quotas: the replication throttles (KIP-73); the leader's is applied to
+        followers' fetches here. None: unthrottled (services built by hand).
     """
 
     config: BrokerConfig
@@ -134,3 +137,4 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     decoder: DecodePool = field(default_factory=DecodePool)
     dynamic_config: DynamicBrokerConfig | None = None
+    replication_quotas: ReplicationQuotas | None = None

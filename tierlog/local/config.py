@@ -15,6 +15,7 @@ from typing import Any
 from tierlog.local.compression_config import COMPRESSION_TYPES, level_keys, target_compression
 from tierlog.local.config_notes import TOPIC_NOTES
 from tierlog.local.config_refused import refusal
+from tierlog.local.throttled_replicas import ThrottledReplicasCheck
 from tierlog.records.recompress import TargetCompression
 from tierlog.util.configdef import ConfigDef, ConfigError, ConfigKey, at_least, between, one_of
 
@@ -153,6 +154,22 @@ TOPIC_CONFIG = ConfigDef(
             "delete, compact, or both",
             one_of("delete", "compact"),
         ),
+        ConfigKey(
+            "leader.replication.throttled.replicas",
+            "list",
+            [],
+            "replicas whose leader side is held to leader.replication.throttled.rate while "
+            "a follower catches up (KIP-73)",
+            ThrottledReplicasCheck(),
+        ),
+        ConfigKey(
+            "follower.replication.throttled.replicas",
+            "list",
+            [],
+            "replicas whose fetches are held to follower.replication.throttled.rate while "
+            "they catch up (KIP-73)",
+            ThrottledReplicasCheck(),
+        ),
     ],
     TOPIC_NOTES,
     # Kafka's other topic keys, refused with a reason (config_refused.py).
@@ -181,6 +198,14 @@ def check_kafka_ranges(definition: ConfigDef, values: Mapping[str, Any]) -> None
             raise ConfigError(
                 name, f"{value} does not fit Kafka's {key.type} type ({low} to {high})"
             )
+
+
+# The list-typed keys, kept as tuples in the (frozen, hashable) LogConfig.
+LIST_KEYS = (
+    "cleanup.policy",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+)
 
 
 def _default(name: str) -> Any:
@@ -217,6 +242,8 @@ class LogConfig:
     remote_storage_enable: bool = _default("remote.storage.enable")
     local_retention_ms: int = _default("local.retention.ms")
     local_retention_bytes: int = _default("local.retention.bytes")
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], *, allow_unknown: bool = False) -> LogConfig:
@@ -227,7 +254,8 @@ class LogConfig:
         """
         values = TOPIC_CONFIG.parse(props, allow_unknown=allow_unknown)
         check_kafka_ranges(TOPIC_CONFIG, values)
-        values["cleanup.policy"] = tuple(values["cleanup.policy"])
+        for name in LIST_KEYS:
+            values[name] = tuple(values[name])
         _check_local_retention(values, "ms")
         _check_local_retention(values, "bytes")
         return cls(**{name.replace(".", "_"): value for name, value in values.items()})

@@ -16,13 +16,10 @@ from typing import Final
 
 __all__ = ["KAFKA_TOPIC_KEYS", "TOPIC_REFUSED", "refusal"]
 
-_THROTTLES = "replication throttles: issue 23 item 3"
 _APPEND_VALIDATION = "timestamp bounds on append: the append validation being rewritten (issue 21)"
 
 TOPIC_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "leader.replication.throttled.replicas": _THROTTLES,
-        "follower.replication.throttled.replicas": _THROTTLES,
         "message.timestamp.after.max.ms": _APPEND_VALIDATION,
         "message.timestamp.before.max.ms": _APPEND_VALIDATION,
         "max.decompressed.message.bytes": (

@@ -73,6 +73,7 @@ from tierlog.remote.remote_reads import AuxState, RemoteReads
 from tierlog.remote.remote_retention import RemoteRetention
 from tierlog.remote.tiered_partition import TieredPartition
 from tierlog.util.clock import Clock, SystemClock
+from tierlog.util.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,8 @@ class RemoteLogManager:
     read_ahead_chunks, read_ahead_max_bytes: remote.log.reader.read.ahead.chunks (per
         partition; 0 disables) and remote.log.reader.read.ahead.max.bytes (all
         partitions' GETs in flight): ``tierlog.remote.read_ahead``.
+    fetch_throttle: remote.log.manager.fetch.max.bytes.per.second (KIP-956), the bytes
+        per second fetches read from the remote tier; None: unthrottled.
     """
 
     def __init__(
@@ -120,8 +123,12 @@ class RemoteLogManager:
         reader_threads: int = read_ahead.DEFAULT_THREADS,
         read_ahead_chunks: int = read_ahead.DEFAULT_WINDOW_CHUNKS,
         read_ahead_max_bytes: int = read_ahead.DEFAULT_MAX_BYTES,
+        fetch_throttle: Throttle | None = None,
     ) -> None:
         self.store = store
+        self.fetch_throttle = fetch_throttle
+        # Remote reads answered empty because the fetch quota was used up (KIP-956).
+        self.fetches_throttled = 0
         self.clock = clock or SystemClock()
         self.cache = ChunkCache(cache_dir, max(cache_bytes, 4 << 20))
         self.fetch_timeout_s = fetch_timeout_ms / 1000
@@ -471,12 +478,26 @@ class RemoteLogManager:
         self, state: TieredPartition, offset: int, max_bytes: int, min_one_batch: bool = True
     ) -> bytes | None:
         """``RemoteReads.read``: batches from the remote segment holding ``offset`` (or the
-        next one that has any), None when none from ``offset`` on has a batch.
+        next one that has any), None when none from ``offset`` on has a batch; ``b""``
+        (nothing, read again later) while the fetch quota is used up.
+
+        The quota (KIP-956) is Kafka's: while the bytes fetches read from the remote tier
+        are over ``remote.log.manager.fetch.max.bytes.per.second``, a fetch gets no remote
+        bytes (an empty answer for the partition, no error; the consumer asks again);
+        otherwise the read goes ahead whole and its bytes count, so one read may put the
+        quota in debt (a token bucket with one second of credit at most).
 
         Raises:
             RemoteStorageError, TimeoutError: the store cannot answer.
         """
-        return await self.reads.read(state, offset, max_bytes, min_one_batch)
+        throttle = self.fetch_throttle
+        if throttle is not None and throttle.credit() <= 0:
+            self.fetches_throttled += 1
+            return b""
+        found = await self.reads.read(state, offset, max_bytes, min_one_batch)
+        if throttle is not None and found:
+            throttle.wait_for(len(found))
+        return found
 
     async def offset_for_timestamp(
         self, state: TieredPartition, timestamp: int

@@ -2,10 +2,12 @@
 
 One mechanism for every byte-rate limit of the broker: the log cleaner's I/O
 (``log.cleaner.io.max.bytes.per.second``), uploads to the remote tier
-(``remote.log.manager.copy.max.bytes.per.second``) and the scrubber's re-reads
-(``log.scrubber.bytes.per.second``). It is a token bucket: time earns ``bytes_per_second``
-of credit, each call spends what it did, and a caller in debt waits until the debt is
-paid. ``burst_bytes`` bounds the credit idle time can build up:
+(``remote.log.manager.copy.max.bytes.per.second``), the scrubber's re-reads
+(``log.scrubber.bytes.per.second``) and replication to throttled replicas
+(``leader/follower.replication.throttled.rate``, which size each fetch by ``credit``). It
+is a token bucket: time earns ``bytes_per_second`` of credit, each call spends what it did,
+and a caller in debt waits until the debt is paid. ``burst_bytes`` bounds the credit idle
+time can build up:
 
 - unbounded (the default), the pace is the average since the throttle was made: a pass
   (cleaning, scrubbing) that is ahead of its rate waits, one that fell behind may catch up;
@@ -71,15 +73,28 @@ class Throttle:
         self._credit = min(self._burst, self._credit)
         self.rate = bytes_per_second
 
+    def _earn(self) -> None:
+        now_ms = self._clock.monotonic_ms()
+        earned = (now_ms - self._last_ms) / 1000 * self.rate
+        self._last_ms = now_ms
+        self._credit = min(self._burst, self._credit + earned)
+
+    def credit(self) -> float:
+        """The bytes that may be done now without waiting (negative: the debt still to
+        pay), spending none: for callers that size their next step to the rate (the
+        replication throttles) rather than wait after it. Infinite when unthrottled."""
+        if self.rate <= 0:
+            return math.inf
+        self._earn()
+        return self._credit
+
     def wait_for(self, nbytes: int) -> float:
         """Count ``nbytes`` done; returns the seconds to wait before going on (0.0 when
         the caller keeps to the rate)."""
         if self.rate <= 0:
             return 0.0
-        now_ms = self._clock.monotonic_ms()
-        earned = (now_ms - self._last_ms) / 1000 * self.rate
-        self._last_ms = now_ms
-        self._credit = min(self._burst, self._credit + earned) - nbytes
+        self._earn()
+        self._credit -= nbytes
         wait = -self._credit / self.rate
         return wait if wait > self._min_wait_s and wait > 0 else 0.0
 

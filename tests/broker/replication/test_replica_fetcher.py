@@ -27,6 +27,7 @@ from tierlog.broker.handlers.produce import handle_produce
 from tierlog.broker.network.server import KafkaServer
 from tierlog.broker.replication.partition import Partition
 from tierlog.broker.replication.replica_fetcher import ReplicaFetcherManager, whole_batches
+from tierlog.broker.replication.replication_quota import UNLIMITED, ReplicationQuota
 from tierlog.broker.services import Lifecycle
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.local.config import LogConfig
@@ -34,6 +35,7 @@ from tierlog.local.log import Log
 from tierlog.protocol import ApiKey, Request
 from tierlog.protocol.kio_build import build
 from tierlog.remote.unified_log import UnifiedLog
+from tierlog.util.clock import ManualClock
 
 LEADER, FOLLOWER = 1, 2
 TOPIC = "t"
@@ -98,9 +100,12 @@ async def cluster(
     state: PartitionState,
     *,
     prepare: Callable[[Log, Log], None] | None = None,
+    config: LogConfig | None = None,
+    leader_quota: ReplicationQuota | None = None,
+    follower_quota: ReplicationQuota | None = None,
 ) -> AsyncIterator[Cluster]:
-    leader_log = Log(tmp_path / "leader" / f"{TOPIC}-0", LogConfig())
-    follower_log = Log(tmp_path / "follower" / f"{TOPIC}-0", LogConfig())
+    leader_log = Log(tmp_path / "leader" / f"{TOPIC}-0", config or LogConfig())
+    follower_log = Log(tmp_path / "follower" / f"{TOPIC}-0", config or LogConfig())
     if prepare is not None:
         prepare(leader_log, follower_log)
     leader = make_partition(leader_log, LEADER, state)
@@ -113,6 +118,7 @@ async def cluster(
         fetch_sessions=None,
         quotas=None,
         authz=RequestAuthorizer(),
+        replication_quotas=SimpleNamespace(leader=leader_quota) if leader_quota else None,
     )
     handlers: dict[int, Callable[[Any, Request], Awaitable[Any]]] = {
         ApiKey.FETCH: handle_fetch,
@@ -132,6 +138,7 @@ async def cluster(
         max_wait_ms=100,
         backoff_ms=50,
         request_timeout_s=5,
+        quota=follower_quota,
     )
     try:
         yield Cluster(leader, follower, fetchers, port)
@@ -421,5 +428,80 @@ def test_a_closed_manager_starts_no_fetcher(tmp_path: Path) -> None:
             c.leader.append(make_batch(3), 1, 1)
             await asyncio.sleep(0.3)
             assert c.follower.local.log_end_offset == 0
+
+    asyncio.run(scenario())
+
+
+# -- replication throttles (KIP-73) ------------------------------------------------------------
+
+RATE = 4000  # bytes per second of the manual clocks below
+BATCH = 500  # about the size of one batch appended below
+
+
+def fill(partition: Partition, batches: int) -> None:
+    for n in range(batches):
+        partition.append(make_batch(1, value_size=BATCH - 80 + n % 3), 1, 1)
+
+
+def local_bytes(partition: Partition) -> int:
+    return partition.local.size
+
+
+def test_a_follower_quota_holds_a_lagging_follower_to_its_credit(tmp_path: Path) -> None:
+    clock = ManualClock()
+    quota = ReplicationQuota(RATE, clock)
+    config = LogConfig.from_props({"follower.replication.throttled.replicas": f"0:{FOLLOWER}"})
+
+    async def scenario() -> None:
+        # The follower is outside the ISR: it is throttled until it catches up.
+        async with cluster(
+            tmp_path, PartitionState(LEADER, 0, [LEADER]), config=config, follower_quota=quota
+        ) as c:
+            fill(c.leader, 40)  # ~20 kB: five seconds of the rate
+            c.fetchers.add(c.follower, LEADER)
+            for second in (1, 2, 3):
+                clock.advance(1000)  # one second's credit
+                await eventually(lambda s=second: quota.bytes_total >= (s - 1) * RATE + 1)
+                await eventually(lambda s=second: local_bytes(c.follower) > (s - 1) * RATE)
+                # Never more than the credit so far, plus one batch past it.
+                assert quota.bytes_total <= second * RATE + BATCH
+                assert local_bytes(c.follower) <= second * RATE + BATCH
+            assert c.follower.local.log_end_offset < c.leader.local.log_end_offset
+            # Unthrottled now (the rate removed, as --verify does): it catches up at once.
+            quota.set_rate(UNLIMITED)
+            await eventually(lambda: in_step(c))
+            assert segment_bytes(c.follower) == segment_bytes(c.leader)
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_quota_holds_an_out_of_sync_follower_not_an_isr_member(tmp_path: Path) -> None:
+    clock = ManualClock()
+    quota = ReplicationQuota(RATE, clock)
+    config = LogConfig.from_props({"leader.replication.throttled.replicas": f"0:{LEADER}"})
+
+    async def scenario() -> None:
+        async with cluster(
+            tmp_path, PartitionState(LEADER, 0, [LEADER]), config=config, leader_quota=quota
+        ) as c:
+            fill(c.leader, 40)
+            c.fetchers.add(c.follower, LEADER)
+            progress = c.leader.follower(FOLLOWER)
+            assert progress is not None
+            # No credit yet: the leader answers empty, and records the follower's fetches.
+            await eventually(lambda: progress.log_end_offset == 0)
+            assert local_bytes(c.follower) == 0
+            clock.advance(1000)
+            await eventually(lambda: local_bytes(c.follower) > 0)
+            got = local_bytes(c.follower)
+            assert got <= RATE + BATCH
+            # Later fetches come and go without more bytes (the credit is spent).
+            seen = progress.last_fetch_time_ms
+            await eventually(lambda: progress.last_fetch_time_ms > seen + 150)
+            assert local_bytes(c.follower) == got
+            # An ISR member is never throttled (Kafka's shouldLeaderThrottle): it catches up.
+            c.leader.state = replace(c.leader.state, isr=[LEADER, FOLLOWER])
+            await eventually(lambda: c.follower.local.log_end_offset == 40)
+            assert segment_bytes(c.follower) == segment_bytes(c.leader)
 
     asyncio.run(scenario())

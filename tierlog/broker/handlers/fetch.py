@@ -41,6 +41,11 @@ from tierlog.broker.fetch_sessions import (
 from tierlog.broker.network.quotas import CONSUMER_BYTE_RATE
 from tierlog.broker.replication.partition import Partition, PartitionError, ReadResult
 from tierlog.broker.replication.replica_selector import ReplicaView, preferred_read_replica
+from tierlog.broker.replication.replication_quota import (
+    ReplicationQuota,
+    leader_share,
+    leader_throttles,
+)
 from tierlog.local.segment import FileSlice
 from tierlog.protocol import (
     AbortedTransaction,
@@ -222,15 +227,33 @@ def consumer_read(read_committed: bool, *, from_followers: bool = True) -> Parti
     return read
 
 
-def follower_read(replica_id: int) -> PartitionRead:
+def follower_read(replica_id: int, quota: ReplicationQuota | None = None) -> PartitionRead:
     """A follower's read: up to the log end, local tier only; the answer's high watermark
-    is the leader's after this fetch was recorded."""
+    is the leader's after this fetch was recorded. A partition listed in its topic's
+    ``leader.replication.throttled.replicas`` is held to ``quota`` while the follower is
+    outside the ISR (``replication_quota``); it is still read with a limit of 0 when the
+    quota is used up, so that the follower's progress is recorded as Kafka does."""
 
     async def read(w: _Wanted, limit: int, first: bool) -> ReadResult:
-        assert w.partition is not None
-        return w.partition.fetch_for_follower(
+        partition = w.partition
+        assert partition is not None
+        throttled = quota is not None and leader_throttles(
+            partition.local.config, partition.index, partition.broker_id
+        )
+        if quota is not None and throttled:
+            limit, first = leader_share(
+                quota,
+                throttled=True,
+                in_sync=replica_id in partition.state.isr,
+                limit=limit,
+                first=first,
+            )
+        result = partition.fetch_for_follower(
             replica_id, w.offset, limit, w.current_leader_epoch, min_one_batch=first
         )
+        if quota is not None and throttled:
+            quota.record(result.size)
+        return result
 
     return read
 
@@ -342,7 +365,10 @@ async def handle_fetch(services: BrokerServices, request: Request) -> EncodedFet
     max_wait_s = max(0, millis(body.max_wait)) / 1000
     deadline = time.monotonic() + max_wait_s
     read = (
-        follower_read(replica_id)
+        follower_read(
+            replica_id,
+            services.replication_quotas.leader if services.replication_quotas else None,
+        )
         if from_follower
         else consumer_read(read_committed, from_followers=request.api_version >= 11)
     )

@@ -105,6 +105,11 @@ class LogDirMover:
         self._copying = asyncio.Lock()  # one copy at a time: the rate bounds them all
         self.completed = 0
 
+    def set_rate(self, bytes_per_second: int) -> None:
+        """A new rate (a dynamic broker config, as ``kafka-reassign-partitions
+        --replica-alter-log-dirs-throttle`` sets it), in force from the next copy round."""
+        self.bytes_per_second = bytes_per_second
+
     # -- requests ----------------------------------------------------------------------------
 
     def alter(self, topic: str, index: int, destination: str) -> ErrorCode:

@@ -22,6 +22,10 @@ answer. Errors about leadership (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_E
 the partition off and retry: the owner moves it when the metadata changes. A lost
 connection is made again after a back-off.
 
+A partition listed for this broker in ``follower.replication.throttled.replicas`` and not in
+sync is held to the follower replication quota (``replication_quota``, KIP-73): its share of
+a fetch is at most the quota's credit, and it is left out while there is none.
+
 Everything runs on the event loop; the only I/O is the connection's socket. The
 ``ReplicaManager`` owns the manager and calls ``add`` / ``remove`` as leadership changes.
 """
@@ -41,6 +45,7 @@ from kio.schema.fetch.v12.request import FetchRequest
 from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest
 
 from tierlog.broker.replication.partition import Partition
+from tierlog.broker.replication.replication_quota import ReplicationQuota, follower_throttles
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.local.errors import LogClosedError
 from tierlog.local.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
@@ -103,6 +108,9 @@ class _Followed:
     # The leader's local log start, after OFFSET_MOVED_TO_TIERED_STORAGE: restart there
     # with the state the remote tier holds below it, then fetch.
     restart_at: int | None = None
+    # How far behind the leader's high watermark the last fetch left it (Kafka's
+    # PartitionFetchState.lag); None before the first answer.
+    lag: int | None = None
 
 
 class _LeaderFetcher:
@@ -224,8 +232,42 @@ class _LeaderFetcher:
         fetching = [
             f for f in ready if not f.truncating and f.restart_at is None and self._current(f)
         ]
-        if fetching:
-            await self._fetch(connection, fetching)
+        if not fetching:
+            return
+        shares = self._shares(fetching)
+        if shares:
+            await self._fetch(connection, shares)
+            return
+        # Every partition waits on the follower quota: until there is credit again, or
+        # the partitions change.
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), self.manager.quota_delay_s())
+
+    def _shares(self, fetching: list[_Followed]) -> dict[_Followed, int]:
+        """Each partition's ``partition_max_bytes`` in the next fetch. A partition listed
+        in ``follower.replication.throttled.replicas`` for this broker and not in sync
+        (lagging by the last answer, and outside the ISR) gets at most the follower
+        quota's credit, and is left out while there is none (Kafka's
+        ``shouldFollowerThrottle``); the others get the full size."""
+        manager = self.manager
+        quota = manager.quota
+        shares: dict[_Followed, int] = {}
+        for f in fetching:
+            share = manager.max_bytes
+            if quota is not None and quota.limited and self._throttled(f) and not self._in_sync(f):
+                share = quota.allowance(share)
+                if share == 0:
+                    continue
+            shares[f] = share
+        return shares
+
+    def _throttled(self, f: _Followed) -> bool:
+        partition = f.partition
+        return follower_throttles(partition.local.config, partition.index, self.manager.broker_id)
+
+    def _in_sync(self, f: _Followed) -> bool:
+        return f.lag == 0 or self.manager.broker_id in f.partition.state.isr
 
     def _back_off(self, followed: list[_Followed]) -> None:
         until = asyncio.get_running_loop().time() + self.manager.backoff_ms / 1000
@@ -313,11 +355,11 @@ class _LeaderFetcher:
 
     # -- fetching ------------------------------------------------------------------------
 
-    async def _fetch(self, connection: AsyncConnection, followed: list[_Followed]) -> None:
+    async def _fetch(self, connection: AsyncConnection, followed: dict[_Followed, int]) -> None:
         manager = self.manager
         offsets: dict[_Key, tuple[_Followed, int]] = {}
         by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
-        for f in followed:
+        for f, share in followed.items():
             partition = f.partition
             offset = partition.local.log_end_offset
             offsets[(partition.topic, partition.index)] = (f, offset)
@@ -328,7 +370,7 @@ class _LeaderFetcher:
                     "fetch_offset": offset,
                     "last_fetched_epoch": -1,
                     "log_start_offset": partition.local.log_start_offset,
-                    "partition_max_bytes": manager.max_bytes,
+                    "partition_max_bytes": share,
                 }
             )
         request = build(
@@ -381,6 +423,9 @@ class _LeaderFetcher:
             self._on_error(f, error, "Fetch")
             return
         records = p.records
+        quota = self.manager.quota
+        if records and quota is not None and self._throttled(f):
+            quota.record(len(records))
         if records:
             batches = whole_batches(bytes(records))
             if batches:
@@ -393,6 +438,7 @@ class _LeaderFetcher:
                     return
         partition.update_follower_high_watermark(int(p.high_watermark))
         partition.update_follower_log_start_offset(int(p.log_start_offset))
+        f.lag = max(0, int(p.high_watermark) - partition.local.log_end_offset)
 
     # -- restarting from the remote tier (KIP-405) ----------------------------------------
 
@@ -455,6 +501,7 @@ class ReplicaFetcherManager:
         backoff_ms: pause after an error (replica.fetch.backoff.ms).
         request_timeout_s: bound of connecting and of each request beyond its max wait.
         security: TLS and SASL of the inter-broker listener (None: PLAINTEXT).
+        quota: the follower replication throttle (KIP-73); None: unthrottled.
     """
 
     def __init__(
@@ -468,8 +515,10 @@ class ReplicaFetcherManager:
         backoff_ms: int = DEFAULT_BACKOFF_MS,
         request_timeout_s: float = 30.0,
         security: ClientSecurity | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.quota = quota
         self.security = security
         self.resolve = resolve
         self.max_wait_ms = max_wait_ms
@@ -518,6 +567,12 @@ class ReplicaFetcherManager:
             fetcher.task.cancel()
             self._stopping.add(fetcher.task)
             fetcher.task.add_done_callback(self._stopping.discard)
+
+    def quota_delay_s(self) -> float:
+        """How long a fetcher whose every partition is throttled waits before asking the
+        quota again (bounded: a new rate is seen within a fetch's wait)."""
+        delay = self.quota.delay_s() if self.quota is not None else 0.0
+        return min(max(delay, 0.001), self.max_wait_ms / 1000)
 
     def leader_of(self, partition: Partition) -> int | None:
         """The leader ``partition`` is followed from, if it is."""
