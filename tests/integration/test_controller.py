@@ -174,6 +174,29 @@ def test_unclean_election_by_broker_default_unless_the_topic_says_no(cluster: Cl
     assert strict is not None and (strict[0].leader, strict[0].isr) == (NO_LEADER, (1,))
 
 
+def test_turning_unclean_election_on_at_run_time_elects_offline_partitions(
+    cluster: Cluster,
+) -> None:
+    """A dynamic ``unclean.leader.election.enable`` (KIP-226), as Kafka's
+    UncleanLeaderElectionEnable event: offline partitions get leaders at once, except a
+    topic whose override says no."""
+    cluster.start_broker(1)
+    cluster.start_broker(2)
+    controller = cluster.controller(1)
+    active([controller])
+    cluster.create_topic("strict", {0: [1, 2]}, {"unclean.leader.election.enable": "false"})
+    cluster.wait_state("strict", 0, 1, 0, (1, 2))
+    _offline_with_out_of_sync_replica_back(cluster, controller, "orders", {})
+    cluster.sync(controller, 2)
+    assert cluster.leader("orders", 0) == NO_LEADER
+
+    controller.set_unclean_leader_election(True)
+    cluster.wait_state("orders", 0, 2, 3, (2,))
+    cluster.sync(controller, 2)
+    strict = cluster.state("strict", 0)
+    assert strict is not None and (strict[0].leader, strict[0].isr) == (NO_LEADER, (1,))
+
+
 # -- AlterPartition -----------------------------------------------------------------------------
 
 

@@ -136,3 +136,44 @@ def test_cluster_default_reaches_every_broker_and_an_override_only_its_own(
         )
     finally:
         cluster.stop()
+
+
+def test_unclean_election_turned_on_as_the_cluster_default_elects_an_offline_partition(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    """``unclean.leader.election.enable`` as a dynamic cluster default (Kafka's
+    UncleanLeaderElectionEnable): an offline partition whose only live replica is out of
+    sync gets it as leader, without a restart."""
+    cluster = ProcessCluster(tmp_path, zk_connect, 2).start()
+    try:
+        admin = cluster.admin()
+        admin.create_topics([NewTopic("lossy", num_partitions=1, replica_assignment=[[0, 1]])])[
+            "lossy"
+        ].result(30)
+        cluster.wait_for_full_isr("lossy", 1, 2)
+        cluster.brokers[1].kill()
+        cluster.wait_until(
+            lambda: list(cluster.partitions("lossy")[0].isrs) == [0], "the ISR to shrink"
+        )
+        cluster.brokers[0].kill()
+        cluster.brokers[1].start(timeout=60)
+        port = cluster.brokers[1].port
+        cluster.wait_until(
+            lambda: set(cluster.admin().list_topics(timeout=5).brokers) == {1}, "broker 1 alone"
+        )
+        # Offline: its last in-sync replica is gone, and unclean election is off.
+        admin = cluster.admin()
+        admin.create_topics([NewTopic("probe", num_partitions=1, replica_assignment=[[1]])])[
+            "probe"
+        ].result(30)
+        cluster.wait_until(lambda: cluster.leader_of("probe", 0) == 1, "the controller")
+        assert cluster.leader_of("lossy", 0) == -1
+
+        assert set_config(port, "", "unclean.leader.election.enable", "true") == (0, None)
+        cluster.wait_until(lambda: cluster.leader_of("lossy", 0) == 1, "the unclean election")
+        assert described(port, 4, "1", "unclean.leader.election.enable") == (
+            "true",
+            DYNAMIC_DEFAULT,
+        )
+    finally:
+        cluster.kill()

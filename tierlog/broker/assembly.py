@@ -230,6 +230,7 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
             fetch_throttle,
             replication_quotas,
             log_dir_mover,
+            None if cluster is None else cluster.controller,
         ),
     )
     parts.services = BrokerServices(

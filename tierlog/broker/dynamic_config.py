@@ -88,8 +88,11 @@ REPLICATION_THROTTLE_KEYS = (
     "replica.alter.log.dirs.io.max.bytes.per.second",
 )
 
+# The controller's: turning it on elects leaders for offline partitions at once.
+CONTROLLER_KEYS = ("unclean.leader.election.enable",)
+
 # Left out, though Kafka updates them at run time, so refused until their parts take them:
-# unclean.leader.election.enable (the controller reads it at start), the listeners and
+# the listeners and
 # their TLS keystores (the Security issue), max.connection.creation.rate (its sampler is
 # sized at start), num.*.threads (one event loop; docs/configuration.md).
 # Each with Kafka's update mode (config_notes): PER_BROKER keys may be set per broker only,
@@ -102,6 +105,7 @@ DYNAMIC_KEYS: Mapping[str, str] = {
         *CONNECTION_KEYS,
         *REMOTE_KEYS,
         *REPLICATION_THROTTLE_KEYS,
+        *CONTROLLER_KEYS,
     )
 }
 

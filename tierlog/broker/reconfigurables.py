@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tierlog.broker.config import BrokerConfig
+from tierlog.broker.controller import Controller
 from tierlog.broker.dynamic_config import (
     CLEANER_KEYS,
     CONNECTION_KEYS,
+    CONTROLLER_KEYS,
     LOG_DEFAULT_KEYS,
     REMOTE_KEYS,
     REPLICATION_THROTTLE_KEYS,
@@ -45,6 +47,7 @@ def broker_reconfigurables(
     fetch_throttle: Throttle | None,
     replication_quotas: ReplicationQuotas,
     log_dir_mover: LogDirMover,
+    controller: Controller | None = None,
 ) -> list[Reconfigurable]:
     """Args:
     replicas: takes new ``log.*`` defaults for every hosted topic.
@@ -54,6 +57,7 @@ def broker_reconfigurables(
     fetch_throttle: bounds fetches' reads from the remote tier (None: no remote tier).
     replication_quotas: the leader and follower replication throttles.
     log_dir_mover: moves replicas between log.dirs at its own rate.
+    controller: the controller this broker may be (None: a single node, which has none).
     """
 
     def log_defaults(config: BrokerConfig) -> None:
@@ -80,8 +84,13 @@ def broker_reconfigurables(
         replication_quotas.follower.set_rate(config["follower.replication.throttled.rate"])
         log_dir_mover.set_rate(config["replica.alter.log.dirs.io.max.bytes.per.second"])
 
+    def controller_settings(config: BrokerConfig) -> None:
+        if controller is not None:
+            controller.set_unclean_leader_election(config["unclean.leader.election.enable"])
+
     return [
         Reconfigurable("log defaults", frozenset(LOG_DEFAULT_KEYS), log_defaults),
+        Reconfigurable("controller", frozenset(CONTROLLER_KEYS), controller_settings),
         Reconfigurable("log cleaner", frozenset(CLEANER_KEYS), cleaner_settings),
         Reconfigurable("connection quotas", frozenset(CONNECTION_KEYS), connections),
         Reconfigurable("remote copy and fetch rates", frozenset(REMOTE_KEYS), remote_rates),

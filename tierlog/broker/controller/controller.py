@@ -55,6 +55,7 @@ from tierlog.broker.controller.events import (
     Shutdown,
     TopicChange,
     TopicDeletion,
+    UncleanLeaderElectionEnable,
     WatchEvent,
 )
 from tierlog.broker.controller.reassigner import Outcome, PartitionReassigner
@@ -206,6 +207,12 @@ class Controller:
         self._events.put(Shutdown())
         if not self._events.join(timeout_s):
             log.warning("controller %d: thread still busy after %.1f s", self._broker_id, timeout_s)
+
+    def set_unclean_leader_election(self, enabled: bool) -> None:
+        """A new ``unclean.leader.election.enable`` (dynamic broker config): kept for every
+        later term, and, when this controller is active and it is turned on, offline
+        partitions whose topics do not say otherwise get leaders from outside the ISR."""
+        self._events.put(UncleanLeaderElectionEnable(enabled))
 
     def alter_partition(
         self,
@@ -373,6 +380,8 @@ class Controller:
                 self._elect_or_check()
             elif isinstance(event, SessionExpired):
                 self._resign("its ZooKeeper session expired")
+            elif isinstance(event, UncleanLeaderElectionEnable):
+                self._on_unclean_leader_election_enable(event.enabled)
             elif (
                 isinstance(event, WatchEvent)
                 and self._ctx is not None
@@ -655,6 +664,17 @@ class Controller:
         for topic in list(ctx.assignments):
             ctx.topic_configs[topic] = self._zk.configs.topic(topic)
         psm.reconcile(ctx.offline_partitions(), "topic config changed")
+
+    def _on_unclean_leader_election_enable(self, enabled: bool) -> None:
+        changed = enabled != self._unclean_default
+        self._unclean_default = enabled
+        if self._ctx is None or self._psm is None:
+            return  # not active: the next term starts with it
+        self._psm.set_unclean_default(enabled)
+        if enabled and changed:
+            self._psm.reconcile(
+                self._ctx.offline_partitions(), "unclean.leader.election.enable turned on"
+            )
 
     def _resync(self) -> None:
         ctx, psm = self._active()

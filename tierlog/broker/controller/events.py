@@ -77,6 +77,15 @@ class ConfigChange(WatchEvent):
 
 
 @dataclass
+class UncleanLeaderElectionEnable(Event):
+    """The broker's ``unclean.leader.election.enable`` changed (a dynamic broker config,
+    KIP-226): Kafka's event of the same name, which elects leaders for offline partitions
+    once it is turned on."""
+
+    enabled: bool = False
+
+
+@dataclass
 class Resync(WatchEvent):
     """Re-check every partition against ZooKeeper (after a reconnect, a write whose answer
     was lost may have left the context behind)."""

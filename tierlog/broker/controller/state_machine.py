@@ -87,6 +87,10 @@ class PartitionStateMachine:
         self._unclean_default = unclean_default
         self._stats = stats or ControllerStats()
 
+    def set_unclean_default(self, enabled: bool) -> None:
+        """The broker's ``unclean.leader.election.enable`` (a topic's override wins)."""
+        self._unclean_default = enabled
+
     # -- reads ------------------------------------------------------------------------------
 
     def refresh(self, tp: TopicPartition) -> bool:
