@@ -67,6 +67,22 @@ def test_literal_prefixed_and_wildcard_grants() -> None:
     assert authorizer.allowed(KafkaPrincipal.user("bob"), "h", Op.DESCRIBE, _topic("anything"))
 
 
+def test_a_remembered_decision_follows_every_acl_change() -> None:
+    """Decisions are remembered between requests; any change of the ACLs, here or arriving
+    from the store (``set_entries``), must not be answered from the old ones."""
+    authorizer = _authorizer()
+    orders = _topic("orders")
+    assert not authorizer.allowed(ALICE, "h", Op.WRITE, orders)
+    grant = _binding("ord", "User:alice", Op.WRITE, pattern=PatternType.PREFIXED)
+    assert all(r.error is None for r in asyncio.run(authorizer.create_acls([grant])))
+    assert authorizer.allowed(ALICE, "h", Op.WRITE, orders)
+    deny = _binding("orders", "User:*", Op.WRITE, Perm.DENY)
+    authorizer.cache.set_entries(deny.pattern, frozenset({deny.entry}))  # as a store's change
+    assert not authorizer.allowed(ALICE, "h", Op.WRITE, orders)
+    authorizer.cache.set_entries(deny.pattern, frozenset())
+    assert authorizer.allowed(ALICE, "h", Op.WRITE, orders)
+
+
 def test_deny_wins_and_is_not_widened_by_implication() -> None:
     authorizer = _authorizer(
         _binding("orders", "User:alice", Op.ALL),

@@ -39,6 +39,8 @@ class AclCache:
         self._literal: dict[tuple[ResourceType, str], frozenset[AccessControlEntry]] = {}
         self._prefixed: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
         self._prefix_lengths: dict[ResourceType, Counter[int]] = {}
+        # Bumped by every change: decisions remembered under another version are stale.
+        self.version = 0
 
     def __len__(self) -> int:
         literal = sum(len(entries) for entries in self._literal.values())
@@ -53,6 +55,7 @@ class AclCache:
 
     def set_entries(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
         """Replaces ``pattern``'s entries (an empty set removes the pattern)."""
+        self.version += 1
         if pattern.pattern_type is PatternType.LITERAL:
             key = (pattern.resource_type, pattern.name)
             if entries:
