@@ -91,6 +91,14 @@ SECURITY_KEYS: Final = [
         "https",
     ),
     ConfigKey(
+        "ssl.keystore.reload.interval.ms",
+        "long",
+        60_000,
+        "how often the TLS listeners' keystore and truststore files are checked for new "
+        "contents, taken without a restart; 0: never (only a dynamic config reloads them)",
+        at_least(0),
+    ),
+    ConfigKey(
         "ssl.allow.dn.changes",
         "bool",
         False,
@@ -157,6 +165,7 @@ _PER_LISTENER: Final = _NAMES - {
     "inter.broker.listener.name",
     "security.inter.broker.protocol",
     "sasl.mechanism.inter.broker.protocol",
+    "ssl.keystore.reload.interval.ms",
 }
 SENSITIVE: Final = frozenset(
     {

@@ -29,6 +29,7 @@ from tierlog.security.errors import SecurityConfigError
 from tierlog.security.tls import TlsSettings
 from tierlog.security.tls_rotation import RECONFIGURABLE_SSL_KEYS, ListenerTls, fingerprint
 from tierlog.util.configdef import ConfigError
+from tierlog.util.scheduler import Scheduler
 
 __all__ = ["ListenerCertificates"]
 
@@ -59,7 +60,7 @@ class ListenerCertificates:
     def _prefix(listener: str) -> str:
         return f"{LISTENER_PREFIX}{listener.lower()}."
 
-    def keys(self) -> frozenset[str]:
+    def dynamic_keys(self) -> frozenset[str]:
         """Every dynamic key of every TLS listener (``listener.name.<l>.ssl.*``)."""
         return frozenset(
             f"{self._prefix(name)}{key}"
@@ -68,7 +69,7 @@ class ListenerCertificates:
         )
 
     def reconfigurable(self) -> Reconfigurable:
-        return Reconfigurable("TLS listeners", self.keys(), self.apply, self.validate)
+        return Reconfigurable("TLS listeners", self.dynamic_keys(), self.apply, self.validate)
 
     def _settings(self, config: BrokerConfig, listener: str) -> TlsSettings:
         return TlsSettings.from_config(config.security, self._prefix(listener))
@@ -108,6 +109,14 @@ class ListenerCertificates:
                 log.info("listener %s now serves %s (dynamic config)", name, _describe(tls))
         if first is not None:
             raise first
+
+    def schedule_file_checks(self, scheduler: Scheduler, interval_ms: int) -> None:
+        """Check the files every ``interval_ms`` (``ssl.keystore.reload.interval.ms``) on
+        ``scheduler``; 0, or no TLS listener: never."""
+        if interval_ms > 0 and self._listeners:
+            scheduler.schedule(
+                "tls-file-reload", self.reload_changed_files, interval_ms, interval_ms
+            )
 
     def reload_changed_files(self) -> list[str]:
         """Reload the listeners whose key files changed; returns their names. A listener
