@@ -146,7 +146,9 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
         for e in listeners.listeners
     }
     certificates = parts.certificates = ListenerCertificates(
-        {name: s.tls for name, s in security.items() if s.tls is not None}
+        {name: s.tls for name, s in security.items() if s.tls is not None},
+        listeners.inter_broker,
+        peer_security,
     )
     # Before anything is served: every request is authorized from the first one on.
     authorizer = parts.authorizer = await _open_authorizer(config, parts.cluster, coordinator)

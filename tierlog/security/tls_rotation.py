@@ -73,9 +73,11 @@ class Candidate:
     settings: TlsSettings
     tls: ServerTls
     files: tuple[str | None, ...]
-    # The same files as a client context (inter-broker listener only): what a broker on
-    # these settings presents and trusts when it connects, for the test handshake.
+    # The same files as client contexts (inter-broker listener only): ``client`` for the
+    # test handshake (host names not checked: brokers have many), ``outgoing`` for this
+    # broker's own connections to the others (checked per the settings).
     client: ssl.SSLContext | None = None
+    outgoing: ssl.SSLContext | None = None
 
 
 def _load(settings: TlsSettings, *, as_client: bool) -> Candidate:
@@ -84,12 +86,10 @@ def _load(settings: TlsSettings, *, as_client: bool) -> Candidate:
     paths = settings.key_files()
     before = fingerprint(paths)
     tls = load_server_tls(settings)
-    # Host names are not checked by the test handshake: brokers have many.
-    client = (
-        client_context(replace(settings, endpoint_identification_algorithm=""))
-        if as_client
-        else None
-    )
+    client = outgoing = None
+    if as_client:
+        client = client_context(replace(settings, endpoint_identification_algorithm=""))
+        outgoing = client_context(settings)
     after = fingerprint(paths)
     if before != after:
         changed = next(str(p) for p, a, b in zip(paths, after, before, strict=True) if a != b)
@@ -99,7 +99,7 @@ def _load(settings: TlsSettings, *, as_client: bool) -> Candidate:
             else "ssl.truststore.location",
             f"{changed} changed while it was read; it is read again at the next attempt",
         )
-    return Candidate(settings, tls, after, client)
+    return Candidate(settings, tls, after, client, outgoing)
 
 
 def _subject_alt_names(certificate: x509.Certificate) -> frozenset[x509.GeneralName]:
@@ -209,6 +209,12 @@ class ListenerTls:
     @property
     def settings(self) -> TlsSettings:
         return self._current.settings
+
+    @property
+    def outgoing_context(self) -> ssl.SSLContext | None:
+        """The inter-broker listener's settings as a client context (what this broker
+        presents and trusts when it connects to the others); None on other listeners."""
+        return self._current.outgoing
 
     @property
     def leaf(self) -> x509.Certificate | None:

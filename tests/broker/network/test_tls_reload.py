@@ -6,13 +6,18 @@ naming the listener's key. The real broker: test_tls_reload_broker.py."""
 from __future__ import annotations
 
 import logging
+import ssl
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
 from tests.security.certs import LocalCa, broker_files
+from tests.security.tls_pump import handshake
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.network.tls_reload import ListenerCertificates
+from tierlog.security.api import SecurityProtocol
+from tierlog.security.client_config import ClientSecurity
 from tierlog.security.tls import TlsSettings
 from tierlog.security.tls_rotation import ListenerTls
 from tierlog.util.clock import ManualClock
@@ -118,3 +123,30 @@ def test_a_dynamic_config_is_checked_and_applied_per_listener(
     assert watched.serial() != issued.certificate.serial_number  # validated, not applied
     certificates.apply(good)
     assert watched.serial() == issued.certificate.serial_number
+
+
+def test_the_inter_broker_listener_gives_its_new_certificate_to_outgoing_connections(
+    ca: LocalCa, tmp_path: Path
+) -> None:
+    files = broker_files(ca, tmp_path)
+    settings = TlsSettings.from_config({**files, "ssl.client.auth": "required"})
+    tls = ListenerTls(settings, inter_broker=True)
+    peer = ClientSecurity(SecurityProtocol.SSL, settings)
+    certificates = ListenerCertificates({"INTERNAL": tls}, "INTERNAL", peer)
+    peer_context = peer.ssl_context()
+
+    def presented(client: ssl.SSLContext | None) -> int:
+        """The serial of the client certificate a broker connecting with ``client`` shows."""
+        assert client is not None
+        server, _ = handshake(tls.context, client)
+        der = server.getpeercert(binary_form=True)
+        assert der is not None
+        return x509.load_der_x509_certificate(der).serial_number
+
+    before = presented(peer_context)
+    issued = ca.issue("localhost", organizational_unit="brokers")
+    issued.write_pem_keystore(Path(files["ssl.keystore.location"]))
+    assert certificates.reload_changed_files() == ["INTERNAL"]
+    assert presented(peer.ssl_context()) == issued.certificate.serial_number != before
+    # A connection set up before with the old context still shows the old certificate.
+    assert presented(peer_context) == before

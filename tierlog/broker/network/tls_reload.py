@@ -25,9 +25,15 @@ from collections.abc import Mapping
 from tierlog.broker.config import BrokerConfig
 from tierlog.broker.dynamic_config import Reconfigurable
 from tierlog.broker.security_config import LISTENER_PREFIX
+from tierlog.security.client_config import ClientSecurity
 from tierlog.security.errors import SecurityConfigError
 from tierlog.security.tls import TlsSettings
-from tierlog.security.tls_rotation import RECONFIGURABLE_SSL_KEYS, ListenerTls, fingerprint
+from tierlog.security.tls_rotation import (
+    RECONFIGURABLE_SSL_KEYS,
+    Candidate,
+    ListenerTls,
+    fingerprint,
+)
 from tierlog.util.configdef import ConfigError
 from tierlog.util.scheduler import Scheduler
 
@@ -49,10 +55,21 @@ class ListenerCertificates:
     Args:
         listeners: each TLS listener's ``ListenerTls`` by listener name (the same objects
             the listeners serve from).
+        inter_broker: the inter-broker listener's name.
+        peer: how this broker connects to the others; it takes the inter-broker listener's
+            new keystore and truststore too (Kafka reconfigures its inter-broker clients
+            so), for connections made from then on.
     """
 
-    def __init__(self, listeners: Mapping[str, ListenerTls]) -> None:
+    def __init__(
+        self,
+        listeners: Mapping[str, ListenerTls],
+        inter_broker: str = "",
+        peer: ClientSecurity | None = None,
+    ) -> None:
         self._listeners = dict(listeners)
+        self._inter_broker = inter_broker
+        self._peer = peer
         # The file contents whose failure was logged, per listener: logged once each.
         self._failed: dict[str, tuple[str | None, ...]] = {}
 
@@ -105,10 +122,16 @@ class ListenerCertificates:
                 first = first or self._named(name, exc)
                 continue
             if candidate is not None:
-                tls.install(candidate)
+                self._install(name, tls, candidate)
                 log.info("listener %s now serves %s (dynamic config)", name, _describe(tls))
         if first is not None:
             raise first
+
+    def _install(self, name: str, tls: ListenerTls, candidate: Candidate) -> None:
+        tls.install(candidate)
+        outgoing = tls.outgoing_context
+        if name == self._inter_broker and self._peer is not None and outgoing is not None:
+            self._peer.use_ssl_context(outgoing)
 
     def schedule_file_checks(self, scheduler: Scheduler, interval_ms: int) -> None:
         """Check the files every ``interval_ms`` (``ssl.keystore.reload.interval.ms``) on
@@ -141,7 +164,7 @@ class ListenerCertificates:
                 continue
             self._failed.pop(name, None)
             if candidate is not None:
-                tls.install(candidate)
+                self._install(name, tls, candidate)
                 reloaded.append(name)
                 log.info("listener %s now serves %s (files changed)", name, _describe(tls))
         return reloaded
