@@ -208,3 +208,16 @@ def test_a_part_checks_a_new_config_before_it_is_stored_and_touched_keys_are_app
     dynamic.check_reconfiguration(Layers({key: "/new.pem"}, {}), touched=[key])
     dynamic.refresh(touched=[key])
     assert checked[-1] == "/new.pem" and applied == ["/new.pem", "/new.pem"]
+
+
+def test_a_listeners_secrets_are_stored_only_as_config_provider_references() -> None:
+    key = "listener.name.ssl.ssl.key.password"
+    with pytest.raises(AlterRefused) as info:
+        check_alteration(STATIC, Layers({}, {}), "3", {key: "s3cret"})
+    assert info.value.invalid_request and key in str(info.value)
+    assert "s3cret" not in str(info.value)
+    check_alteration(STATIC, Layers({}, {}), "3", {key: "${file:/etc/secrets:key.password}"})
+    # Not secrets: paths and certificates go in as they are.
+    check_alteration(
+        STATIC, Layers({}, {}), "3", {"listener.name.ssl.ssl.keystore.location": "/k.pem"}
+    )

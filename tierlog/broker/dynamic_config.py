@@ -34,7 +34,8 @@ from tierlog.broker.coordination.api import (
     Coordinator,
     MetadataChange,
 )
-from tierlog.broker.security_config import LISTENER_PREFIX
+from tierlog.broker.security_config import LISTENER_PREFIX, SENSITIVE
+from tierlog.security.config_providers import is_reference
 from tierlog.security.tls_rotation import RECONFIGURABLE_SSL_KEYS
 from tierlog.util.configdef import PER_BROKER, READ_ONLY, ConfigError
 
@@ -258,6 +259,7 @@ def check_alteration(
     """
     per_broker = entity != DEFAULT_BROKER_ENTITY
     check_keys(list(new), per_broker=per_broker)
+    check_no_stored_secrets(new)
     after = Layers(
         dict(new) if per_broker else layers.broker, layers.default if per_broker else dict(new)
     )
@@ -266,6 +268,31 @@ def check_alteration(
     except ConfigError as exc:
         raise AlterRefused(str(exc), invalid_request=False) from None
     return after
+
+
+def check_no_stored_secrets(new: Mapping[str, str]) -> None:
+    """A listener's key password, keystore password or inline key is stored only as a
+    config provider reference (``${file:path:key}``, KIP-421 resolves it), never as the
+    secret: the stored layers are plain metadata (a ZooKeeper znode, the single node's
+    file), and tierlog has no ``password.encoder.secret`` (Kafka's ZooKeeper brokers refuse
+    such keys without one, with this message's first words).
+
+    Raises:
+        AlterRefused: INVALID_REQUEST naming the keys.
+    """
+    literal = sorted(
+        k
+        for k, v in new.items()
+        if listener_ssl_key(k) in SENSITIVE and v and not is_reference(str(v))
+    )
+    if literal:
+        raise AlterRefused(
+            "Password encoder secret not configured: tierlog stores no secret in its "
+            f"metadata; set {', '.join(literal)} to a config provider reference, e.g. "
+            "${file:/etc/tierlog/secrets.properties:ssl.key.password} or "
+            "${directory:/run/secrets:tls.key}",
+            invalid_request=True,
+        )
 
 
 def _scala_set(keys: Sequence[str]) -> str:

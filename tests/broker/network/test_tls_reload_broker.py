@@ -91,7 +91,9 @@ def api_versions_ok(client: RawClient) -> bool:
     return client.call(request(ApiKey.API_VERSIONS, 0, {})).error_code == 0
 
 
-def start_tls_broker(tmp_path: Path, reload_interval_ms: int) -> TlsBroker:
+def start_tls_broker(
+    tmp_path: Path, reload_interval_ms: int, extra: dict[str, str] | None = None
+) -> TlsBroker:
     ca = LocalCa.create()
     keystore = ca.issue("localhost", organizational_unit="brokers").write_pem_keystore(
         tmp_path / "broker.pem"
@@ -102,6 +104,7 @@ def start_tls_broker(tmp_path: Path, reload_interval_ms: int) -> TlsBroker:
             "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
             "ssl.keystore.location": str(keystore),
             "ssl.keystore.reload.interval.ms": str(reload_interval_ms),
+            **(extra or {}),
         },
     ).start()
     return TlsBroker(broker, ca, tmp_path, keystore)
@@ -242,3 +245,48 @@ def wait_until_logged(tls_broker: TlsBroker, text: str, timeout: float = 20.0) -
     while text not in tls_broker.broker.log_text():
         assert time.monotonic() < deadline, f"not logged in time: {text}"
         time.sleep(0.1)
+
+
+def test_a_key_password_is_set_as_a_config_provider_reference_never_stored_in_clear(
+    tmp_path: Path,
+) -> None:
+    secrets = tmp_path / "secrets.properties"
+    secrets.write_text("next.key.password=n3xt-pw\n")
+    secrets.chmod(0o600)
+    started = start_tls_broker(
+        tmp_path,
+        0,
+        {
+            "config.providers": "file",
+            "config.providers.file.class": (
+                "org.apache.kafka.common.config.provider.FileConfigProvider"
+            ),
+        },
+    )
+    try:
+        issued = started.ca.issue("localhost", organizational_unit="brokers")
+        encrypted = issued.write_pem_keystore(tmp_path / "next.pem", "n3xt-pw")
+        password_key = "listener.name.ssl.ssl.key.password"
+        # The secret itself is refused: stored configs are plain metadata.
+        code, message = started.alter(
+            (KEY, str(encrypted), AlterConfigOpType.SET),
+            (password_key, "n3xt-pw", AlterConfigOpType.SET),
+        )
+        assert code == KafkaError.INVALID_REQUEST
+        assert "Password encoder secret not configured" in message and password_key in message
+        assert "n3xt-pw" not in message
+        reference = f"${{file:{secrets}:next.key.password}}"
+        assert started.alter(
+            (KEY, str(encrypted), AlterConfigOpType.SET),
+            (password_key, reference, AlterConfigOpType.SET),
+        ) == (0, "")
+        assert started.served_serial() == issued.certificate.serial_number
+        described = started.describe()[password_key]
+        assert described.value is None and described.is_sensitive
+        # The single node's metadata store (snapshot and journal) holds the reference, not
+        # the password.
+        stored = "".join(f.read_text() for f in started.broker.data_dir.glob("tierlog-metadata.j*"))
+        assert "n3xt-pw" not in stored
+        assert reference in stored
+    finally:
+        started.broker.stop()
