@@ -6,6 +6,7 @@ versions, odd fields, transactional batches by hand) speak through it."""
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import uuid
 from typing import Any
@@ -17,20 +18,34 @@ from tierlog.protocol.kio_build import build
 
 
 class RawClient:
-    """One blocking connection speaking framed requests; every read is bounded."""
+    """One blocking connection speaking framed requests; every read is bounded. With
+    ``tls``, the connection is TLS (to a listener whose certificate names 127.0.0.1)."""
 
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
+    def __init__(self, port: int, timeout: float = 10.0, tls: ssl.SSLContext | None = None) -> None:
         self.port = port
         self.timeout = timeout
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.tls = tls
+        self.sock = self._connect()
         self.correlation_id = 0
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
+        if self.tls is None:
+            return sock
+        return self.tls.wrap_socket(sock, server_hostname="127.0.0.1")
+
+    def peer_certificate(self) -> bytes | None:
+        """The broker's certificate (DER) on a TLS connection, else None."""
+        if isinstance(self.sock, ssl.SSLSocket):
+            return self.sock.getpeercert(binary_form=True)
+        return None
 
     def close(self) -> None:
         self.sock.close()
 
     def reconnect(self) -> None:
         self.sock.close()
-        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
+        self.sock = self._connect()
 
     def send(self, body: Any) -> int:
         self.correlation_id += 1

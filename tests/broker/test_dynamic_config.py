@@ -27,7 +27,7 @@ from tierlog.broker.dynamic_config import (
     synonyms,
 )
 from tierlog.local.config import TOPIC_CONFIG
-from tierlog.util.configdef import CLUSTER_WIDE, PER_BROKER
+from tierlog.util.configdef import CLUSTER_WIDE, PER_BROKER, ConfigError
 
 STATIC = BrokerConfig({"log.retention.hours": "24", "broker.id": "3"})
 
@@ -155,3 +155,69 @@ def test_a_part_must_name_dynamic_keys_only() -> None:
     part = Reconfigurable("dirs", frozenset({"log.dirs"}), lambda _c: None)
     with pytest.raises(ValueError, match=r"log\.dirs"):
         DynamicBrokerConfig(STATIC, _Stored(), [part])  # type: ignore[arg-type]
+
+
+def test_a_listeners_keystore_keys_are_dynamic_per_broker_and_only_with_the_prefix() -> None:
+    check_keys(
+        ["listener.name.ssl.ssl.keystore.location", "listener.name.ext.ssl.truststore.location"],
+        per_broker=True,
+    )
+    with pytest.raises(AlterRefused) as info:
+        check_keys(["ssl.keystore.location"], per_broker=True)
+    assert info.value.invalid_request
+    assert str(info.value) == (
+        "These security configs can be dynamically updated only per-listener using the "
+        "listener prefix: Set(ssl.keystore.location)"
+    )
+    with pytest.raises(AlterRefused, match="broker id must be specified"):
+        check_keys(["listener.name.ssl.ssl.keystore.location"], per_broker=False)
+    # Fixed for a listener while it runs, as Kafka fixes them.
+    with pytest.raises(AlterRefused, match=r"dynamically: Set\(listener\.name\.ssl\.ssl\.client"):
+        check_keys(["listener.name.ssl.ssl.client.auth"], per_broker=True)
+
+
+def test_a_part_checks_a_new_config_before_it_is_stored_and_touched_keys_are_applied() -> None:
+    key = "listener.name.ssl.ssl.keystore.location"
+    checked: list[str | None] = []
+    applied: list[str | None] = []
+
+    def validate(config: BrokerConfig) -> None:
+        checked.append(config.security.get(key))
+        if config.security.get(key) == "/bad.pem":
+            raise ConfigError(key, "cannot read /bad.pem")
+
+    part = Reconfigurable(
+        "TLS", frozenset({key}), lambda c: applied.append(c.security.get(key)), validate
+    )
+    stored = _Stored()
+    dynamic = DynamicBrokerConfig(STATIC, stored, [part])  # type: ignore[arg-type]
+    dynamic.start()
+    with pytest.raises(AlterRefused) as info:
+        dynamic.check_reconfiguration(Layers({key: "/bad.pem"}, {}))
+    assert info.value.invalid_request
+    assert str(info.value) == (
+        f"Validation of dynamic config update of TLS failed: config '{key}': cannot read /bad.pem"
+    )
+    dynamic.check_reconfiguration(Layers({"log.retention.ms": "5"}, {}))
+    assert checked == ["/bad.pem"]  # the part's keys did not change: not asked
+    stored.store("3", {key: "/new.pem"})
+    assert applied == ["/new.pem"]
+    dynamic.refresh()  # nothing changed: not told again
+    assert applied == ["/new.pem"]
+    # The same value set again (its file rewritten): checked and told anyway.
+    dynamic.check_reconfiguration(Layers({key: "/new.pem"}, {}), touched=[key])
+    dynamic.refresh(touched=[key])
+    assert checked[-1] == "/new.pem" and applied == ["/new.pem", "/new.pem"]
+
+
+def test_a_listeners_secrets_are_stored_only_as_config_provider_references() -> None:
+    key = "listener.name.ssl.ssl.key.password"
+    with pytest.raises(AlterRefused) as info:
+        check_alteration(STATIC, Layers({}, {}), "3", {key: "s3cret"})
+    assert info.value.invalid_request and key in str(info.value)
+    assert "s3cret" not in str(info.value)
+    check_alteration(STATIC, Layers({}, {}), "3", {key: "${file:/etc/secrets:key.password}"})
+    # Not secrets: paths and certificates go in as they are.
+    check_alteration(
+        STATIC, Layers({}, {}), "3", {"listener.name.ssl.ssl.keystore.location": "/k.pem"}
+    )

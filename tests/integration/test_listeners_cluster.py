@@ -2,7 +2,8 @@
 inter-broker traffic stays on PLAINTEXT (issue 22, stage 3a): it replicates, every broker
 registers both endpoints as Kafka's ``/brokers/ids/<id>`` JSON does, Metadata on each
 listener names every broker's address on that listener (KIP-103), and SCRAM users stored
-in ZooKeeper by ``tierlog users`` log in."""
+in ZooKeeper by ``tierlog users`` log in. A partition whose leader lacks the client's
+listener is answered LISTENER_NOT_FOUND, as Kafka answers it."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.broker.test_admin import metadata
 from tests.integration.cluster_harness import ProcessCluster
+from tests.raw_client import RawClient
+from tierlog.protocol.errors import ErrorCode
 from tierlog.security.local_ca import LocalCa
 from tierlog.security.password import Password
 from tierlog.tools.users import add_user
@@ -116,3 +121,60 @@ def test_a_sasl_ssl_client_listener_beside_plaintext_inter_broker_replicates(
         "SASL_SSL": "SASL_SSL",
     }
     assert (registered["host"], registered["port"]) == ("127.0.0.1", broker.ports["PLAINTEXT"])
+
+
+@pytest.fixture
+def uneven_listeners(tmp_path: Path, zk_connect: str) -> Iterator[ProcessCluster]:
+    """Broker 0 has an EXTRA listener that broker 1 lacks (a rolling change of listeners
+    half done); inter-broker traffic is on PLAINTEXT, which both have."""
+    cluster = ProcessCluster(
+        tmp_path,
+        zk_connect,
+        2,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "offsets.topic.replication.factor": "1",
+        },
+    )
+    cluster.brokers[1].overrides["listeners"] = "PLAINTEXT://127.0.0.1:0"
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _metadata(port: int, version: int, topic: str) -> Any:
+    client = RawClient(port)
+    try:
+        return metadata(client, version, [topic], create=False)
+    finally:
+        client.close()
+
+
+def test_a_leader_without_the_clients_listener_is_listener_not_found(
+    uneven_listeners: ProcessCluster,
+) -> None:
+    cluster = uneven_listeners
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("split", 2, replica_assignment=[[1], [0]])])["split"].result(30)
+    cluster.wait_for_full_isr("split", 2, 1)
+    extra = cluster.brokers[0].ports["EXTRA"]
+    answer = _metadata(extra, 12, "split")
+    # Only the broker that has the listener is named, and broker 1's partition says why it
+    # has no leader instead of naming another listener's address (Kafka, Metadata v6+).
+    assert [b.node_id for b in answer.brokers] == [0]
+    partitions = {p.partition_index: p for p in answer.topics[0].partitions}
+    assert partitions[0].error_code == ErrorCode.listener_not_found
+    assert partitions[0].leader_id == -1 and partitions[0].leader_epoch >= 0
+    assert (partitions[1].error_code, partitions[1].leader_id) == (0, 0)
+    # Before v6, Kafka answers LEADER_NOT_AVAILABLE.
+    old = _metadata(extra, 5, "split")
+    assert old.topics[0].partitions[0].error_code == ErrorCode.leader_not_available
+    # On PLAINTEXT, which both brokers have, both leaders are named.
+    plain = _metadata(cluster.brokers[0].ports["PLAINTEXT"], 12, "split")
+    assert sorted(b.node_id for b in plain.brokers) == [0, 1]
+    assert {p.partition_index: p.leader_id for p in plain.topics[0].partitions} == {0: 1, 1: 0}
+    assert all(p.error_code == 0 for p in plain.topics[0].partitions)

@@ -12,7 +12,7 @@ from tests.security.tls_pump import handshake
 from tierlog.security.dn import subject_dn
 from tierlog.security.errors import SecurityConfigError
 from tierlog.security.ssl_principal_mapper import SslPrincipalMapper
-from tierlog.security.tls import TlsFiles, TlsSettings, client_context, server_context
+from tierlog.security.tls import TlsSettings, client_context, server_context
 
 
 def _client(ca: LocalCa, tmp_path: Path, **extra: str) -> ssl.SSLContext:
@@ -188,12 +188,3 @@ def test_key_files_are_private_and_no_key_is_left_behind(
         )
     )
     assert list(scratch.iterdir()) == []
-
-
-def test_changed_files_are_noticed_once(ca: LocalCa, tmp_path: Path) -> None:
-    settings = TlsSettings.from_config(broker_files(ca, tmp_path))
-    watcher = TlsFiles(settings.key_files())
-    assert not watcher.changed()
-    ca.issue("localhost").write_pem_keystore(Path(settings.keystore_location or ""))
-    assert watcher.changed()
-    assert not watcher.changed()

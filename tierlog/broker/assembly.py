@@ -51,6 +51,7 @@ from tierlog.broker.network.listener_setup import (
 )
 from tierlog.broker.network.quotas import ClientQuotaManager
 from tierlog.broker.network.server import ConnectionQuotas, KafkaServer
+from tierlog.broker.network.tls_reload import ListenerCertificates
 from tierlog.broker.offsets_topic import OffsetsTopic
 from tierlog.broker.reconfigurables import broker_reconfigurables, cleaner_config
 from tierlog.broker.replication.leadership import LeadershipChanges
@@ -116,6 +117,7 @@ class BrokerParts:
     transactions: Transactions | None = None
     services: BrokerServices | None = None
     dynamic_config: DynamicBrokerConfig | None = None
+    certificates: ListenerCertificates | None = None  # the TLS listeners' (reloadable)
     scrubber: Scrubber | None = None
     repairer: SegmentRepairer | None = None
 
@@ -138,8 +140,16 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     users = _user_configs(parts.cluster, coordinator)
     scram = ScramCredentialCache(users, clock)
     security = {
-        e.name: listener_security(config.security, e, clock, scram) for e in listeners.listeners
+        e.name: listener_security(
+            config.security, e, clock, scram, inter_broker=e.name == listeners.inter_broker
+        )
+        for e in listeners.listeners
     }
+    certificates = parts.certificates = ListenerCertificates(
+        {name: s.tls for name, s in security.items() if s.tls is not None},
+        listeners.inter_broker,
+        peer_security,
+    )
     # Before anything is served: every request is authorized from the first one on.
     authorizer = parts.authorizer = await _open_authorizer(config, parts.cluster, coordinator)
     for log_dir in config.log_dirs:
@@ -222,16 +232,19 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
     dynamic_config = parts.dynamic_config = DynamicBrokerConfig(
         config,
         coordinator,
-        broker_reconfigurables(
-            replicas,
-            connection_quotas,
-            lambda: cleaner,
-            copy_throttle,
-            fetch_throttle,
-            replication_quotas,
-            log_dir_mover,
-            None if cluster is None else cluster.controller,
-        ),
+        [
+            *broker_reconfigurables(
+                replicas,
+                connection_quotas,
+                lambda: cleaner,
+                copy_throttle,
+                fetch_throttle,
+                replication_quotas,
+                log_dir_mover,
+                None if cluster is None else cluster.controller,
+            ),
+            certificates.reconfigurable(),
+        ],
     )
     parts.services = BrokerServices(
         config=config,

@@ -196,6 +196,10 @@ class Broker:
             # Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2.
             interval = max(1, config["replica.lag.time.max.ms"] // 2)
             scheduler.schedule("isr-expiration", self.replicas.maybe_shrink_isr, interval, interval)
+        if self.parts.certificates is not None:
+            self.parts.certificates.schedule_file_checks(
+                scheduler, config["ssl.keystore.reload.interval.ms"]
+            )
         interval = config["replica.high.watermark.checkpoint.interval.ms"]
         scheduler.schedule(
             "high-watermark-checkpoint",

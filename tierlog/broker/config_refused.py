@@ -21,7 +21,6 @@ from typing import Final
 __all__ = ["BROKER_REFUSED", "KAFKA_BROKER_KEYS", "refusal"]
 
 _JAVA_TLS = "a JSSE (Java TLS) setting: tierlog's TLS is OpenSSL through Python's ssl module"
-_DYNAMIC_TLS = "certificate updates through dynamic broker configs come with issue 23"
 _SASL_CLIENT = (
     "a SASL client (login) setting: brokers log in to each other with the username and "
     "password (or unsecured OAUTHBEARER claims) of their listener's JAAS entry, and no "
@@ -76,8 +75,6 @@ BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
         "ssl.trustmanager.algorithm": _JAVA_TLS,
         "ssl.secure.random.implementation": _JAVA_TLS,
         "ssl.engine.factory.class": _PLUGIN,
-        "ssl.allow.dn.changes": _DYNAMIC_TLS,
-        "ssl.allow.san.changes": _DYNAMIC_TLS,
         "security.providers": _PLUGIN,
         "sasl.kerberos.": "GSSAPI (Kerberos) is not supported: PLAIN, SCRAM and OAUTHBEARER are",
         "sasl.login.": _SASL_CLIENT,

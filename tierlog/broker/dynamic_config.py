@@ -14,7 +14,10 @@ value passes every check a static one does, cross-checks included. ``DYNAMIC_KEY
 one table of what may change at runtime, with Kafka's update mode for each; every other
 key is refused (never stored and ignored). Keys in it that Kafka updates dynamically but
 tierlog reads only at start-up are left out on purpose, and so refused (docs/operations.md
-lists them).
+lists them). A listener's keystore and truststore keys are dynamic too, per broker and
+with the listener prefix only, as in Kafka (``listener.name.<l>.ssl.keystore.location``:
+``LISTENER_SSL_KEYS``); a part may check a new config before it is stored
+(``Reconfigurable.validate``, Kafka's ``validateReconfiguration``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ from tierlog.broker.coordination.api import (
     Coordinator,
     MetadataChange,
 )
+from tierlog.broker.security_config import LISTENER_PREFIX, SENSITIVE
+from tierlog.security.config_providers import is_reference
+from tierlog.security.tls_rotation import RECONFIGURABLE_SSL_KEYS
 from tierlog.util.configdef import PER_BROKER, READ_ONLY, ConfigError
 
 log = logging.getLogger(__name__)
@@ -92,8 +98,7 @@ REPLICATION_THROTTLE_KEYS = (
 CONTROLLER_KEYS = ("unclean.leader.election.enable",)
 
 # Left out, though Kafka updates them at run time, so refused until their parts take them:
-# the listeners and
-# their TLS keystores (the Security issue), max.connection.creation.rate (its sampler is
+# the listeners and their SASL settings, max.connection.creation.rate (its sampler is
 # sized at start), num.*.threads (one event loop; docs/configuration.md).
 # Each with Kafka's update mode (config_notes): PER_BROKER keys may be set per broker only,
 # CLUSTER_WIDE ones as the cluster default too (and per broker, "for testing", Kafka says).
@@ -108,6 +113,30 @@ DYNAMIC_KEYS: Mapping[str, str] = {
         *CONTROLLER_KEYS,
     )
 }
+
+# A listener's keystore and truststore (``listener.name.<l>.<key>``, Kafka's
+# SslConfigs.RECONFIGURABLE_CONFIGS): per broker only, and never without the prefix.
+LISTENER_SSL_KEYS = frozenset(RECONFIGURABLE_SSL_KEYS)
+
+
+def listener_ssl_key(name: str) -> str | None:
+    """``listener.name.<l>.<key>`` -> ``<key>`` when it is a dynamic TLS key, else None."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    _, dot, key = name[len(LISTENER_PREFIX) :].partition(".")
+    return key if dot and key in LISTENER_SSL_KEYS else None
+
+
+def is_dynamic(name: str) -> bool:
+    return name in DYNAMIC_KEYS or listener_ssl_key(name) is not None
+
+
+def value_of(config: BrokerConfig, name: str) -> Any:
+    """``name``'s value in ``config``; a ``listener.name.*`` key's as written, else None."""
+    if name.startswith(LISTENER_PREFIX):
+        return config.security.get(name)
+    return config[name]
+
 
 # Names under which a key's value may be set, the key first (Kafka's brokerSynonyms): a
 # DescribeConfigs synonym list walks them, layer by layer.
@@ -189,17 +218,28 @@ def check_keys(keys: Collection[str], *, per_broker: bool) -> None:
     Raises:
         AlterRefused: INVALID_CONFIG for unknown keys, INVALID_REQUEST otherwise.
     """
-    unknown = sorted(k for k in keys if k not in BROKER_CONFIG.keys)
+    unknown = sorted(
+        k for k in keys if k not in BROKER_CONFIG.keys and not k.startswith(LISTENER_PREFIX)
+    )
     if unknown:
         reasons = "; ".join(f"{k!r}: {BROKER_CONFIG.refusal(k)}" for k in unknown)
         raise AlterRefused(f"Unknown broker config {reasons}", invalid_request=False)
-    static = sorted(k for k in keys if k not in DYNAMIC_KEYS)
+    unprefixed = sorted(k for k in keys if k in LISTENER_SSL_KEYS)
+    if unprefixed:
+        raise AlterRefused(
+            "These security configs can be dynamically updated only per-listener using the "
+            f"listener prefix: {_scala_set(unprefixed)}",
+            invalid_request=True,
+        )
+    static = sorted(k for k in keys if not is_dynamic(k))
     if static:
         raise AlterRefused(
             f"Cannot update these configs dynamically: {_scala_set(static)}",
             invalid_request=True,
         )
-    per_broker_only = sorted(k for k in keys if DYNAMIC_KEYS[k] == PER_BROKER)
+    per_broker_only = sorted(
+        k for k in keys if listener_ssl_key(k) is not None or DYNAMIC_KEYS[k] == PER_BROKER
+    )
     if per_broker_only and not per_broker:
         raise AlterRefused(
             "Cannot update these configs at default cluster level, broker id must be "
@@ -219,6 +259,7 @@ def check_alteration(
     """
     per_broker = entity != DEFAULT_BROKER_ENTITY
     check_keys(list(new), per_broker=per_broker)
+    check_no_stored_secrets(new)
     after = Layers(
         dict(new) if per_broker else layers.broker, layers.default if per_broker else dict(new)
     )
@@ -227,6 +268,31 @@ def check_alteration(
     except ConfigError as exc:
         raise AlterRefused(str(exc), invalid_request=False) from None
     return after
+
+
+def check_no_stored_secrets(new: Mapping[str, str]) -> None:
+    """A listener's key password, keystore password or inline key is stored only as a
+    config provider reference (``${file:path:key}``, KIP-421 resolves it), never as the
+    secret: the stored layers are plain metadata (a ZooKeeper znode, the single node's
+    file), and tierlog has no ``password.encoder.secret`` (Kafka's ZooKeeper brokers refuse
+    such keys without one, with this message's first words).
+
+    Raises:
+        AlterRefused: INVALID_REQUEST naming the keys.
+    """
+    literal = sorted(
+        k
+        for k, v in new.items()
+        if listener_ssl_key(k) in SENSITIVE and v and not is_reference(str(v))
+    )
+    if literal:
+        raise AlterRefused(
+            "Password encoder secret not configured: tierlog stores no secret in its "
+            f"metadata; set {', '.join(literal)} to a config provider reference, e.g. "
+            "${file:/etc/tierlog/secrets.properties:ssl.key.password} or "
+            "${directory:/run/secrets:tls.key}",
+            invalid_request=True,
+        )
 
 
 def _scala_set(keys: Sequence[str]) -> str:
@@ -286,11 +352,14 @@ def synonyms(
 @dataclass(frozen=True)
 class Reconfigurable:
     """A part of the broker that takes new values of ``keys`` at runtime (Kafka's
-    ``Reconfigurable``): ``apply`` gets the whole new effective config."""
+    ``Reconfigurable``): ``apply`` gets the whole new effective config; ``validate``, if
+    any, checks it first, before an alteration is stored, raising ``ConfigError`` naming
+    the key (Kafka's ``validateReconfiguration``)."""
 
     name: str
     keys: frozenset[str]
     apply: Callable[[BrokerConfig], None]
+    validate: Callable[[BrokerConfig], None] | None = None
 
 
 class DynamicBrokerConfig:
@@ -321,7 +390,7 @@ class DynamicBrokerConfig:
         self._layers = Layers({}, {})
         self._current = static
         for part in self._reconfigurables:
-            not_dynamic = part.keys - DYNAMIC_KEYS.keys()
+            not_dynamic = {k for k in part.keys if not is_dynamic(k)}
             if not_dynamic:
                 raise ValueError(f"{part.name}: {sorted(not_dynamic)} are not in DYNAMIC_KEYS")
 
@@ -341,18 +410,50 @@ class DynamicBrokerConfig:
     def _on_change(self, _change: MetadataChange | None) -> None:
         self.refresh()
 
-    def refresh(self) -> None:
+    def check_reconfiguration(self, after: Layers, touched: Collection[str] = ()) -> None:
+        """Each part whose keys change (or are named in ``touched``) checks the config that
+        ``after`` makes, before it is stored.
+
+        Raises:
+            AlterRefused: INVALID_REQUEST, as Kafka answers a failed validation, naming
+                the part, the key and why.
+        """
+        try:
+            new = merged(self.static, after)
+        except ConfigError as exc:
+            raise AlterRefused(str(exc), invalid_request=False) from None
+        for part in self._reconfigurables:
+            if part.validate is None or not self._changed(part, self._current, new, touched):
+                continue
+            try:
+                part.validate(new)
+            except ConfigError as exc:
+                raise AlterRefused(
+                    f"Validation of dynamic config update of {part.name} failed: {exc}",
+                    invalid_request=True,
+                ) from None
+
+    @staticmethod
+    def _changed(
+        part: Reconfigurable, old: BrokerConfig, new: BrokerConfig, touched: Collection[str]
+    ) -> list[str]:
+        return sorted(k for k in part.keys if value_of(old, k) != value_of(new, k) or k in touched)
+
+    def refresh(self, touched: Collection[str] = ()) -> None:
+        """Read the stored layers; apply them if they changed. ``touched``: keys just set
+        (to the value they had, perhaps): their parts are told anyway, as Kafka reloads a
+        keystore set again to the same path whose file changed."""
         layers = stored_layers(self._coordinator, self.static.broker_id)
-        if layers == self._layers:
+        if layers == self._layers and not touched:
             return
         try:
-            new = merged(self.static, layers)
+            new = merged(self.static, layers) if layers != self._layers else self._current
         except ConfigError as exc:
             log.error("dynamic broker config not applied, the last good one is kept: %s", exc)
             return
         old, self._current, self._layers = self._current, new, layers
         for part in self._reconfigurables:
-            changed = sorted(k for k in part.keys if old[k] != new[k])
+            changed = self._changed(part, old, new, touched)
             if not changed:
                 continue
             try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from tierlog.security.tls_rotation import RECONFIGURABLE_SSL_KEYS
 from tierlog.util.configdef import ConfigError, ConfigKey, KafkaNotes, at_least, one_of
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "SECURITY_NOTES",
     "SENSITIVE",
     "is_listener_key",
+    "listener_base_key",
     "security_settings",
 ]
 
@@ -88,6 +90,26 @@ SECURITY_KEYS: Final = [
         "https: clients check host names; empty: no check",
         "https",
     ),
+    ConfigKey(
+        "ssl.keystore.reload.interval.ms",
+        "long",
+        60_000,
+        "how often the TLS listeners' keystore and truststore files are checked for new "
+        "contents, taken without a restart; 0: never (only a dynamic config reloads them)",
+        at_least(0),
+    ),
+    ConfigKey(
+        "ssl.allow.dn.changes",
+        "bool",
+        False,
+        "a certificate reloaded while running may change its subject DN (KIP-978)",
+    ),
+    ConfigKey(
+        "ssl.allow.san.changes",
+        "bool",
+        False,
+        "a certificate reloaded while running may drop subject alternative names (KIP-978)",
+    ),
     _text(
         "ssl.principal.mapping.rules",
         "client certificate DN -> principal name: RULE:pattern/replacement/[LU], DEFAULT",
@@ -143,6 +165,7 @@ _PER_LISTENER: Final = _NAMES - {
     "inter.broker.listener.name",
     "security.inter.broker.protocol",
     "sasl.mechanism.inter.broker.protocol",
+    "ssl.keystore.reload.interval.ms",
 }
 SENSITIVE: Final = frozenset(
     {
@@ -155,17 +178,48 @@ SENSITIVE: Final = frozenset(
 )
 
 _RO = "read-only"
-SECURITY_NOTES: Final[dict[str, KafkaNotes]] = {name: KafkaNotes(_RO) for name in _NAMES} | {
-    "ssl.keystore.type": KafkaNotes(_RO, "default PEM (Kafka: JKS, a Java format; use PKCS12)"),
-    "ssl.truststore.type": KafkaNotes(_RO, "default PEM (Kafka: JKS, a Java format; use PKCS12)"),
-    "sasl.mechanism.inter.broker.protocol": KafkaNotes(
-        _RO, "PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER (unsecured tokens); GSSAPI is not supported"
-    ),
-}
+SECURITY_NOTES: Final[dict[str, KafkaNotes]] = (
+    {name: KafkaNotes(_RO) for name in _NAMES}
+    | {
+        "ssl.keystore.type": KafkaNotes(_RO, "default PEM (Kafka: JKS, a Java format; use PKCS12)"),
+        "ssl.truststore.type": KafkaNotes(
+            _RO, "default PEM (Kafka: JKS, a Java format; use PKCS12)"
+        ),
+        "sasl.mechanism.inter.broker.protocol": KafkaNotes(
+            _RO,
+            "PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER (unsecured tokens); GSSAPI is not supported",
+        ),
+    }
+    | {
+        # Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: per broker, with the listener prefix only.
+        name: KafkaNotes(
+            "per-broker",
+            f"dynamic as listener.name.<listener>.{name} only (docs/security.md, certificate "
+            "rotation)"
+            + (
+                "; default PEM (Kafka: JKS, a Java format; use PKCS12)"
+                if name.endswith(".type")
+                else ""
+            ),
+        )
+        for name in RECONFIGURABLE_SSL_KEYS
+    }
+)
 
 
 def is_listener_key(name: str) -> bool:
     return name.startswith(LISTENER_PREFIX)
+
+
+def listener_base_key(name: str) -> str | None:
+    """``listener.name.<l>.[<mechanism>.]<key>`` -> ``<key>``; None if ``name`` is not
+    such a key."""
+    if not is_listener_key(name):
+        return None
+    try:
+        return _listener_key_suffix(name)
+    except ConfigError:
+        return None
 
 
 def _listener_key_suffix(name: str) -> str:

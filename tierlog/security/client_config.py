@@ -184,6 +184,11 @@ class ClientSecurity:
             self._context.append(client_context(self.tls))
         return self._context[0]
 
+    def use_ssl_context(self, context: ssl.SSLContext) -> None:
+        """Connections made from now on use ``context`` (a broker's inter-broker
+        certificate reloaded while it runs); those already made keep theirs."""
+        self._context[:] = [context]
+
     def sasl_client(self) -> SaslMechanismClient | None:
         """A mechanism client for one login, or None without SASL."""
         return None if self.sasl is None else self.sasl.client(self.clock)

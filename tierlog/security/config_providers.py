@@ -34,7 +34,7 @@ from tierlog.security.errors import SecurityConfigError
 from tierlog.security.password import HIDDEN, is_secret_key
 from tierlog.util.properties import PropertiesError, parse_properties
 
-__all__ = ["PROVIDER_CLASSES", "is_provider_key", "masked", "resolve"]
+__all__ = ["PROVIDER_CLASSES", "is_provider_key", "is_reference", "masked", "resolve"]
 
 _PREFIX: Final = "config.providers"
 # ${provider:[path:]key}; Kafka's ConfigTransformer pattern.
@@ -96,6 +96,12 @@ def _directory_provider(params: Mapping[str, str], key: str) -> _Lookup:
             ) from None
 
     return lookup
+
+
+def is_reference(value: str) -> bool:
+    """Whether ``value`` is one reference and nothing else (``${file:/p:k}``): a value that
+    names a secret without holding it."""
+    return _REFERENCE.fullmatch(value.strip()) is not None
 
 
 def is_provider_key(key: str) -> bool:

@@ -1,4 +1,4 @@
-"""Kafka's ``ssl.*`` keys -> an ``ssl.SSLContext``, and a check for changed key files.
+"""Kafka's ``ssl.*`` keys -> an ``ssl.SSLContext`` (replaced while running: ``tls_rotation``).
 
 Keys (Kafka's names and defaults):
 
@@ -16,6 +16,8 @@ Keys (Kafka's names and defaults):
   names as Java takes them, or OpenSSL names; TLS 1.3 suites are OpenSSL's fixed set).
 - ``ssl.endpoint.identification.algorithm``: ``https`` (default: the client checks the
   server's host name) or empty (no check).
+- ``ssl.allow.dn.changes``, ``ssl.allow.san.changes`` (KIP-978, default false): whether a
+  certificate reloaded while the listener runs may change its subject or drop names.
 
 Python's ``ssl`` loads a key only from a file. Inline and PKCS12 keys are therefore
 re-encrypted with a one-time random password into a file created 0600 inside a fresh
@@ -25,7 +27,6 @@ readable by anyone else, nor logged (the settings keep secrets as ``Password``).
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import ssl
 import tempfile
@@ -41,7 +42,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from tierlog.security.errors import SecurityConfigError
 from tierlog.security.password import Password
 
-__all__ = ["TlsFiles", "TlsSettings", "client_context", "server_context"]
+__all__ = ["ServerTls", "TlsSettings", "client_context", "load_server_tls", "server_context"]
 
 _PROTOCOLS: Final = {
     "TLSv1.2": ssl.TLSVersion.TLSv1_2,
@@ -87,6 +88,10 @@ class TlsSettings:
     enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
     cipher_suites: tuple[str, ...] = ()
     endpoint_identification_algorithm: str = "https"
+    # KIP-978: whether a certificate reloaded while running may change its subject DN, or
+    # drop subject alternative names (``tls_rotation``).
+    allow_dn_changes: bool = False
+    allow_san_changes: bool = False
 
     @classmethod
     def from_config(cls, config: Mapping[str, object], prefix: str = "") -> TlsSettings:
@@ -114,6 +119,12 @@ class TlsSettings:
             items = value if isinstance(value, list | tuple) else str(value).split(",")
             return tuple(str(item).strip() for item in items if str(item).strip())
 
+        def flag(key: str) -> bool:
+            value = (text(key, "false") or "false").lower()
+            if value not in ("true", "false"):
+                raise SecurityConfigError(f"ssl.{key}", f"must be true or false, got {value}")
+            return value == "true"
+
         settings = cls(
             keystore_type=(text("keystore.type", "PEM") or "PEM").upper(),
             keystore_location=text("keystore.location"),
@@ -134,6 +145,8 @@ class TlsSettings:
                 if get("endpoint.identification.algorithm") is not None
                 else "https"
             ).strip(),
+            allow_dn_changes=flag("allow.dn.changes"),
+            allow_san_changes=flag("allow.san.changes"),
         )
         settings.check()
         return settings
@@ -183,7 +196,7 @@ class TlsSettings:
             )
 
     def key_files(self) -> tuple[Path, ...]:
-        """The files this configuration reads (what ``TlsFiles`` watches)."""
+        """The files this configuration reads (what ``tls_rotation`` watches)."""
         return tuple(Path(p) for p in (self.keystore_location, self.truststore_location) if p)
 
 
@@ -240,10 +253,11 @@ def _key_and_chain(settings: TlsSettings) -> tuple[object, list[x509.Certificate
     return key, chain
 
 
-def _load_key(context: ssl.SSLContext, settings: TlsSettings) -> None:
+def _load_key(context: ssl.SSLContext, settings: TlsSettings) -> tuple[x509.Certificate, ...]:
+    """Loads the keystore into ``context``; returns its chain, leaf first (empty: none)."""
     material = _key_and_chain(settings)
     if material is None:
-        return
+        return ()
     key, chain = material
     one_time = secrets.token_urlsafe(32)
     encrypted = key.private_bytes(  # type: ignore[attr-defined]
@@ -265,6 +279,7 @@ def _load_key(context: ssl.SSLContext, settings: TlsSettings) -> None:
             ) from None
         finally:
             path.unlink()
+    return tuple(chain)
 
 
 def _trusted_pem(settings: TlsSettings) -> str | None:
@@ -288,7 +303,11 @@ def _trusted_pem(settings: TlsSettings) -> str | None:
     return settings.truststore_certificates
 
 
-def _base_context(purpose: ssl.Purpose, settings: TlsSettings) -> ssl.SSLContext:
+def _base_context(
+    purpose: ssl.Purpose, settings: TlsSettings
+) -> tuple[ssl.SSLContext, tuple[x509.Certificate, ...], bool]:
+    """The context, the keystore chain it holds and whether a truststore was loaded (the
+    files are read once, so what is checked is what is served)."""
     if purpose is ssl.Purpose.CLIENT_AUTH:
         # A listener trusts only its truststore for client certificates, never the
         # system's public roots (which Kafka's JVM default truststore would add).
@@ -306,7 +325,7 @@ def _base_context(purpose: ssl.Purpose, settings: TlsSettings) -> ssl.SSLContext
             raise SecurityConfigError(
                 "ssl.cipher.suites", f"no usable cipher suite in {', '.join(tls12)}"
             ) from None
-    _load_key(context, settings)
+    chain = _load_key(context, settings)
     trusted = _trusted_pem(settings)
     if trusted is not None:
         try:
@@ -315,11 +334,35 @@ def _base_context(purpose: ssl.Purpose, settings: TlsSettings) -> ssl.SSLContext
             raise SecurityConfigError(
                 "ssl.truststore.certificates", "no PEM certificate to trust"
             ) from None
-    return context
+    return context, chain, trusted is not None
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """A listener's TLS as loaded: the context and what a reload compares with it.
+
+    Attributes:
+        context: the server context.
+        chain: the keystore's certificate chain, leaf first.
+        trusts: whether a truststore was loaded (client certificates can be checked).
+    """
+
+    context: ssl.SSLContext
+    chain: tuple[x509.Certificate, ...]
+    trusts: bool
 
 
 def server_context(settings: TlsSettings) -> ssl.SSLContext:
     """A listener's context: its key and chain, and client certificates per ssl.client.auth.
+
+    Raises:
+        SecurityConfigError: naming the key that is missing or wrong.
+    """
+    return load_server_tls(settings).context
+
+
+def load_server_tls(settings: TlsSettings) -> ServerTls:
+    """``server_context``'s context with the chain it serves (``tls_rotation`` compares it).
 
     Raises:
         SecurityConfigError: naming the key that is missing or wrong.
@@ -334,45 +377,19 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
             f"ssl.client.auth={settings.client_auth} needs a truststore to check client "
             "certificates against",
         )
-    context = _base_context(ssl.Purpose.CLIENT_AUTH, settings)
+    context, chain, trusts = _base_context(ssl.Purpose.CLIENT_AUTH, settings)
     context.verify_mode = {
         "none": ssl.CERT_NONE,
         "requested": ssl.CERT_OPTIONAL,
         "required": ssl.CERT_REQUIRED,
     }[settings.client_auth]
-    return context
+    return ServerTls(context, chain, trusts)
 
 
 def client_context(settings: TlsSettings) -> ssl.SSLContext:
     """A client's context (inter-broker, tools): trusts the truststore (or the system's
     roots), checks host names per ``ssl.endpoint.identification.algorithm``, and presents
     a client certificate when a keystore is set (mutual TLS)."""
-    context = _base_context(ssl.Purpose.SERVER_AUTH, settings)
+    context, _, _ = _base_context(ssl.Purpose.SERVER_AUTH, settings)
     context.check_hostname = settings.endpoint_identification_algorithm.lower() == "https"
     return context
-
-
-class TlsFiles:
-    """Notices when key or trust files change (content, not just time), so a listener can
-    rebuild its context without a restart."""
-
-    def __init__(self, paths: tuple[Path, ...]) -> None:
-        self._paths = paths
-        self._seen = self._fingerprint()
-
-    def _fingerprint(self) -> tuple[str | None, ...]:
-        prints: list[str | None] = []
-        for path in self._paths:
-            try:
-                prints.append(hashlib.sha256(path.read_bytes()).hexdigest())
-            except OSError:
-                prints.append(None)
-        return tuple(prints)
-
-    def changed(self) -> bool:
-        """True once per change: the files differ from when last asked."""
-        now = self._fingerprint()
-        if now == self._seen:
-            return False
-        self._seen = now
-        return True

@@ -6,7 +6,7 @@ default); its keys are checked by ``dynamic_config`` before anything is stored, 
 the coordination metadata (``/config/brokers/<id>`` or ``/config/brokers/<default>``) and
 applied by every broker when it sees them. DescribeConfigs answers each key's value in
 force, its source and, when asked, its synonyms in Kafka's precedence order; ``read_only``
-is true of every key not in ``dynamic_config.DYNAMIC_KEYS``. A BROKER_LOGGER resource is
+is true of every key ``dynamic_config.is_dynamic`` refuses. A BROKER_LOGGER resource is
 this broker's Python loggers (``broker_loggers``), changed at runtime and not stored.
 """
 
@@ -18,7 +18,6 @@ from tierlog.broker import broker_loggers, dynamic_config
 from tierlog.broker.config import BROKER_CONFIG, broker_keys_of
 from tierlog.broker.coordination.api import BROKERS_ENTITY, DEFAULT_BROKER_ENTITY
 from tierlog.broker.dynamic_config import (
-    DYNAMIC_KEYS,
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_BROKER,
     SOURCE_DYNAMIC_DEFAULT_BROKER,
@@ -28,7 +27,7 @@ from tierlog.broker.dynamic_config import (
     Layers,
 )
 from tierlog.broker.replication.topic_error import TopicError
-from tierlog.broker.security_config import SENSITIVE
+from tierlog.broker.security_config import SENSITIVE, is_listener_key, listener_base_key
 from tierlog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -79,21 +78,24 @@ def describe_broker(
         raise TopicError(ErrorCode.invalid_request, f"{problem} {name}")
     per_broker = bool(name)
     layers = dynamic.layers
-    names = list(BROKER_CONFIG.keys) if per_broker else sorted(layers.default)
+    # The per-listener keys set (listener.name.<l>.*), after the broker's own, as Kafka
+    # lists them: a keystore set by kafka-configs shows in its --describe.
+    listener_keys = sorted(k for k in dynamic.current.security if is_listener_key(k))
+    names = [*BROKER_CONFIG.keys, *listener_keys] if per_broker else sorted(layers.default)
     entries = []
     for key_name in names:
         key = BROKER_CONFIG.keys.get(key_name)
         found = dynamic_config.synonyms(key_name, dynamic.static, layers, per_broker=per_broker)
-        sensitive = key_name in SENSITIVE
+        sensitive = key_name in SENSITIVE or listener_base_key(key_name) in SENSITIVE
         if per_broker:
-            value = dynamic_config.text_of(dynamic.current.values.get(key_name))
+            value = dynamic_config.text_of(dynamic_config.value_of(dynamic.current, key_name))
         else:
             value = layers.default.get(key_name)
         entries.append(
             {
                 "name": key_name,
                 "value": None if sensitive else value,
-                "read_only": key_name not in DYNAMIC_KEYS,
+                "read_only": not dynamic_config.is_dynamic(key_name),
                 "config_source": found[0].source if found else SOURCE_DEFAULT,
                 "is_sensitive": sensitive,
                 "synonyms": [
@@ -146,12 +148,16 @@ async def alter_broker(
             _stored(services, str(services.config.broker_id)),
             _stored(services, DEFAULT_BROKER_ENTITY),
         )
-        dynamic_config.check_alteration(dynamic.static, layers, entity, new)
+        after = dynamic_config.check_alteration(dynamic.static, layers, entity, new)
+        # A keystore set again to the path it had is read again, as Kafka does: its file
+        # may have changed.
+        touched = [k for k in new if dynamic_config.listener_ssl_key(k) is not None]
+        dynamic.check_reconfiguration(after, touched)
     except AlterRefused as exc:
         raise _refused(exc, "BROKER", name) from None
     if not validate_only:
         await services.cluster.set_entity_configs(BROKERS_ENTITY, entity, new)
-        dynamic.refresh()  # applied here before the answer, whichever coordinator
+        dynamic.refresh(touched)  # applied here before the answer, whichever coordinator
 
 
 async def incremental_alter_broker(
@@ -197,7 +203,8 @@ async def incremental_alter_broker(
             configs[key_name] = ",".join(items)
         else:
             raise TopicError(ErrorCode.invalid_request, f"unknown config operation {op}")
-    if configs == before:
+    rereads = any(dynamic_config.listener_ssl_key(k) is not None for k, _, _ in ops)
+    if configs == before and not rereads:
         return  # nothing changes (only absent keys deleted): nothing to check or store
     await alter_broker(services, name, configs, validate_only)
 

@@ -60,7 +60,14 @@ def broker_entries(services: BrokerServices) -> list[dict[str, Any]]:
     return entries
 
 
-def topic_entry(services: BrokerServices, name: str) -> dict[str, Any]:
+def topic_entry(
+    services: BrokerServices, name: str, *, listener_not_found: bool = True
+) -> dict[str, Any]:
+    """One topic's Metadata entry. A partition whose leader is alive but has no endpoint on
+    the request's listener (KIP-103) has no leader to name: Kafka answers it with
+    LISTENER_NOT_FOUND (72) from Metadata v6 on (``listener_not_found``), so the
+    misconfiguration shows, and LEADER_NOT_AVAILABLE before, never another listener's
+    address (MetadataCache.getPartitionMetadata)."""
     topic = services.cluster.topic(name)
     if topic is None:
         return {
@@ -69,7 +76,7 @@ def topic_entry(services: BrokerServices, name: str) -> dict[str, Any]:
             "topic_id": ZERO_UUID,
             "partitions": [],
         }
-    live = {b.broker_id for b in services.cluster.brokers()}
+    live = {b.broker_id: b for b in services.cluster.brokers()}
     partitions = []
     for p in sorted(topic.replicas):
         replicas = topic.replicas[p]
@@ -88,12 +95,22 @@ def topic_entry(services: BrokerServices, name: str) -> dict[str, Any]:
                 }
             )
             continue
-        leader_alive = state.leader in live
+        leader = live.get(state.leader)
+        if leader is None:
+            error = ErrorCode.leader_not_available
+        elif address_for_client(leader) is None:
+            error = (
+                ErrorCode.listener_not_found
+                if listener_not_found
+                else ErrorCode.leader_not_available
+            )
+        else:
+            error = ErrorCode.none
         partitions.append(
             {
-                "error_code": 0 if leader_alive else ErrorCode.leader_not_available,
+                "error_code": error,
                 "partition_index": p,
-                "leader_id": state.leader if leader_alive else -1,
+                "leader_id": -1 if error else state.leader,
                 "leader_epoch": state.leader_epoch,
                 "replica_nodes": replicas,
                 "isr_nodes": state.isr,
@@ -120,11 +137,17 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
     if request.api_version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     topics: list[dict[str, Any]] = []
+    # Kafka names the missing listener from v6 on (KafkaApis: errorUnavailableListeners).
+    listener_not_found = request.api_version >= 6
     if requested is None:
         # Topics the principal may not Describe are left out, without an error.
         names = sorted(services.cluster.topics())
         hidden = authz.denied(request, ResourceType.TOPIC, names, log=False)
-        topics = [topic_entry(services, name) for name in names if name not in hidden]
+        topics = [
+            topic_entry(services, name, listener_not_found=listener_not_found)
+            for name in names
+            if name not in hidden
+        ]
     else:
         allow_create = field(body, "allow_auto_topic_creation", True)
         # (name, topic id asked for); name None: an unknown topic id.
@@ -159,7 +182,7 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Any:
             elif name in refused:
                 topics.append(_refused_entry(name, refused[name]))
             else:
-                topics.append(topic_entry(services, name))
+                topics.append(topic_entry(services, name, listener_not_found=listener_not_found))
     # KIP-430 (v8+): the operations the principal may perform, when asked.
     with_topic_ops = field(body, "include_topic_authorized_operations", False)
     for entry in topics:

@@ -33,6 +33,7 @@ from tierlog.security.sasl_session import (
     SaslSession,
     Send,
 )
+from tierlog.security.tls_rotation import ListenerTls
 
 __all__ = ["AuthenticationClosed", "ListenerSecurity", "SaslDriver", "authenticate_connection"]
 
@@ -46,7 +47,8 @@ class ListenerSecurity:
     Attributes:
         name: the listener's name (``listeners``), for Metadata's endpoints (KIP-103).
         protocol: its ``listener.security.protocol.map`` protocol.
-        ssl_context: the server TLS context (SSL, SASL_SSL), else None.
+        tls: the listener's TLS (SSL, SASL_SSL), else None; its context may be replaced
+            while the broker runs (``tls_rotation``): read ``ssl_context`` per connection.
         authenticator: turns a connection into a principal or a SASL exchange; None:
             every connection is ``User:ANONYMOUS`` (PLAINTEXT).
         refresh_credentials: awaited before a SaslHandshake is answered, so SCRAM sees
@@ -56,9 +58,14 @@ class ListenerSecurity:
 
     name: str = "PLAINTEXT"
     protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
-    ssl_context: ssl.SSLContext | None = None
+    tls: ListenerTls | None = None
     authenticator: Authenticator | None = None
     refresh_credentials: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The context for the next connection (None: no TLS)."""
+        return None if self.tls is None else self.tls.context
 
 
 class AuthenticationClosed(Exception):

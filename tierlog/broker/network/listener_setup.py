@@ -23,7 +23,8 @@ from tierlog.security.authenticator import ListenerAuthenticator, listener_setti
 from tierlog.security.client_config import MECHANISMS, ClientSecurity, sasl_login_from_jaas
 from tierlog.security.errors import SecurityConfigError
 from tierlog.security.jaas import parse_jaas_config
-from tierlog.security.tls import TlsSettings, server_context
+from tierlog.security.tls import TlsSettings
+from tierlog.security.tls_rotation import ListenerTls
 from tierlog.util.clock import Clock
 
 __all__ = [
@@ -40,11 +41,15 @@ def listener_security(
     endpoint: ListenerEndpoint,
     clock: Clock,
     scram: ScramCredentialCache,
+    *,
+    inter_broker: bool = False,
 ) -> ListenerSecurity:
     """``endpoint``'s TLS context and authenticator.
 
     Args:
         settings: the TLS and SASL keys as written (``BrokerConfig.security``).
+        inter_broker: ``endpoint`` is the inter-broker listener (a certificate reloaded
+            later must pass a test handshake with the old one, ``tls_rotation``).
 
     Raises:
         SecurityConfigError (a ConfigError): naming the key that is missing or wrong.
@@ -52,10 +57,10 @@ def listener_security(
     protocol = endpoint.protocol
     if protocol is SecurityProtocol.PLAINTEXT:
         return ListenerSecurity(endpoint.name, protocol)
-    context = None
+    tls = None
     if protocol.uses_tls:
         prefix = f"listener.name.{endpoint.name.lower()}."
-        context = server_context(TlsSettings.from_config(settings, prefix))
+        tls = ListenerTls(TlsSettings.from_config(settings, prefix), inter_broker=inter_broker)
     authenticator = ListenerAuthenticator.from_config(
         settings, endpoint.name, protocol, clock, scram_credentials=scram
     )
@@ -63,7 +68,7 @@ def listener_security(
     return ListenerSecurity(
         endpoint.name,
         protocol,
-        context,
+        tls,
         authenticator,
         scram.refresh if uses_scram else None,
     )
