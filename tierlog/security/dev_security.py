@@ -116,6 +116,9 @@ class DevSecurity:
             ca = LocalCa.create("tierlog dev cluster CA")
             ca.write_key(key)
             ca.write_ca(cert)
+            # Keystores of a CA whose key is gone cannot be trusted by the new one.
+            for stale in directory.glob("broker-*.pem"):
+                stale.unlink()
         admin = _read_or_make_secret(directory / ADMIN_SECRET, ["password"])["password"]
         brokers = _read_or_make_secret(
             directory / BROKERS_SECRET, ["broker.password", "zookeeper.password"]
