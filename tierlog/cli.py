@@ -221,6 +221,7 @@ def _cluster_start(args: argparse.Namespace) -> int:
             port=args.port,
             racks=args.racks,
             until=stop,
+            secure=args.secure,
         )
     )
 
@@ -802,6 +803,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_non_negative,
         default=0,
         help="spread the brokers over this many broker.rack values (default: 0, none)",
+    )
+    cluster_start.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL (SCRAM-SHA-512) between clients and brokers and between brokers, "
+        "ACLs, ZooKeeper ACLs; a local CA, keystores, an admin user and "
+        "<data-dir>/admin.properties made once and reused (docs/security.md)",
     )
     cluster_start.set_defaults(func=_cluster_start)
     cluster_status = cluster.add_parser(

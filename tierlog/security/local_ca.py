@@ -1,7 +1,7 @@
 """A small certificate authority for tests and local clusters: a CA, then broker and
 client certificates signed by it (``cryptography``; EC P-256 keys).
 
-Used by ``tests/security`` and meant for ``tierlog cluster start --secure``. Files it
+Used by ``tests/security`` and by ``tierlog cluster start --secure`` (``dev_security``). Files it
 writes that hold a private key are created 0600; a keystore may be encrypted with a
 password (``ssl.key.password`` / ``ssl.keystore.password``).
 """
@@ -125,8 +125,27 @@ class LocalCa:
         )
         return cls(key, certificate)
 
+    @classmethod
+    def load(cls, certificate_path: Path, key_path: Path) -> LocalCa:
+        """The CA written earlier by ``write_ca`` and ``write_key`` (reused across runs)."""
+        certificate = x509.load_pem_x509_certificate(Path(certificate_path).read_bytes())
+        key = serialization.load_pem_private_key(Path(key_path).read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{key_path}: not an EC private key")
+        return cls(key, certificate)
+
     def ca_pem(self) -> bytes:
         return self.certificate.public_bytes(serialization.Encoding.PEM)
+
+    def write_key(self, path: Path) -> Path:
+        """The CA's private key (PKCS#8 PEM, unencrypted; 0600): what issues more
+        certificates later, so keep it as private as the keystores."""
+        data = self.key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        return _write_private(Path(path), data)
 
     def write_ca(self, path: Path) -> Path:
         """The CA certificate (a truststore, ``ssl.truststore.location``); public."""

@@ -18,10 +18,13 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tierlog.tools.client_config import ClientSettings, ToolError
 from tierlog.tools.cluster_supervisor import ClusterSupervisor
+
+if TYPE_CHECKING:
+    from tierlog.security.dev_security import DevSecurity
 
 # Well above a broker's wait for a killed run's registration of its id (24 s: the default
 # zookeeper.session.timeout.ms plus a margin, zk_brokers.stale_registration_bound_s).
@@ -52,10 +55,16 @@ def replication_settings(brokers: int) -> dict[str, str]:
 
 
 def broker_overrides(
-    broker_id: int, port: int, data_dir: Path, zookeeper: str, rack: str | None, brokers: int = 3
+    broker_id: int,
+    port: int,
+    data_dir: Path,
+    zookeeper: str,
+    rack: str | None,
+    brokers: int = 3,
+    security: DevSecurity | None = None,
 ) -> dict[str, str]:
     """One development broker's settings in a cluster of ``brokers`` (configs/cluster/ has
-    the same for three, commented)."""
+    the same for three, commented); ``security``'s keys replace the PLAINTEXT listener."""
     overrides = {
         "broker.id": str(broker_id),
         "listeners": f"PLAINTEXT://127.0.0.1:{port}",
@@ -67,6 +76,8 @@ def broker_overrides(
     }
     if rack:
         overrides["broker.rack"] = rack
+    if security is not None:
+        overrides.update(security.broker_settings(broker_id, port))
     return overrides
 
 
@@ -106,15 +117,21 @@ def start_cluster(
     port: int = 9092,
     racks: int = 0,
     until: threading.Event | None = None,
+    secure: bool = False,
 ) -> int:
     """Run the cluster until ``until`` is set (the CLI sets it on SIGINT/SIGTERM).
 
     Args:
         racks: give the brokers ``broker.rack`` rack-0..rack-(racks-1) round robin (0: none).
+        secure: SASL_SSL, ACLs and ZooKeeper ACLs (``security.dev_security``), its files
+            made in ``data_dir`` on the first start and reused after.
     """
     from tierlog.broker.coordination.zk_server import ZK_SERVER_SH, ZooKeeperServer
 
     data_dir.mkdir(parents=True, exist_ok=True)
+    security = prepare_security(data_dir, brokers) if secure else None
+    if security is None:
+        refuse_plaintext_on_secured(data_dir)
     server = None
     started_at = time.monotonic()
     if zookeeper is None:
@@ -138,14 +155,23 @@ def start_cluster(
         n: (
             port + n,
             broker_overrides(
-                n, port + n, data_dir, zookeeper, f"rack-{n % racks}" if racks else None, brokers
+                n,
+                port + n,
+                data_dir,
+                zookeeper,
+                f"rack-{n % racks}" if racks else None,
+                brokers,
+                security,
             ),
         )
         for n in range(brokers)
     }
+    bootstrap = ",".join(f"127.0.0.1:{port + n}" for n in range(brokers))
     supervisor = ClusterSupervisor(settings, data_dir, out)
     try:
         stale_registrations_notice(zookeeper, range(brokers), out)
+        if security is not None:
+            seed_security(security, zookeeper, bootstrap, out)
         failed = supervisor.start_all(START_TIMEOUT_S)
         if failed:
             broker_id, why = next(iter(failed.items()))
@@ -156,7 +182,6 @@ def start_cluster(
                 file=out,
                 flush=True,
             )
-        bootstrap = ",".join(f"127.0.0.1:{port + n}" for n in range(brokers))
         print(
             f"cluster up in {time.monotonic() - started_at:.1f}s: --bootstrap-server {bootstrap}"
             " (Ctrl-C stops it; a broker that dies is restarted; `tierlog cluster stop-broker "
@@ -174,6 +199,88 @@ def start_cluster(
         if server is not None:
             server.stop()
         print("stopped", file=out, flush=True)
+
+
+SECURITY_DIR = "security"
+
+
+def prepare_security(data_dir: Path, brokers: int) -> DevSecurity:
+    """The secured cluster's files (``security.dev_security``): made on the first start,
+    reused after; a data dir whose cluster ran without ``--secure`` is refused, since its
+    znodes were made open to all (as Kafka, nothing changes the ACLs of existing znodes).
+
+    Raises:
+        ToolError: the data dir holds a cluster started without ``--secure``, or the files
+            cannot be made or read.
+    """
+    from tierlog.security.dev_security import DevSecurity
+
+    directory = data_dir / SECURITY_DIR
+    if not directory.exists() and any(data_dir.glob("broker-*/")):
+        raise ToolError(
+            f"{data_dir} holds a cluster started without --secure (its ZooKeeper znodes are "
+            "open to all); give --secure a new --data-dir"
+        )
+    try:
+        return DevSecurity.ensure(directory, range(brokers))
+    except (OSError, ValueError) as exc:
+        raise ToolError(
+            f"cannot prepare the cluster's security files in {directory}: {exc}"
+        ) from None
+
+
+def refuse_plaintext_on_secured(data_dir: Path) -> None:
+    """A data dir made by ``--secure`` is started with ``--secure`` again: its znodes
+    admit only the brokers' ZooKeeper identity, and its clients expect SASL_SSL.
+
+    Raises:
+        ToolError: saying so.
+    """
+    if (data_dir / SECURITY_DIR).exists():
+        raise ToolError(f"{data_dir} holds a cluster started with --secure: add --secure")
+
+
+def seed_security(security: DevSecurity, zookeeper: str, bootstrap: str, out: TextIO) -> None:
+    """Write the admin and broker SCRAM users into ZooKeeper (those missing) and
+    ``admin.properties``, and say how to connect; never a password.
+
+    Raises:
+        ToolError: ZooKeeper refused or could not be reached.
+    """
+    from kazoo.exceptions import KazooException, NoAuthError
+
+    from tierlog.broker.coordination.seed_users import seed_users_zookeeper
+    from tierlog.broker.coordination.zk_auth import ZkIdentity
+    from tierlog.security.dev_security import ADMIN_USER, BROKER_USER, MECHANISM
+
+    username, password = security.zookeeper_identity()
+    try:
+        added = seed_users_zookeeper(
+            zookeeper, ZkIdentity(username, password), True, security.credentials()
+        )
+    except NoAuthError:
+        raise ToolError(
+            f"ZooKeeper at {zookeeper} refused the brokers' identity on /config/users (its "
+            "znodes were made by another cluster); use another --zookeeper or chroot"
+        ) from None
+    except (KazooException, TimeoutError) as exc:
+        raise ToolError(
+            f"cannot write the cluster's users into ZooKeeper at {zookeeper}: {exc}"
+        ) from None
+    config = security.write_client_properties(bootstrap)
+    made = f"created users {', '.join(added)}" if added else "users kept from the last start"
+    print(
+        f"secured: SASL_SSL with {MECHANISM} ({made}), ACLs on (super users {ADMIN_USER}, "
+        f"{BROKER_USER}), ZooKeeper znodes guarded (zookeeper.set.acl)",
+        file=out,
+        flush=True,
+    )
+    print(
+        f"connect as {ADMIN_USER} with {config} (--command-config, or "
+        f"TIERLOG_CLIENT_CONFIG); its password is in {security.admin_secret_file} (0600)",
+        file=out,
+        flush=True,
+    )
 
 
 def status(settings: ClientSettings, out: TextIO) -> int:
