@@ -189,30 +189,6 @@ def test_ingest_to_delta(tiered: TieredTopic, tmp_path: Path) -> None:
     assert summary["page_views"] == views and summary["silver_rows"] >= 8
 
 
-def test_replay_from_object_storage_with_the_broker_stopped(
-    tiered: TieredTopic, tmp_path: Path
-) -> None:
-    ends = wait_offloaded(tiered)
-    since = START_MS + 1000
-    expected = [r for r in topic_rows(tiered) if r[1] < ends[r[0]] and r[4] >= since]
-    tiered.broker.stop()
-    result = run(
-        "replay_from_object_storage",
-        tmp_path,
-        topic=tiered.topic,
-        remote_url=tiered.remote_url,
-        table_path=str(tmp_path / "replay"),
-        starting_timestamp="2023-11-14T22:13:21Z",  # START_MS + 1 s
-    )
-    summary = read_summary(result.output)
-    assert summary["rows"] == len(expected) > 1000
-    assert summary["first_timestamp"] >= "2023-11-14T22:13:21"
-    partitions = {r[0] for r in expected}
-    assert summary["offsets"] == {
-        str(p): [min(r[1] for r in expected if r[0] == p), ends[p] - 1] for p in partitions
-    }
-
-
 def test_cluster_health(tiered: TieredTopic, tmp_path: Path) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -265,6 +241,30 @@ def test_cluster_health(tiered: TieredTopic, tmp_path: Path) -> None:
     plot = browser.png_pixels(base64.b64decode(images[0]["data"]["image/png"]))
     # Drawn: the panels' bar colours (leaders, lag, local bytes), not a blank figure.
     assert len(browser.colour_counts(plot, at_least=500)) >= 3
+
+
+def test_replay_from_object_storage_with_the_broker_stopped(
+    tiered: TieredTopic, tmp_path: Path
+) -> None:
+    ends = wait_offloaded(tiered)
+    since = START_MS + 1000
+    expected = [r for r in topic_rows(tiered) if r[1] < ends[r[0]] and r[4] >= since]
+    tiered.broker.stop()
+    result = run(
+        "replay_from_object_storage",
+        tmp_path,
+        topic=tiered.topic,
+        remote_url=tiered.remote_url,
+        table_path=str(tmp_path / "replay"),
+        starting_timestamp="2023-11-14T22:13:21Z",  # START_MS + 1 s
+    )
+    summary = read_summary(result.output)
+    assert summary["rows"] == len(expected) > 1000
+    assert summary["first_timestamp"] >= "2023-11-14T22:13:21"
+    partitions = {r[0] for r in expected}
+    assert summary["offsets"] == {
+        str(p): [min(r[1] for r in expected if r[0] == p), ends[p] - 1] for p in partitions
+    }
 
 
 def test_read_summary_says_when_there_is_none(tmp_path: Path) -> None:
