@@ -6,7 +6,7 @@ Where each figure comes from:
 - brokers, the controller, partitions, leaders, replicas and ISRs: Metadata and
   DescribeCluster (confluent-kafka's AdminClient, as ``tierlog topics`` asks);
 - local bytes: each broker's DescribeLogDirs (the sizes of the partitions it holds), asked
-  through tierlog's own client (``tierlog.client.BrokerConnection``, PLAINTEXT);
+  through tierlog's own client (``tierlog.client.BrokerConnection``);
 - remote bytes: the segments committed in each partition's manifest in the remote tier
   (``remote.log.storage.url``, asked of the broker as the explore notebook does), the one
   source of truth for what is remote;
@@ -16,6 +16,10 @@ Where each figure comes from:
   which the notebook passes in) and, where a broker serves them, its Prometheus metrics
   (``metrics.http.port``, found through DescribeConfigs; Kafka's names, e.g.
   ``kafka_server_replicamanager_underreplicatedpartitions``).
+
+A secured cluster: every client here takes ``TIERLOG_CLIENT_CONFIG``'s settings
+(``pipelines.client_security``), except the cleaner's states, which
+``tierlog.tools.cleaner_report`` asks over PLAINTEXT only (and leaves out where it cannot).
 
 Bytes per tier over time: each run appends its totals to a small CSV (``history_path``), so
 a scheduled run (configs/pipelines.toml) draws the history of every run before it.
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 # librdkafka's info lines (at close) are noise in a report: warnings and up only.
-_QUIET = {"log_level": 4}
+LOG_LEVEL = 4
 HISTORY_FIELDS = ["time", "local_bytes", "remote_bytes"]
 
 
@@ -77,7 +81,16 @@ class Snapshot:
 def _admin(bootstrap_servers: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap_servers, **_QUIET})
+    from pipelines import client_security
+
+    # TIERLOG_CLIENT_CONFIG's TLS/SASL settings, as every pipeline's clients take them.
+    return AdminClient(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "log_level": LOG_LEVEL,
+            **client_security.librdkafka(),
+        }
+    )
 
 
 def _metrics_urls(admin: Any, brokers: list[Any], timeout_s: float) -> dict[int, str | None]:
@@ -117,12 +130,18 @@ def scrape(url: str, timeout_s: float = 10.0) -> dict[str, float]:
 def _local_bytes(brokers: list[Broker], timeout_s: float) -> dict[int, int]:
     from kio.schema.describe_log_dirs.v1.request import DescribeLogDirsRequest
 
+    from pipelines import client_security
     from tierlog.client import BrokerConnection
 
+    security = client_security.client_security()
     sizes = {}
     for broker in brokers:
         connection = BrokerConnection(
-            broker.host, broker.port, timeout=timeout_s, client_id="tierlog-cluster-health"
+            broker.host,
+            broker.port,
+            timeout=timeout_s,
+            client_id="tierlog-cluster-health",
+            security=security,
         )
         try:
             response: Any = connection.call(DescribeLogDirsRequest(topics=None))
