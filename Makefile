@@ -66,8 +66,9 @@ typecheck: $(STAMP)
 zookeeper:
 	test -x /usr/share/zookeeper/bin/zkServer.sh || (apt-get update -q && apt-get install -y -q zookeeper)
 
-# tests/tools/test_lab.py and tests/jobs/test_notebooks.py open JupyterLab and a run's HTML
-# copy in headless Chromium: Debian's package, from apt when missing.
+# tests/tools/test_lab.py, test_lab_run_all.py (through Playwright, never its own browser
+# download) and tests/jobs/test_notebooks.py open JupyterLab and a run's HTML copy in
+# headless Chromium: Debian's package, from apt when missing.
 chromium:
 	command -v chromium > /dev/null || (apt-get update -q && apt-get install -y -q chromium)
 

@@ -1,14 +1,21 @@
 """Headless Chromium (Debian's package, `make chromium`) for tests that look at a page as a
 user would: the DOM after its scripts ran (``dump_dom``) and a screenshot (``screenshot``),
 plus pixel checks on the PNG. One browser process per call, with its own throwaway
-profile, bounded by a timeout."""
+profile, bounded by a timeout.
+
+For a page a test must act on (click a menu, wait for a run), ``playwright_page`` drives
+the same Chromium through Playwright, which talks to it over the DevTools protocol; no
+browser of Playwright's own is downloaded or used."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -51,6 +58,33 @@ def _run(url: str, args: list[str], *, window: tuple[int, int], budget_ms: int) 
         )
     assert result.returncode == 0, result.stderr.decode(errors="replace")[-2000:]
     return result.stdout
+
+
+@contextmanager
+def playwright_page(window: tuple[int, int] = (1400, 1000)) -> Iterator[Any]:
+    """A Playwright page in headless Chromium (the system's), closed on the way out."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(
+            executable_path=chromium(),
+            headless=True,
+            # As _run's: no sandbox (root), no GPU; and no calls home.
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        try:
+            page = instance.new_page(viewport={"width": window[0], "height": window[1]})
+            page.set_default_timeout(TIMEOUT_S * 1000)
+            yield page
+        finally:
+            instance.close()
 
 
 def dump_dom(url: str, *, window: tuple[int, int] = (1280, 900), budget_ms: int = BUDGET_MS) -> str:

@@ -36,6 +36,7 @@ import nbformat
 
 from pipelines.notebooks import (
     changelog_cache,
+    cluster_health,
     exactly_once,
     explore_events,
     ingest_to_delta,
@@ -50,6 +51,7 @@ NOTEBOOKS: dict[str, list[tuple[str, str]]] = {
     "replay_from_object_storage": replay_from_object_storage.CELLS,
     "changelog_cache": changelog_cache.CELLS,
     "exactly_once": exactly_once.CELLS,
+    "cluster_health": cluster_health.CELLS,
 }
 
 

@@ -19,6 +19,7 @@ from tests import browser
 from tests.tiered_data import TieredTopic, running_tiered_topic, topic_rows, wait_offloaded
 from tierlog.jobs.runner import NotebookRun, run_notebook
 from tierlog.jobs.summary import SummaryNotFound, read_summary
+from tierlog.remote.manifest import committed_segments
 from tierlog.tools.activity import activity_stream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -186,6 +187,60 @@ def test_ingest_to_delta(tiered: TieredTopic, tmp_path: Path) -> None:
     assert (summary["table_version"], summary["skipped"]) == (0, False)
     views = sum(1 for e in activity_stream(EVENTS) if e.kind == "page_view")
     assert summary["page_views"] == views and summary["silver_rows"] >= 8
+
+
+def test_cluster_health(tiered: TieredTopic, tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    # A group that has read 100 records of partition 0: its lag is the rest of partition 0.
+    consumer = Consumer({"bootstrap.servers": tiered.bootstrap, "group.id": "health-check"})
+    try:
+        consumer.commit(offsets=[TopicPartition(tiered.topic, 0, 100)], asynchronous=False)
+        end = consumer.get_watermark_offsets(TopicPartition(tiered.topic, 0), timeout=10)[1]
+    finally:
+        consumer.close()
+    history = tmp_path / "history.csv"
+    parameters = {
+        "bootstrap_servers": tiered.bootstrap,
+        "history_path": str(history),
+        # The fixture's broker serves its metrics on a random port (metrics.http.port=0),
+        # which its config cannot tell; the notebook takes the URL as a parameter.
+        "metrics_urls": {"0": f"http://127.0.0.1:{tiered.broker.metrics_port()}/metrics"},
+    }
+    runs = []
+    for label in ("first", "second"):
+        result = run_notebook(
+            "cluster_health",
+            parameters,
+            notebooks_dir=NOTEBOOKS,
+            runs_dir=tmp_path / "runs",
+            cwd=tmp_path,
+            label=label,
+            timeout_s=120,  # no Spark: a few seconds a cell
+        )
+        assert result.ok, f"cluster_health failed: {result.error}; see {result.output}"
+        runs.append(result)
+    summary = read_summary(runs[1].output)
+    assert (summary["brokers"], summary["controller"], summary["metrics_scraped"]) == ([0], 0, [0])
+    assert summary["under_replicated"] == summary["offline"] == 0
+    assert summary["partitions"] >= tiered.partitions
+    assert summary["leaders"] == {"0": summary["partitions"]}
+    store = tiered.store()
+    remote = sum(
+        s.size_bytes
+        for p in range(tiered.partitions)
+        for s in committed_segments(store.read_manifest(tiered.topic, p))
+    )
+    assert summary["remote_bytes"] == remote > 0
+    local = sum(f.stat().st_size for f in tiered.broker.data_dir.glob("*-*/*.log"))
+    assert 0 < summary["local_bytes"] <= local + 1  # the broker's sizes of its segments
+    assert summary["lag"]["health-check"] == end - 100 > 0
+    assert len(history.read_text().splitlines()) == 3  # a header and one row per run
+    images = [o for o in outputs(runs[1].output) if "image/png" in o.get("data", {})]
+    assert len(images) == 1
+    plot = browser.png_pixels(base64.b64decode(images[0]["data"]["image/png"]))
+    # Drawn: the panels' bar colours (leaders, lag, local bytes), not a blank figure.
+    assert len(browser.colour_counts(plot, at_least=500)) >= 3
 
 
 def test_replay_from_object_storage_with_the_broker_stopped(

@@ -99,10 +99,15 @@ class Scheduler:
 # --- the shipped example --------------------------------------------------------------------
 
 
-def test_the_example_config_schedules_the_three_notebooks() -> None:
+def test_the_example_config_schedules_the_notebooks() -> None:
     config = schedule_config.load_config(REPO / "configs" / "pipelines.toml")
     jobs = {job.notebook: job for job in config.jobs}
-    assert set(jobs) == {"ingest_to_delta", "explore_events", "replay_from_object_storage"}
+    assert set(jobs) == {
+        "ingest_to_delta",
+        "explore_events",
+        "replay_from_object_storage",
+        "cluster_health",
+    }
     assert config.timezone == ZoneInfo("UTC")
     assert all(job.enabled for job in config.jobs)
 

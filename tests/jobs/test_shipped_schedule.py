@@ -60,7 +60,12 @@ def test_the_shipped_schedule_runs_every_job_on_the_demo_data(
     clone = clone_after_demo(tmp_path / "clone", demo_data(tmp_path_factory))
     config = schedule_config.load_config(REPO / "configs" / "pipelines.toml")
     names = [job.name for job in config.jobs]
-    assert names == ["ingest-activity", "explore-activity-daily", "replay-activity-weekly"]
+    assert names == [
+        "ingest-activity",
+        "explore-activity-daily",
+        "replay-activity-weekly",
+        "cluster-health-hourly",
+    ]
     # Half past a minute: no cron fire time lies between this and a second later, when
     # run-due looks again (however long the first run took).
     now = dt.datetime.now(dt.UTC).replace(second=30, microsecond=0)
@@ -86,7 +91,7 @@ def test_the_shipped_schedule_runs_every_job_on_the_demo_data(
             output = re.search(r" -> (\S+\.ipynb)", ended[0])
             assert output, ended
             outputs[job.name] = clone / output[1]
-        assert lines[-1].endswith(": 3 ran ok, 0 failed, 0 not due, 0 skipped"), lines
+        assert lines[-1].endswith(": 4 ran ok, 0 failed, 0 not due, 0 skipped"), lines
 
         ingested = read_summary(outputs["ingest-activity"])
         assert ingested["topic"] == "activity"
@@ -99,11 +104,15 @@ def test_the_shipped_schedule_runs_every_job_on_the_demo_data(
         # The replay reads object storage alone: the offloaded part of the stream.
         assert 0 < replayed["rows"] < DEMO_EVENTS
         assert (clone / "data" / "delta" / "activity_replay" / "_delta_log").is_dir()
+        health = read_summary(outputs["cluster-health-hourly"])
+        assert (health["brokers"], health["under_replicated"]) == ([0], 0)
+        assert health["local_bytes"] > 0 and health["remote_bytes"] > 0  # the demo's tiers
+        assert (clone / "data" / "cluster_health" / "history.csv").is_file()
 
         # At once again: nothing is due, and each job says when it next is.
         again = run_due(clone, now + dt.timedelta(seconds=1))
         assert [line.split(": not due, next at ")[0] for line in again[:-1]] == [
             f"job {name}" for name in names
         ], again
-        assert again[-1].endswith(": 0 ran ok, 0 failed, 3 not due, 0 skipped"), again
+        assert again[-1].endswith(": 0 ran ok, 0 failed, 4 not due, 0 skipped"), again
         assert serve.interrupt() == 0, serve.output()[-2000:]  # Ctrl-C stops it cleanly
