@@ -7,8 +7,10 @@ recompressed by the target's leader as Kafka does); and a consumer group's commi
 are translated onto the mirror, so the group can resume there without skipping a record.
 MirrorMaker 2's own state (Connect's internal topics, compacted) lives on the tierlog target.
 
-Not checked yet: ACL sync (``sync.topic.acls.enabled``; DescribeAcls comes with security,
-issue 22).
+Between two tierlog brokers with the ACL authorizer (MirrorMaker 2's ANONYMOUS a super
+user), the topic's ACLs are synced too (``sync.topic.acls.enabled``): MirrorMaker 2 reads
+them with DescribeAcls and writes them onto the mirror with CreateAcls, its rules applied
+(ALL becomes READ; ALLOW WRITE is not mirrored: only the mirror writes there).
 """
 
 from __future__ import annotations
@@ -21,7 +23,17 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from tests.broker.harness import BrokerProcess
 from tests.integration import kafka_tools
@@ -56,9 +68,22 @@ def mm2_dist() -> Any:
         pytest.fail(f"MirrorMaker 2 is unavailable ({exc}): run `make kafka-tools`", False)
 
 
+# ACLs decide, and MirrorMaker 2 (connecting as ANONYMOUS) may do anything.
+AUTHORIZED = {
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:ANONYMOUS",
+}
+SOURCE_ACLS = [
+    ("User:alice", AclOperation.ALL),  # mirrored as READ
+    ("User:bob", AclOperation.READ),  # mirrored as it is
+    ("User:carol", AclOperation.WRITE),  # not mirrored
+]
+MIRRORED_ACLS = {("User:alice", AclOperation.READ), ("User:bob", AclOperation.READ)}
+
+
 @pytest.fixture
 def target(tmp_path: Path) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path / "target").start()
+    broker = BrokerProcess(tmp_path / "target", AUTHORIZED).start()
     try:
         yield broker
     finally:
@@ -67,7 +92,7 @@ def target(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 @pytest.fixture
 def tierlog_source(tmp_path: Path) -> Iterator[str]:
-    broker = BrokerProcess(tmp_path / "source").start()
+    broker = BrokerProcess(tmp_path / "source", AUTHORIZED).start()
     try:
         yield broker.bootstrap
     finally:
@@ -172,10 +197,47 @@ def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
 
 
-def mirror_and_check(mm2_dist: Any, source: str, target: BrokerProcess, run_dir: Path) -> None:
+def topic_acls(bootstrap: str, topic: str) -> set[tuple[str, AclOperation]]:
+    """(principal, operation) of the ALLOW ACLs on the literal ``topic``."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    pattern = AclBindingFilter(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ALLOW,
+    )
+    return {(b.principal, b.operation) for b in admin.describe_acls(pattern).result(30)}
+
+
+def mirror_and_check(
+    mm2_dist: Any, source: str, target: BrokerProcess, run_dir: Path, *, acls: bool = False
+) -> None:
     expected = fill_source(source)
+    extra = {}
+    if acls:
+        admin = AdminClient({"bootstrap.servers": source})
+        bindings = [
+            AclBinding(
+                ResourceType.TOPIC,
+                TOPIC,
+                ResourcePatternType.LITERAL,
+                principal,
+                "*",
+                operation,
+                AclPermissionType.ALLOW,
+            )
+            for principal, operation in SOURCE_ACLS
+        ]
+        for future in admin.create_acls(bindings).values():
+            future.result(30)
+        extra = {"sync.topic.acls.enabled": "true", "sync.topic.acls.interval.seconds": "2"}
     mm2: ManagedProcess = mirror_maker.start_mirror_maker(
-        mm2_dist, run_dir, mirror_maker.mm2_properties(source, target.bootstrap, topics=TOPIC)
+        mm2_dist,
+        run_dir,
+        mirror_maker.mm2_properties(source, target.bootstrap, topics=TOPIC, extra=extra),
     )
     try:
         mirrored = f"source.{TOPIC}"
@@ -221,6 +283,11 @@ def mirror_and_check(mm2_dist: Any, source: str, target: BrokerProcess, run_dir:
             for _, header in iter_batches(segment.read_bytes())
         }
         assert codecs == {Compression.ZSTD}, codecs
+        if acls:
+            wait_until(
+                "the synced ACLs",
+                lambda: topic_acls(target.bootstrap, mirrored) == MIRRORED_ACLS,
+            )
         assert mm2.alive(), mm2.log_tail(40)
         # What it logged while it ran: its own shutdown races its scheduled tasks ("Cannot
         # accept new calls when AdminClient is closing", whatever the clusters are).
@@ -233,7 +300,7 @@ def mirror_and_check(mm2_dist: Any, source: str, target: BrokerProcess, run_dir:
 def test_tierlog_to_tierlog(
     mm2_dist: Any, tierlog_source: str, target: BrokerProcess, tmp_path: Path
 ) -> None:
-    mirror_and_check(mm2_dist, tierlog_source, target, tmp_path / "mm2")
+    mirror_and_check(mm2_dist, tierlog_source, target, tmp_path / "mm2", acls=True)
 
 
 def test_apache_kafka_to_tierlog(
