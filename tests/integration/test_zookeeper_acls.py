@@ -6,6 +6,7 @@ before, and ``tierlog users`` writes credentials given the brokers' identity."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,26 +39,28 @@ def cluster(tmp_path: Path, zk_connect: str) -> Iterator[ProcessCluster]:
         c.kill()
 
 
-@pytest.fixture
-def anonymous(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect)
+@contextlib.contextmanager
+def zk_client(zk_connect: str, auth: str | None = None) -> Iterator[KazooClient]:
+    """A ZooKeeper client, anonymous or with a digest ``user:password``."""
+    client = KazooClient(hosts=zk_connect, auth_data=[("digest", auth)] if auth else None)
     client.start(timeout=15)
     try:
         yield client
     finally:
         client.stop()
         client.close()
+
+
+@pytest.fixture
+def anonymous(zk_connect: str) -> Iterator[KazooClient]:
+    with zk_client(zk_connect) as client:
+        yield client
 
 
 @pytest.fixture
 def broker_identity(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect, auth_data=[("digest", "tierlog-brokers:zk-secret-1")])
-    client.start(timeout=15)
-    try:
+    with zk_client(zk_connect, "tierlog-brokers:zk-secret-1") as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def schemes(acls: list) -> dict[str, int]:  # type: ignore[type-arg]
