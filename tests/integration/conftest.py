@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.broker.harness import BrokerProcess
+from tests.integration import kafka_tools
 from tests.integration.zk_clients import SESSION_TIMEOUT_MS, ClientFactory
 from tests.remote.conftest import s3_bucket, s3_server  # noqa: F401
 from tierlog.broker.coordination.zk_client import ZkClient
@@ -63,3 +64,9 @@ def brokers() -> Iterator[list[BrokerProcess]]:
     yield started
     for broker in started:
         broker.kill()
+
+
+@pytest.fixture(scope="session")
+def tools() -> kafka_tools.KafkaDist:
+    """Kafka's Java tools (jars from Maven Central), fetched once per process."""
+    return kafka_tools.tools_or_fail()

@@ -148,6 +148,17 @@ def fetch_tools(work: Path = WORK, version: str = "auto") -> KafkaDist:
     )
 
 
+def tools_or_fail() -> KafkaDist:
+    """``fetch_tools()`` for a test fixture: a missing java, mvn or Central fails the test
+    with what to run, never skips it."""
+    import pytest
+
+    try:
+        return fetch_tools()
+    except KafkaUnavailable as exc:
+        pytest.fail(f"Kafka's tools are unavailable ({exc}): run `make kafka-tools`", False)
+
+
 @dataclass
 class ToolRun:
     """One finished tool invocation; ``output`` is stdout then stderr, for messages."""

@@ -42,7 +42,6 @@ from tests.integration.kafka_tools import (
     REASSIGN,
     TOPICS,
     KafkaDist,
-    KafkaUnavailable,
     ToolRun,
 )
 from tests.integration.test_reassignment import alter_reassignments, freeze, thaw
@@ -54,15 +53,6 @@ pytestmark = pytest.mark.timeout(
 )
 
 LISTED = re.compile(r"^\s*Topic: (\S+)\s+Partition: (\d+)\s", re.MULTILINE)
-
-
-@pytest.fixture(scope="session")
-def tools() -> KafkaDist:
-    """The jars, fetched once (missing java, mvn or Central is a failure, never a skip)."""
-    try:
-        return kafka_tools.fetch_tools()
-    except KafkaUnavailable as exc:
-        pytest.fail(f"Kafka's tools are unavailable ({exc}): run `make kafka-tools`", False)
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ from tests.integration.kafka_tools import (
     REASSIGN,
     TOPICS,
     KafkaDist,
-    KafkaUnavailable,
 )
 from tierlog.protocol.api_catalog import CATALOG, ApiStatus
 
@@ -42,14 +41,6 @@ CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 LISTED_API = re.compile(r"^\s*(\w+)\((\d+)\): (UNSUPPORTED|[\d to]+ \[usable: \d+\])", re.M)
-
-
-@pytest.fixture(scope="module")
-def tools() -> KafkaDist:
-    try:
-        return kafka_tools.fetch_tools()
-    except KafkaUnavailable as exc:
-        pytest.fail(f"Kafka's tools are unavailable ({exc}): run `make kafka-tools`", False)
 
 
 @pytest.fixture

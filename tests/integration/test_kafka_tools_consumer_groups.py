@@ -23,7 +23,6 @@ from tests.integration.kafka_tools import (
     CONSUMER_GROUPS,
     JVM_FLAGS,
     KafkaDist,
-    KafkaUnavailable,
 )
 
 pytestmark = pytest.mark.timeout(
@@ -36,15 +35,6 @@ FAST_GROUPS = {
     "group.consumer.session.timeout.ms": "6000",
     "group.consumer.min.session.timeout.ms": "6000",
 }
-
-
-@pytest.fixture(scope="module")
-def tools() -> KafkaDist:
-    """The jars, fetched once (missing java, mvn or Central is a failure, never a skip)."""
-    try:
-        return kafka_tools.fetch_tools()
-    except KafkaUnavailable as exc:
-        pytest.fail(f"Kafka's tools are unavailable ({exc}): run `make kafka-tools`", False)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import pytest
 from tests.broker.harness import BrokerProcess
 from tests.integration import kafka_tools
 from tests.integration.cluster_harness import ProcessCluster
-from tests.integration.kafka_tools import KafkaDist, KafkaUnavailable, ToolRun
+from tests.integration.kafka_tools import KafkaDist, ToolRun
 from tests.integration.zk_clients import raw_client
 
 pytestmark = pytest.mark.timeout(
@@ -36,14 +36,6 @@ SECURED = {
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
     "super.users": "User:ANONYMOUS",
 }
-
-
-@pytest.fixture(scope="module")
-def tools() -> KafkaDist:
-    try:
-        return kafka_tools.fetch_tools()
-    except KafkaUnavailable as exc:
-        pytest.fail(f"Kafka's tools are unavailable ({exc}): run `make kafka-tools`", False)
 
 
 def run(tools: KafkaDist, main_class: str, bootstrap: str, *args: str, ok: bool = True) -> ToolRun:

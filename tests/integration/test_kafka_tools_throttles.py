@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from tests.integration import kafka_tools
 from tests.integration.cluster_harness import ProcessCluster
 from tests.integration.kafka_tools import REASSIGN, TOPICS, KafkaDist
-from tests.integration.test_kafka_tools import tool, tools  # noqa: F401 - the fixture
+from tests.integration.test_kafka_tools import tool
 from tests.integration.test_reassignment import alter_reassignments
 from tests.integration.zk_clients import raw_client
 
@@ -95,7 +95,7 @@ def throttle_metrics(c: ProcessCluster, broker: int) -> dict[tuple[str, str], fl
 
 
 def test_reassign_with_a_throttle_holds_the_rate_and_verify_removes_it(
-    tools: KafkaDist,  # noqa: F811 - the fixture imported above
+    tools: KafkaDist,
     cluster3: ProcessCluster,
     tmp_path: Path,
 ) -> None:

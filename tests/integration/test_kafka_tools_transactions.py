@@ -40,7 +40,6 @@ from tests.integration.kafka_tools import (
     MESSAGE_COPIER,
     TRANSACTIONS,
     KafkaDist,
-    KafkaUnavailable,
     ToolRun,
 )
 from tierlog.broker.group.placement import partition_for
@@ -60,15 +59,6 @@ TXN_OVERRIDES = {
 PARTITIONS = 2  # one copier per input partition, as Kafka's system test runs them
 PER_PARTITION = 1500
 TRANSACTION_SIZE = 100  # the copier's max.poll.records: at most this many per transaction
-
-
-@pytest.fixture(scope="session")
-def tools() -> KafkaDist:
-    """The jars, fetched once (missing java, mvn or Central is a failure, never a skip)."""
-    try:
-        return kafka_tools.fetch_tools()
-    except KafkaUnavailable as exc:
-        pytest.fail(f"Kafka's tools are unavailable ({exc}): run `make kafka-tools`", False)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from cryptography import x509
 
 from tests.integration import kafka_tools
 from tests.integration.cluster_harness import ProcessCluster
-from tests.integration.kafka_tools import KafkaDist, KafkaUnavailable, ToolRun
+from tests.integration.kafka_tools import KafkaDist, ToolRun
 from tests.integration.zk_clients import raw_client
 from tests.raw_client import RawClient
 from tierlog.security.local_ca import LocalCa
@@ -27,14 +27,6 @@ pytestmark = pytest.mark.timeout(
 )
 
 KEY = "listener.name.ssl.ssl.keystore.location"
-
-
-@pytest.fixture(scope="module")
-def tools() -> KafkaDist:
-    try:
-        return kafka_tools.fetch_tools()
-    except KafkaUnavailable as exc:
-        pytest.fail(f"Kafka's tools are unavailable ({exc}): run `make kafka-tools`", False)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration import kafka_tools
-from tests.integration.kafka_tools import DUMP_LOG, KafkaDist, KafkaUnavailable
+from tests.integration.kafka_tools import DUMP_LOG, KafkaDist
 from tierlog.broker.group.consumer.member import ClassicMemberMetadata, ClassicProtocol
 from tierlog.broker.group.consumer.record_codec import encode_record
 from tierlog.broker.group.consumer.records import (
@@ -183,10 +183,7 @@ LINE = re.compile(r"^\| offset: (\d+) .* key: (\{.*\}) payload: (.*)$")
 
 @pytest.fixture(scope="module")
 def tools() -> KafkaDist:
-    try:
-        return kafka_tools.fetch_tools()
-    except KafkaUnavailable as exc:
-        pytest.fail(f"Kafka's tools are unavailable ({exc}): run `make kafka-tools`", False)
+    return kafka_tools.tools_or_fail()
 
 
 def test_kafka_decodes_every_consumer_group_record(tools: KafkaDist, tmp_path: Path) -> None:
