@@ -4,8 +4,11 @@ the integration tests).
 
 ``ZooKeeperServer`` writes a ``zoo.cfg`` into its own temporary directory, runs
 ``zkServer.sh start-foreground`` as a child process in a new process group (never
-daemonised), listens on 127.0.0.1 and a free port, and waits (bounded) until the four-letter
-``ruok`` is answered ``imok``. The server's output goes to ``zookeeper.log`` in that
+daemonised), listens on 127.0.0.1 and a free port, and waits (bounded) until it is ready:
+the four-letter ``ruok`` answered ``imok``, then a client session opened and closed. The
+first session is a transaction the server logs and syncs; on a loaded machine a JVM that
+already answers ``ruok`` has taken longer than a client's connection timeout over it. The
+server's output goes to ``zookeeper.log`` in that
 directory and is printed when start-up fails. ``stop()`` / ``kill()`` end the whole process
 group; the server is also killed at interpreter exit, so a crashed test run leaves no JVM.
 It lives beside the coordination code because ``EmbeddedCluster`` (``tierlog.broker.
@@ -32,7 +35,7 @@ INSTALL_HINT = "`make test` installs it, or: apt-get install zookeeper"
 # sessions (fast failover in development and tests).
 TICK_TIME_MS = 200
 MAX_SESSION_TIMEOUT_MS = 60_000
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 
 
@@ -94,7 +97,8 @@ class ZooKeeperServer:
         )
 
     def start(self) -> ZooKeeperServer:
-        """Start and wait until it answers ``ruok``. Raises RuntimeError with the log."""
+        """Start and wait until it answers ``ruok`` and opens a session. Raises RuntimeError
+        with the log."""
         if self.running:
             return self
         env = {**os.environ, "ZOOCFGDIR": str(self.dir), "ZOO_LOG_DIR": str(self.dir)}
@@ -110,7 +114,7 @@ class ZooKeeperServer:
             )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
-            if ruok(self.port):
+            if ruok(self.port) and self._opens_a_session(deadline - time.monotonic()):
                 return self
             if self._proc.poll() is not None:
                 break
@@ -119,6 +123,20 @@ class ZooKeeperServer:
         log = self.log_path.read_text(errors="replace")
         print(f"--- ZooKeeper log ({self.log_path}) ---\n{log}")
         raise RuntimeError(f"ZooKeeper did not start on port {self.port}; log:\n{log[-4000:]}")
+
+    def _opens_a_session(self, timeout_s: float) -> bool:
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        client = KazooClient(hosts=self.connect, timeout=max(timeout_s, 1.0))
+        try:
+            client.start(timeout=max(timeout_s, 1.0))
+            return True
+        except KazooTimeoutError:
+            return False
+        finally:
+            client.stop()
+            client.close()
 
     def _signal(self, sig: int, timeout: float) -> None:
         proc = self._proc
