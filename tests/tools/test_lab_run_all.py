@@ -51,6 +51,8 @@ PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 ANY_CELL_RAN = f"""() => Array.from(
     document.querySelectorAll('{PANEL} .jp-CodeCell .jp-InputPrompt')
 ).some(p => p.textContent.trim() !== '[ ]:')"""
+# The page's own view of the notebook's kernel (the toolbar's execution indicator).
+FRONTEND_KERNEL_IDLE = f'{PANEL} .jp-Notebook-ExecutionIndicator[data-status="idle"]'
 # Run All is done when the kernel has been idle this long (between two cells it is idle
 # for milliseconds).
 IDLE_FOR_S = 3.0
@@ -112,10 +114,15 @@ def run_all_cells(page: Any, lab: RunningLab, name: str) -> None:
         f"{name}: its kernel was not ready",
         KERNEL_READY_TIMEOUT_S,
     )
+    # The server's kernel being idle is not enough: until the page has connected to it,
+    # the lab's Run All clears the cells instead of running them (no kernel, no error).
+    page.wait_for_selector(FRONTEND_KERNEL_IDLE, timeout=KERNEL_READY_TIMEOUT_S * 1000)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    # Only a cell's prompt says the run started: the kernel is also busy briefly when the
+    # page connects, with nothing run.
     wait_for(
-        lambda: kernel_state(lab, name) == "busy" or bool(page.evaluate(ANY_CELL_RAN)),
+        lambda: bool(page.evaluate(ANY_CELL_RAN)),
         f"{name}: Run All Cells ran nothing",
         60,
     )
