@@ -27,12 +27,18 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
-from typing import Final
+from typing import Any, Final
 
 from tierlog.broker.network.connection_context import CLIENT_ADDRESS, CONNECTION_PRINCIPAL
 from tierlog.protocol import Request
 from tierlog.security.acl import CLUSTER_NAME, AclOperation, ResourcePattern, ResourceType
-from tierlog.security.api import Action, AuthorizationResult, Authorizer, RequestContext
+from tierlog.security.api import (
+    Action,
+    AuthorizationResult,
+    Authorizer,
+    MemoizableAuthorizer,
+    RequestContext,
+)
 from tierlog.security.authz_table import AUTHORIZATION, Check, Denial, When, denial_error
 from tierlog.security.principal import ANONYMOUS
 
@@ -115,6 +121,7 @@ def _applies(check: Check, conditions: frozenset[When]) -> bool:
 
 
 _ACTIONS_KEPT: Final = 4096
+_SHAPES_KEPT: Final = 4096
 
 
 @functools.cache
@@ -157,6 +164,14 @@ class RequestAuthorizer:
         # took as long as the decision itself (bench/acl_produce.py). Bounded: cleared
         # when full.
         self._actions: dict[tuple[AclOperation, ResourceType, str, bool], Action] = {}
+        # Request shapes (API, names, conditions, who, from where) whose every check passed,
+        # while the authorizer's decisions stay as they are: a client's produce requests
+        # repeat one shape, and walking the table's checks for it cost as much again as the
+        # decisions (bench/acl_produce.py, one record per request). Only full passes are
+        # kept: a refusal is asked again, so it is audited each time, as in Kafka.
+        self._memoizable = authorizer if isinstance(authorizer, MemoizableAuthorizer) else None
+        self._passed: set[tuple[Any, ...]] = set()
+        self._passed_version: int | None = None
 
     @property
     def authorizer(self) -> Authorizer | None:
@@ -188,6 +203,18 @@ class RequestAuthorizer:
         [result] = self._authorizer.authorize(current_context(), [action])
         return result is AuthorizationResult.ALLOWED
 
+    def _passed_shapes(self) -> set[tuple[Any, ...]] | None:
+        """The shapes known to pass under the authorizer's current decisions; None when
+        they may not be remembered."""
+        source = self._memoizable
+        version = source.decisions_version if source is not None else None
+        if version is None:
+            return None
+        if version != self._passed_version or len(self._passed) >= _SHAPES_KEPT:
+            self._passed.clear()
+            self._passed_version = version
+        return self._passed
+
     def _passes(self, check: Check, name: str, conditions: frozenset[When], log: bool) -> bool:
         if self.allowed(check.operation, check.resource, name, log=log and not check.fallback):
             return True
@@ -214,6 +241,19 @@ class RequestAuthorizer:
         needs none); a check on a resource not named does not apply."""
         if self._authorizer is None:
             return 0
+        passed = self._passed_shapes()
+        if passed is not None:
+            context = current_context()
+            shape = (
+                "request",
+                request.api_key,
+                tuple(names.items()) if names else (),
+                conditions,
+                context.principal,
+                context.client_host,
+            )
+            if shape in passed:
+                return 0
         holding = frozenset(conditions)
         for check in AUTHORIZATION[request.api_key].checks:
             if check.denial is not Denial.REQUEST or not _applies(check, holding):
@@ -226,6 +266,8 @@ class RequestAuthorizer:
                 continue
             if not self._passes(check, name, holding, log=True):
                 return denial_error(check.resource)
+        if passed is not None:
+            passed.add(shape)
         return 0
 
     def denied(
@@ -241,8 +283,23 @@ class RequestAuthorizer:
         for a listing that only leaves the refused out (no audit line, as Kafka)."""
         if self._authorizer is None:
             return {}
+        unique = tuple(dict.fromkeys(names))
+        passed = self._passed_shapes()
+        if passed is not None:
+            context = current_context()
+            shape = (
+                "denied",
+                request.api_key,
+                resource_type,
+                unique,
+                conditions,
+                log,
+                context.principal,
+                context.client_host,
+            )
+            if shape in passed:
+                return {}
         refused: dict[str, int] = {}
-        unique = list(dict.fromkeys(names))
         for check, cluster_first in _per_resource_checks(
             request.api_key, resource_type, frozenset(conditions)
         ):
@@ -256,6 +313,8 @@ class RequestAuthorizer:
                     check.operation, resource_type, name, log=log
                 ):
                     refused[name] = denial_error(resource_type)
+        if passed is not None and not refused:
+            passed.add(shape)
         return refused
 
     def visible(

@@ -132,6 +132,15 @@ class AclAuthorizer:
 
     # --- decisions -----------------------------------------------------------------------
 
+    @property
+    def decisions_version(self) -> int | None:
+        """``MemoizableAuthorizer``: the ACL cache's version (super users and
+        ``allow.everyone.if.no.acl.found`` are static); None while grants are audited
+        (``kafka.authorizer.logger`` at DEBUG), so each one gets its line."""
+        if AUDIT_LOG.isEnabledFor(logging.DEBUG):
+            return None
+        return self._cache.version
+
     def authorize(
         self, context: RequestContext, actions: Sequence[Action]
     ) -> list[AuthorizationResult]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tierlog.security.acl import (
     AccessControlEntry,
@@ -46,6 +46,7 @@ __all__ = [
     "AuthorizationResult",
     "Authorizer",
     "ConnectionInfo",
+    "MemoizableAuthorizer",
     "RequestContext",
     "SecurityProtocol",
 ]
@@ -209,3 +210,15 @@ class Authorizer(Protocol):
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]: ...
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]: ...
+
+
+@runtime_checkable
+class MemoizableAuthorizer(Protocol):
+    """An ``Authorizer`` whose answers may be remembered by the caller: the same question
+    gets the same answer while ``decisions_version`` stays the same."""
+
+    @property
+    def decisions_version(self) -> int | None:
+        """Changes whenever any decision may change (an ACL added or removed). None while
+        every decision must reach ``authorize`` (grants audited)."""
+        ...
