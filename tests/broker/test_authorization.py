@@ -59,21 +59,50 @@ def produce() -> Request:
     return Request(ApiKey.PRODUCE, 9, 7, "client", None, None, 9, 0)  # type: ignore[arg-type]
 
 
+class Connection:
+    """One client connection: its task's context, which holds who it is and from where,
+    and what the broker remembers for it."""
+
+    def __init__(self, principal: KafkaPrincipal, host: str = "10.0.0.1") -> None:
+        self.context = contextvars.copy_context()
+        self.context.run(CONNECTION_PRINCIPAL.set, principal)
+        self.context.run(CLIENT_ADDRESS.set, f"/{host}")
+
+    def produce(
+        self, authz: RequestAuthorizer, txn: str | None = None
+    ) -> tuple[int, dict[str, int]]:
+        """One produce request's checks, as handlers/produce.py makes them."""
+
+        def checks() -> tuple[int, dict[str, int]]:
+            request = produce()
+            bind_request(request)
+            conditions = (When.TRANSACTIONAL,) if txn is not None else ()
+            return authz.checks(request, {TXN: txn}, TOPIC, ("etl-a", "etl-a"), *conditions)
+
+        return self.context.run(checks)
+
+    def separately(
+        self, authz: RequestAuthorizer, txn: str | None = None
+    ) -> tuple[int, dict[str, int]]:
+        """The same two questions asked one by one (``request_error``, ``denied``)."""
+
+        def checks() -> tuple[int, dict[str, int]]:
+            request = produce()
+            bind_request(request)
+            conditions = (When.TRANSACTIONAL,) if txn is not None else ()
+            code = authz.request_error(request, {TXN: txn}, *conditions)
+            return code, authz.denied(request, TOPIC, (n for n in ("etl-a", "etl-a")))
+
+        return self.context.run(checks)
+
+
 def ask(authz: RequestAuthorizer, principal: KafkaPrincipal, host: str = "10.0.0.1",
         txn: str | None = None) -> tuple[int, dict[str, int]]:  # fmt: skip
-    """One produce request's checks, as handlers/produce.py makes them, from ``principal``
-    connected from ``host`` (in a context of its own, as each connection's task is)."""
-
-    def checks() -> tuple[int, dict[str, int]]:
-        CONNECTION_PRINCIPAL.set(principal)
-        CLIENT_ADDRESS.set(f"/{host}")
-        request = produce()
-        bind_request(request)
-        conditions = (When.TRANSACTIONAL,) if txn is not None else ()
-        code = authz.request_error(request, {TXN: txn}, *conditions)
-        return code, authz.denied(request, TOPIC, (name for name in ("etl-a", "etl-a")))
-
-    return contextvars.copy_context().run(checks)
+    """Both ways on one connection, which must agree."""
+    connection = Connection(principal, host)
+    answer = connection.produce(authz, txn)
+    assert connection.separately(authz, txn) == answer
+    return answer
 
 
 def authorizer_of(*bindings: AclBinding) -> CountingAclAuthorizer:
@@ -82,29 +111,50 @@ def authorizer_of(*bindings: AclBinding) -> CountingAclAuthorizer:
     return authorizer
 
 
-def test_a_passing_shape_is_answered_without_the_authorizer() -> None:
+@pytest.mark.parametrize("way", ["produce", "separately"])
+def test_a_passing_shape_is_answered_without_the_authorizer(way: str) -> None:
     authorizer = authorizer_of(binding("etl-", "User:alice"), binding("t", "User:alice", rtype=TXN))
     authz = RequestAuthorizer(authorizer)
-    assert ask(authz, ALICE, txn="t1") == (0, {})
+    connection = Connection(ALICE)
+    assert getattr(connection, way)(authz, txn="t1") == (0, {})
     first = authorizer.asked
     assert first >= 2  # Write on the transactional id and on the topic
     for _ in range(3):
-        assert ask(authz, ALICE, txn="t1") == (0, {})
+        assert getattr(connection, way)(authz, txn="t1") == (0, {})
     assert authorizer.asked == first
+    # Another connection of the same user is decided for itself.
+    assert getattr(Connection(ALICE), way)(authz, txn="t1") == (0, {})
+    assert authorizer.asked > first
 
 
-def test_every_acl_change_is_followed() -> None:
+@pytest.mark.parametrize("way", ["produce", "separately"])
+def test_every_acl_change_is_followed(way: str) -> None:
     authorizer = authorizer_of(binding("etl-", "User:alice"), binding("t", "User:alice", rtype=TXN))
     authz = RequestAuthorizer(authorizer)
-    assert ask(authz, ALICE, txn="t1") == (0, {})
+    connection = Connection(ALICE)
+    assert getattr(connection, way)(authz, txn="t1") == (0, {})
     deny = binding("etl-a", "User:*", Perm.DENY, pattern=PatternType.LITERAL)
     authorizer.cache.set_entries(deny.pattern, frozenset({deny.entry}))  # as a store's change
-    assert ask(authz, ALICE, txn="t1") == (0, {"etl-a": WRITE_DENIED})
+    assert getattr(connection, way)(authz, txn="t1") == (0, {"etl-a": WRITE_DENIED})
     authorizer.cache.set_entries(deny.pattern, frozenset())
-    assert ask(authz, ALICE, txn="t1") == (0, {})
+    assert getattr(connection, way)(authz, txn="t1") == (0, {})
     txn_deny = binding("t1", "User:alice", Perm.DENY, rtype=TXN, pattern=PatternType.LITERAL)
     assert all(r.error is None for r in asyncio.run(authorizer.create_acls([txn_deny])))
-    assert ask(authz, ALICE, txn="t1")[0] == TXN_DENIED
+    assert getattr(connection, way)(authz, txn="t1")[0] == TXN_DENIED
+
+
+def test_a_connection_that_authenticates_is_decided_as_its_new_principal() -> None:
+    authz = RequestAuthorizer(authorizer_of(binding("etl-", "User:alice")))
+    connection = Connection(ALICE)
+    assert connection.produce(authz) == (0, {})
+    connection.context.run(CONNECTION_PRINCIPAL.set, BOB)  # e.g. re-authenticated
+    assert connection.produce(authz) == (0, {"etl-a": WRITE_DENIED})
+
+
+def test_a_refused_transactional_id_asks_nothing_of_the_topics() -> None:
+    authorizer = authorizer_of(binding("etl-", "User:alice"))
+    assert Connection(ALICE).produce(RequestAuthorizer(authorizer), txn="t1") == (TXN_DENIED, {})
+    assert authorizer.asked == 1  # as Kafka, which answers before looking at the topics
 
 
 def test_another_principal_or_host_is_decided_afresh() -> None:
@@ -123,9 +173,10 @@ def test_another_principal_or_host_is_decided_afresh() -> None:
 
 def test_a_refusal_is_asked_and_audited_every_time(caplog: pytest.LogCaptureFixture) -> None:
     authz = RequestAuthorizer(authorizer_of())
+    connection = Connection(BOB)
     with caplog.at_level(logging.INFO, logger=AUDIT):
         for _ in range(3):
-            assert ask(authz, BOB) == (0, {"etl-a": WRITE_DENIED})
+            assert connection.produce(authz) == (0, {"etl-a": WRITE_DENIED})
     denials = [r for r in caplog.records if r.name == AUDIT and "Denied" in r.getMessage()]
     assert len(denials) == 3
 
@@ -133,9 +184,10 @@ def test_a_refusal_is_asked_and_audited_every_time(caplog: pytest.LogCaptureFixt
 def test_grants_audited_at_debug_are_each_decided(caplog: pytest.LogCaptureFixture) -> None:
     authorizer = authorizer_of(binding("etl-", "User:alice"))
     authz = RequestAuthorizer(authorizer)
-    assert ask(authz, ALICE) == (0, {})
+    connection = Connection(ALICE)
+    assert connection.produce(authz) == (0, {})
     with caplog.at_level(logging.DEBUG, logger=AUDIT):
         for _ in range(3):
-            assert ask(authz, ALICE) == (0, {})
+            assert connection.produce(authz) == (0, {})
     grants = [r for r in caplog.records if r.name == AUDIT and "Allowed" in r.getMessage()]
     assert len(grants) == 3

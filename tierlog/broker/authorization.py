@@ -11,6 +11,7 @@ error codes back:
 - ``denied``: per resource, the code of each refused name (Produce's Write on a topic).
   A cluster check with a per-resource fallback (CreateTopics: Create on the cluster, else
   Create on each topic) is tried first, silently.
+- ``checks``: ``request_error``, then ``denied``, in one call (Produce's path).
 - ``visible``: the names a filtering check keeps (Metadata's listing of every topic,
   ListGroups, ListTransactions): the others are left out without an error.
 - ``authorized_operations``: KIP-430's bit field for Metadata, DescribeGroups and
@@ -20,12 +21,17 @@ Who asks: the network layer sets ``CONNECTION_PRINCIPAL`` in each connection's t
 (``User:ANONYMOUS`` until authentication says otherwise) and ``CLIENT_ADDRESS``; the
 broker's dispatch makes the ``RequestContext`` of each request from them
 (``bind_request``). With no authorizer configured every check passes, as in Kafka.
+
+What passed is remembered per connection: the shape of a request (API, names, conditions)
+whose every check passed is answered from memory while the connection's principal and
+host and the authorizer's ``decisions_version`` (``MemoizableAuthorizer``) stay the same.
+Refusals are never remembered, so each is decided and audited again.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Final
 
@@ -52,6 +58,23 @@ __all__ = [
 ]
 
 _REQUEST_CONTEXT: ContextVar[RequestContext | None] = ContextVar("request_context", default=None)
+
+
+class _PassedShapes:
+    """The request shapes that passed on one connection (its task's context), while its
+    principal, its host and the authorizer's decisions stay as they were."""
+
+    __slots__ = ("host", "owner", "principal", "shapes", "version")
+
+    def __init__(self, owner: object, context: RequestContext, version: int) -> None:
+        self.owner = owner
+        self.principal = context.principal
+        self.host = context.client_host
+        self.version = version
+        self.shapes: set[tuple[Any, ...]] = set()
+
+
+_PASSED: ContextVar[_PassedShapes | None] = ContextVar("passed_shapes", default=None)
 
 Op, Res = AclOperation, ResourceType
 # KIP-430: the operations reported per resource type (Kafka's AclEntry.supportedOperations).
@@ -164,14 +187,13 @@ class RequestAuthorizer:
         # took as long as the decision itself (bench/acl_produce.py). Bounded: cleared
         # when full.
         self._actions: dict[tuple[AclOperation, ResourceType, str, bool], Action] = {}
-        # Request shapes (API, names, conditions, who, from where) whose every check passed,
-        # while the authorizer's decisions stay as they are: a client's produce requests
-        # repeat one shape, and walking the table's checks for it cost as much again as the
-        # decisions (bench/acl_produce.py, one record per request). Only full passes are
-        # kept: a refusal is asked again, so it is audited each time, as in Kafka.
+        # Request shapes (API, names, conditions) whose every check passed, kept per
+        # connection while the authorizer's decisions stay as they are (``_PassedShapes``):
+        # a client's produce requests repeat one shape, and walking the table's checks for
+        # it cost as much again as the decisions (bench/acl_produce.py, one record per
+        # request). Only full passes are kept: a refusal is asked again, so it is audited
+        # each time, as in Kafka.
         self._memoizable = authorizer if isinstance(authorizer, MemoizableAuthorizer) else None
-        self._passed: set[tuple[Any, ...]] = set()
-        self._passed_version: int | None = None
 
     @property
     def authorizer(self) -> Authorizer | None:
@@ -204,16 +226,25 @@ class RequestAuthorizer:
         return result is AuthorizationResult.ALLOWED
 
     def _passed_shapes(self) -> set[tuple[Any, ...]] | None:
-        """The shapes known to pass under the authorizer's current decisions; None when
-        they may not be remembered."""
+        """The shapes known to pass for this connection under the authorizer's current
+        decisions; None when they may not be remembered."""
         source = self._memoizable
         version = source.decisions_version if source is not None else None
         if version is None:
             return None
-        if version != self._passed_version or len(self._passed) >= _SHAPES_KEPT:
-            self._passed.clear()
-            self._passed_version = version
-        return self._passed
+        context = _REQUEST_CONTEXT.get() or current_context()
+        passed = _PASSED.get()
+        if (
+            passed is None
+            or passed.owner is not self
+            or passed.version != version
+            or passed.principal is not context.principal
+            or passed.host != context.client_host
+            or len(passed.shapes) >= _SHAPES_KEPT
+        ):
+            passed = _PassedShapes(self, context, version)
+            _PASSED.set(passed)
+        return passed.shapes
 
     def _passes(self, check: Check, name: str, conditions: frozenset[When], log: bool) -> bool:
         if self.allowed(check.operation, check.resource, name, log=log and not check.fallback):
@@ -233,7 +264,7 @@ class RequestAuthorizer:
     def request_error(
         self,
         request: Request,
-        names: Mapping[ResourceType, str] | None = None,
+        names: Mapping[ResourceType, str | None] | None = None,
         *conditions: When,
     ) -> int:
         """Kafka's code for the first refused whole-request check of ``request``'s API,
@@ -243,15 +274,7 @@ class RequestAuthorizer:
             return 0
         passed = self._passed_shapes()
         if passed is not None:
-            context = current_context()
-            shape = (
-                "request",
-                request.api_key,
-                tuple(names.items()) if names else (),
-                conditions,
-                context.principal,
-                context.client_host,
-            )
+            shape = ("request", request.api_key, tuple(names.items()) if names else (), conditions)
             if shape in passed:
                 return 0
         holding = frozenset(conditions)
@@ -270,6 +293,30 @@ class RequestAuthorizer:
             passed.add(shape)
         return 0
 
+    def checks(
+        self,
+        request: Request,
+        names: Mapping[ResourceType, str | None],
+        resource_type: ResourceType,
+        resources: Sequence[str],
+        *conditions: When,
+    ) -> tuple[int, dict[str, int]]:
+        """``request_error`` and then, when it passes, ``denied`` for ``resources``: a
+        Produce's two questions, with one remembered shape for both (the path that every
+        unbatched produce request takes, so one lookup, not two)."""
+        if self._authorizer is None:
+            return 0, {}
+        passed = self._passed_shapes()
+        if passed is not None:
+            shape = (request.api_key, tuple(names.items()), resource_type, resources, conditions)
+            if shape in passed:
+                return 0, {}
+        code = self.request_error(request, names, *conditions)
+        refused = {} if code else self.denied(request, resource_type, resources, *conditions)
+        if passed is not None and not code and not refused:
+            passed.add(shape)
+        return code, refused
+
     def denied(
         self,
         request: Request,
@@ -286,17 +333,7 @@ class RequestAuthorizer:
         unique = tuple(dict.fromkeys(names))
         passed = self._passed_shapes()
         if passed is not None:
-            context = current_context()
-            shape = (
-                "denied",
-                request.api_key,
-                resource_type,
-                unique,
-                conditions,
-                log,
-                context.principal,
-                context.client_host,
-            )
+            shape = ("denied", request.api_key, resource_type, unique, conditions, log)
             if shape in passed:
                 return {}
         refused: dict[str, int] = {}

@@ -70,8 +70,9 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
         # Write on the transactional id (for a transactional producer), Write on each topic.
         names = {ResourceType.TRANSACTIONAL_ID: body.transactional_id}
         conditions = (When.TRANSACTIONAL,) if body.transactional_id is not None else ()
-        refuse = authz.request_error(request, names, *conditions) or None
-        denied = authz.denied(request, ResourceType.TOPIC, (t.name for t in body.topic_data))
+        topics = tuple([t.name for t in body.topic_data])
+        code, denied = authz.checks(request, names, ResourceType.TOPIC, topics, *conditions)
+        refuse = code or None
     verified: dict[tuple[str, int], tuple[int, object | None]] = {}
     verifying = (
         refuse is None
