@@ -18,8 +18,7 @@ Where each figure comes from:
   ``kafka_server_replicamanager_underreplicatedpartitions``).
 
 A secured cluster: every client here takes ``TIERLOG_CLIENT_CONFIG``'s settings
-(``pipelines.client_security``), except the cleaner's states, which
-``tierlog.tools.cleaner_report`` asks over PLAINTEXT only (and leaves out where it cannot).
+(``pipelines.client_security``), the cleaner's states included.
 
 Bytes per tier over time: each run appends its totals to a small CSV (``history_path``), so
 a scheduled run (configs/pipelines.toml) draws the history of every run before it.
@@ -200,11 +199,13 @@ def _lag(admin: Any, timeout_s: float) -> dict[str, int]:
     return lag
 
 
-# tierlog.tools.cleaner_report.broker_states: broker id -> (host, port), a timeout ->
-# broker id -> {(topic, partition): state} (None: that broker's cleaner is off). Passed in:
-# the pipelines do not import the tools (docs/architecture.md).
+# tierlog.tools.cleaner_report.broker_states: broker id -> (host, port), a timeout, the
+# client's TLS and SASL settings (a ClientSecurity, None: PLAINTEXT) -> broker id ->
+# {(topic, partition): state} (None: that broker's cleaner is off). Passed in: the
+# pipelines do not import the tools (docs/architecture.md).
 CleanerStates = Callable[
-    [Mapping[int, tuple[str, int]], float], Mapping[int, Mapping[tuple[str, int], Any] | None]
+    [Mapping[int, tuple[str, int]], float, Any],
+    Mapping[int, Mapping[tuple[str, int], Any] | None],
 ]
 
 
@@ -223,6 +224,8 @@ def snapshot(
         metrics_urls: broker id -> its ``/metrics`` URL; None: found through each broker's
             configs (a broker whose ``metrics.http.port`` is -1 or 0 has none).
     """
+    from pipelines import client_security
+
     admin = _admin(bootstrap_servers)
     cluster = admin.describe_cluster(request_timeout=timeout_s).result(timeout_s)
     nodes = sorted(cluster.nodes, key=lambda n: n.id)
@@ -235,7 +238,9 @@ def snapshot(
         for p in sorted(described.partitions.values(), key=lambda p: p.id)
     ]
     states = (
-        cleaner_states({b.id: (b.host, b.port) for b in brokers}, timeout_s)
+        cleaner_states(
+            {b.id: (b.host, b.port) for b in brokers}, timeout_s, client_security.client_security()
+        )
         if cleaner_states is not None
         else {}
     )

@@ -257,7 +257,7 @@ CELLS = [
         address = (metadata.brokers[leader].host, metadata.brokers[leader].port)
         started = time.monotonic()
         while True:
-            states = broker_states({leader: address}, timeout=10)
+            states = broker_states({leader: address}, timeout=10, security=security)
             if leader in states and states[leader] is None:
                 raise RuntimeError(f"broker {leader} runs no log cleaner (log.cleaner.enable)")
             state = (states.get(leader) or {}).get((topic, 0))

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tierlog.broker.embedded import EmbeddedBroker
 from tierlog.jobs.summary import read_summary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,28 +26,36 @@ CELL_TIMEOUT_S = 100
 RUN_TIMEOUT_S = 300
 
 
-def test_changelog_cache_rebuilds_the_expected_state_from_the_cleaned_log(
-    tmp_path: Path,
-) -> None:
-    data = tmp_path / "data"
+def run_notebook(
+    tmp_path: Path, *params: str, env: dict[str, str] | None = None
+) -> tuple[Path, dict[str, object]]:
+    """``tierlog notebook run changelog_cache`` with the small parameters and ``params``:
+    the output notebook and its summary."""
     result = subprocess.run(
         [
             str(TIERLOG), "notebook", "run", "changelog_cache",
             "--notebooks-dir", str(REPO / "notebooks"), "--runs-dir", str(tmp_path / "runs"),
             "--timeout-s", str(CELL_TIMEOUT_S),
             "-p", "users", str(USERS), "-p", "updates", str(UPDATES),
-            "-p", "deleted_fraction", "0.1", "-p", "data_dir", str(data),
+            "-p", "deleted_fraction", "0.1", "-p", "data_dir", str(tmp_path / "data"),
+            *params,
         ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     output = tmp_path / result.stdout.strip().splitlines()[-1]
-    summary = read_summary(output)
+    return output, read_summary(output)
 
+
+def test_changelog_cache_rebuilds_the_expected_state_from_the_cleaned_log(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    output, summary = run_notebook(tmp_path)
     assert summary["matches_expected"] is True
     produced = summary["records_produced"]
     assert produced == UPDATES + DELETED + 1  # and one sign-up, which rolls the segment
@@ -70,3 +79,19 @@ def test_changelog_cache_rebuilds_the_expected_state_from_the_cleaned_log(
     cells = json.loads(output.read_text())["cells"]
     images = [o for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) == 1  # records per key, before and after
+
+
+def test_the_notebook_runs_against_a_secured_broker(tmp_path: Path) -> None:
+    """A broker with only a SASL_SSL listener: every client of the notebook, the cleaner's
+    state included, takes TIERLOG_CLIENT_CONFIG's settings."""
+    overrides = {"log.dirs": str(tmp_path / "broker"), "log.cleaner.backoff.ms": "100"}
+    with EmbeddedBroker(overrides, secure=True) as broker:
+        assert broker.security is not None
+        config = str(broker.security.client_properties_path)
+        _, summary = run_notebook(
+            tmp_path, "-p", "bootstrap_servers", broker.bootstrap,
+            env={"TIERLOG_CLIENT_CONFIG": config},
+        )  # fmt: skip
+    assert summary["matches_expected"] is True
+    assert summary["max_records_per_key_after"] == 1
+    assert summary["records_after"] < summary["records_produced"]

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from tests.broker.harness import BrokerProcess
 from tests.tools.cli import Cli
 from tierlog.broker.cleaner_state import KEY
+from tierlog.broker.embedded import EmbeddedBroker
 from tierlog.tools.cleaner_report import broker_states, summary
 
 COMPACTED = [
@@ -115,6 +116,19 @@ def test_a_broker_whose_cleaner_is_off_says_so(tmp_path: Path) -> None:
         assert re.fullmatch(r"not cleaned: log.cleaner.enable=false on broker \d+", column[0])
     finally:
         broker.stop()
+
+
+def test_describe_shows_the_state_over_sasl_ssl(tmp_path: Path) -> None:
+    """A secured broker (SASL_SSL only): the state is asked with ``--command-config``'s
+    TLS and SASL settings, as the tool's other clients are."""
+    data = tmp_path / "data"
+    with EmbeddedBroker({"log.dirs": str(data), "log.cleaner.backoff.ms": "100"}, secure=True) as b:
+        assert b.security is not None
+        cli = Cli(b.bootstrap)
+        secured = ("--command-config", str(b.security.client_properties_path))
+        cli.ok("topics", "create", "users", *COMPACTED, *secured)
+        column = _cleaner_column(cli.ok("topics", "describe", "users", *secured), "users")
+        assert column == {0: "dirty ratio 0.00, never cleaned"}
 
 
 def test_summary_words() -> None:

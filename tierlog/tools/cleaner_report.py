@@ -4,17 +4,22 @@ and last clean, asked of each broker as the read-only config ``tierlog.log.clean
 
 confluent-kafka's DescribeConfigs always asks for every key, and the broker returns this
 one only when it is named, so the request goes through tierlog's own client
-(``tierlog.client.BrokerConnection``, PLAINTEXT only). Whatever does not answer the key —
-a Kafka broker, an older tierlog, a broker out of reach, a TLS or SASL listener — adds
-nothing to the output: the state is a courtesy, never a reason for describe to fail.
+(``tierlog.client.BrokerConnection``, with the caller's TLS and SASL settings, a
+``ClientSecurity``). Whatever does not answer the key — a Kafka broker, an older tierlog, a
+broker out of reach, a principal without DescribeConfigs on the cluster — adds nothing to
+the output: the state is a courtesy, never a reason for describe to fail.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from tierlog.broker import cleaner_state
+
+if TYPE_CHECKING:
+    from tierlog.security.client_config import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +30,14 @@ _UNKNOWN = object()
 BrokerStates = dict[int, dict[tuple[str, int], dict[str, object]] | None]
 
 
-def broker_states(brokers: Mapping[int, tuple[str, int]], timeout: float) -> BrokerStates:
+def broker_states(
+    brokers: Mapping[int, tuple[str, int]],
+    timeout: float,
+    security: ClientSecurity | None = None,
+) -> BrokerStates:
     """``broker id -> its states`` (None: its cleaner is off) of the brokers that answer
-    the key; ``brokers`` maps ids to their ``(host, port)``."""
+    the key; ``brokers`` maps ids to their ``(host, port)``, reached with ``security``
+    (None: PLAINTEXT)."""
     from kio.schema.describe_configs.v4.request import (
         DescribeConfigsRequest,
         DescribeConfigsResource,
@@ -47,7 +57,9 @@ def broker_states(brokers: Mapping[int, tuple[str, int]], timeout: float) -> Bro
                 ),
             )
         )
-        connection = BrokerConnection(host, port, timeout=timeout, client_id="tierlog-topics")
+        connection = BrokerConnection(
+            host, port, timeout=timeout, client_id="tierlog-topics", security=security
+        )
         try:
             response = connection.call(request)
             value = _value(response)

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient, ClusterMetadata
 
+    from tierlog.security.client_config import ClientSecurity
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # Kafka's own request.timeout.ms default; it also bounds how long "broker unreachable" takes.
 DEFAULT_TIMEOUT_MS = 30_000
@@ -122,6 +124,25 @@ def librdkafka_properties(properties: dict[str, str]) -> dict[str, str]:
     rest = {k: v for k, v in properties.items() if k not in CLIENT_SECURITY_KEYS}
     try:
         return {**rest, **librdkafka_config(ClientSecurity.from_config(security))}
+    except (SecurityConfigError, ValueError) as exc:
+        raise ToolError(f"--command-config: {exc}") from None
+
+
+def client_security(properties: dict[str, str]) -> ClientSecurity | None:
+    """The TLS and SASL settings of ``properties`` (Kafka's Java keys or librdkafka's) for
+    tierlog's own client; None when they ask for PLAINTEXT.
+
+    Raises:
+        ToolError: a security setting is wrong (named, its value never shown).
+    """
+    from tierlog.security.client_config import CLIENT_SECURITY_KEYS, ClientSecurity
+    from tierlog.security.errors import SecurityConfigError
+
+    security = {k: v for k, v in properties.items() if k in CLIENT_SECURITY_KEYS}
+    if security.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT":
+        return None
+    try:
+        return ClientSecurity.from_config(security)
     except (SecurityConfigError, ValueError) as exc:
         raise ToolError(f"--command-config: {exc}") from None
 

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tierlog.tools import cleaner_report
-from tierlog.tools.client_config import ClientSettings, ToolError
+from tierlog.tools.client_config import ClientSettings, ToolError, client_security
 from tierlog.tools.ids import kafka_id
 
 if TYPE_CHECKING:
@@ -126,15 +126,14 @@ def _is_compacted(entries: dict[str, ConfigEntry]) -> bool:
 
 
 def _cleaner_states(settings: ClientSettings, admin: AdminClient) -> cleaner_report.BrokerStates:
-    """Each reachable tierlog broker's cleaner states (``tierlog.tools.cleaner_report``);
-    none over TLS or SASL, which tierlog's own client does not speak."""
-    protocol = settings.properties.get("security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        return {}
+    """Each reachable tierlog broker's cleaner states (``tierlog.tools.cleaner_report``),
+    asked with ``--command-config``'s TLS and SASL settings, as the tool's other clients."""
+    security = client_security(settings.properties)
     brokers = settings.metadata(admin, "list brokers").brokers
     addresses = {int(i): (str(b.host), int(b.port)) for i, b in brokers.items()}
     # A broker out of reach costs describe at most this long: the state is extra.
-    return cleaner_report.broker_states(addresses, min(settings.timeout, STATE_TIMEOUT))
+    timeout = min(settings.timeout, STATE_TIMEOUT)
+    return cleaner_report.broker_states(addresses, timeout, security)
 
 
 def _ids(nodes: list[Any]) -> str:
