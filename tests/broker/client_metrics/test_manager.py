@@ -3,6 +3,8 @@ subscriptions, terminating, sizes, codecs) and what the metrics endpoint exports
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
@@ -164,3 +166,30 @@ def test_instances_expire_after_three_intervals_or_a_minute(
 def test_unreadable_stored_subscriptions_are_left_out(manager: ClientMetricsManager) -> None:
     manager.set_subscriptions({"bad": {"interval.ms": "1"}, "ok": {"metrics": "a."}})
     assert manager.subscription_names == ["ok"]
+
+
+def test_a_scrape_while_clients_come_and_go_never_fails(manager: ClientMetricsManager) -> None:
+    """The metrics endpoint reads from its own thread while the event loop adds and drops
+    instances: a CI run's scrape failed with "OrderedDict mutated during iteration" (HTTP
+    500). Bounded: about a second of both at once."""
+    for _ in range(500):
+        manager.get_subscriptions(ZERO, CLIENT)
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def scrape() -> None:
+        while not done.is_set():
+            try:
+                list(manager.series())
+            except Exception as exc:  # what the endpoint would answer HTTP 500 for
+                failures.append(exc)
+                return
+
+    scraper = threading.Thread(target=scrape, daemon=True)
+    scraper.start()
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and not failures:
+        manager.get_subscriptions(ZERO, CLIENT)  # a new instance, the oldest dropped when full
+    done.set()
+    scraper.join(10)
+    assert not failures, failures[0]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -136,6 +137,11 @@ class ClientMetricsManager:
         self._subscriptions: dict[str, Subscription] = {}
         self._version = 0
         self._instances: OrderedDict[uuid.UUID, _Instance] = OrderedDict()
+        # The metrics endpoint's thread copies the instances while the event loop adds,
+        # reorders and drops them: an OrderedDict changed during the copy raised
+        # RuntimeError there, and the scrape failed with HTTP 500. Every change of
+        # _instances and the copy hold this lock.
+        self._instances_lock = threading.Lock()
         self.pushes = 0
         self.refused = 0
 
@@ -307,12 +313,15 @@ class ClientMetricsManager:
     def series(self) -> Iterator[Series]:
         """The numbers of every live instance's last push.
 
-        Called by the metrics endpoint's thread: it only reads (an instance's ``values`` is
-        replaced whole by each push, never changed in place) and leaves expiry to the
-        event loop, skipping instances past it.
+        Called by the metrics endpoint's thread: it copies the instances under
+        ``_instances_lock``, then only reads (an instance's ``values`` is replaced whole by
+        each push, never changed in place), and leaves expiry to the event loop, skipping
+        instances past it.
         """
         now = self._clock.monotonic_ms()
-        for instance in list(self._instances.values()):
+        with self._instances_lock:
+            instances = list(self._instances.values())
+        for instance in instances:
             if now - instance.seen_ms > instance.expiry_ms:
                 continue
             for (name, labels), (value, counter) in instance.values.items():
@@ -353,16 +362,19 @@ class ClientMetricsManager:
                 instance = _Instance(
                     instance_id, client, target, self._version, values=instance.values
                 )
-            self._instances[instance_id] = instance
-            while len(self._instances) > self._max_instances:
-                self._instances.popitem(last=False)
+            with self._instances_lock:
+                self._instances[instance_id] = instance
+                while len(self._instances) > self._max_instances:
+                    self._instances.popitem(last=False)
         instance.seen_ms = now
-        self._instances.move_to_end(instance_id)
+        with self._instances_lock:
+            self._instances.move_to_end(instance_id)
         return instance
 
     def _expire(self, now: int) -> None:
         # Each instance expires after its own interval, so all are looked at (at most
         # MAX_INSTANCES, only on telemetry requests and scrapes).
-        for instance_id, instance in list(self._instances.items()):
-            if now - instance.seen_ms > instance.expiry_ms:
-                del self._instances[instance_id]
+        with self._instances_lock:
+            for instance_id, instance in list(self._instances.items()):
+                if now - instance.seen_ms > instance.expiry_ms:
+                    del self._instances[instance_id]
