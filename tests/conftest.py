@@ -23,10 +23,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests import hang_guard
 
 hang_guard.install()
+
+# Property tests check what the code does, not how fast: on a loaded 2-core machine an
+# example can take longer than Hypothesis' default deadline of 200 ms, and generating data
+# can trip its too_slow health check, failing a correct test. pytest-timeout bounds every
+# test instead.
+settings.register_profile("tierlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tierlog")
 
 SPARK_GROUP = "spark"
 FIXED_PORTS_GROUP = "fixed-ports"
