@@ -72,24 +72,23 @@ class Connection:
         self, authz: RequestAuthorizer, txn: str | None = None
     ) -> tuple[int, dict[str, int]]:
         """One produce request's checks, as handlers/produce.py makes them."""
-
-        def checks() -> tuple[int, dict[str, int]]:
-            request = produce()
-            bind_request(request)
-            conditions = (When.TRANSACTIONAL,) if txn is not None else ()
-            return authz.checks(request, {TXN: txn}, TOPIC, ("etl-a", "etl-a"), *conditions)
-
-        return self.context.run(checks)
+        return self._request(authz, txn, together=True)
 
     def separately(
         self, authz: RequestAuthorizer, txn: str | None = None
     ) -> tuple[int, dict[str, int]]:
         """The same two questions asked one by one (``request_error``, ``denied``)."""
+        return self._request(authz, txn, together=False)
 
+    def _request(
+        self, authz: RequestAuthorizer, txn: str | None, together: bool
+    ) -> tuple[int, dict[str, int]]:
         def checks() -> tuple[int, dict[str, int]]:
             request = produce()
             bind_request(request)
             conditions = (When.TRANSACTIONAL,) if txn is not None else ()
+            if together:
+                return authz.checks(request, {TXN: txn}, TOPIC, ("etl-a", "etl-a"), *conditions)
             code = authz.request_error(request, {TXN: txn}, *conditions)
             return code, authz.denied(request, TOPIC, (n for n in ("etl-a", "etl-a")))
 
