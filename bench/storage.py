@@ -424,10 +424,10 @@ def bench_recovery(
     calls = {"segments": 0, "bytes": 0}
     original = LogSegment.recover
 
-    def counting(self: LogSegment) -> int:
+    def counting(self: LogSegment, *args: Any, **kwargs: Any) -> int:
         calls["segments"] += 1
         calls["bytes"] += self.size
-        return original(self)
+        return original(self, *args, **kwargs)
 
     batches = make_batches(MiB)
     config = LogConfig.from_props({"segment.bytes": str(segment_bytes)})
