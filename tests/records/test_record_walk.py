@@ -4,11 +4,13 @@ header, the reference decoder (``iter_records``) and a plain one-record-at-a-tim
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tierlog.records import record_walk, walk_jit
 from tierlog.records.builder import Record, build_batch
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import HEADER_SIZE, parse_header
@@ -28,6 +30,23 @@ records_st = st.lists(
     min_size=1,
     max_size=30,
 )
+
+
+@pytest.fixture(scope="module", params=["python", "compiled"], autouse=True)
+def walk(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test twice: with the Python walk, and with numba's compiled walk taking every
+    block (a dev dependency, so it must load: never a skip)."""
+    if request.param == "python":
+        yield request.param
+        return
+    compiled = walk_jit.compile_walk()
+    assert compiled is not None, "numba did not load; `make test` installs it"
+    saved = record_walk._jit_walk, record_walk.JIT_MIN_BYTES
+    record_walk._jit_walk, record_walk.JIT_MIN_BYTES = compiled, 0
+    try:
+        yield request.param
+    finally:
+        record_walk._jit_walk, record_walk.JIT_MIN_BYTES = saved
 
 
 def batch_of(records: list[tuple[bytes | None, bytes | None]]) -> bytes:

@@ -1,0 +1,65 @@
+"""The compiled record walk: when it loads, and that count_records hands it large blocks
+only (its answers are checked against the Python walk's in test_record_walk.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from tierlog.records import record_walk, walk_jit
+from tierlog.records.builder import Record, build_batch
+from tierlog.records.header import HEADER_SIZE
+
+
+@pytest.fixture
+def fresh_loader(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """record_walk as if use_jit had never run in this process."""
+    monkeypatch.setattr(record_walk, "_jit_walk", None)
+    monkeypatch.setattr(record_walk, "_jit_tried", False)
+    yield
+
+
+def test_it_compiles_and_counts_read_only_and_writable_bytes() -> None:
+    compiled = walk_jit.compile_walk()
+    assert compiled is not None
+    data = build_batch([Record(None, b"v" * n, timestamp=0) for n in range(50, 250)])
+    for octets in (np.frombuffer(data, np.uint8), np.frombuffer(bytearray(data), np.uint8)):
+        assert compiled(octets, HEADER_SIZE, len(data)) == 200
+        assert compiled(octets, HEADER_SIZE, len(data) - 1) == walk_jit.NOT_WHOLE
+
+
+@pytest.mark.parametrize("setting", ["0", "false", "off"])
+def test_tierlog_jit_0_keeps_the_python_walk(
+    setting: str, monkeypatch: pytest.MonkeyPatch, fresh_loader: None
+) -> None:
+    monkeypatch.setenv("TIERLOG_JIT", setting)
+    assert walk_jit.compile_walk() is None
+    assert record_walk.use_jit() is False
+    assert record_walk._jit_walk is None
+
+
+def test_use_jit_loads_once_and_count_records_takes_large_blocks_to_it(
+    monkeypatch: pytest.MonkeyPatch, fresh_loader: None
+) -> None:
+    assert record_walk.use_jit() is True
+    loaded = record_walk._jit_walk
+    assert loaded is not None
+    assert record_walk.use_jit() is True and record_walk._jit_walk is loaded
+    calls: list[tuple[int, int]] = []
+
+    def counting(octets: np.ndarray, start: int, end: int) -> int:
+        calls.append((start, end))
+        return loaded(octets, start, end)
+
+    monkeypatch.setattr(record_walk, "_jit_walk", counting)
+    small = build_batch([Record(None, b"s" * 100, timestamp=0)] * 5)
+    large = build_batch([Record(None, b"l" * n, timestamp=0) for n in range(100, 300)])
+    assert len(small) - HEADER_SIZE < record_walk.JIT_MIN_BYTES <= len(large) - HEADER_SIZE
+    assert record_walk.count_records(small, HEADER_SIZE, len(small)) == 5
+    assert calls == []
+    # A memoryview into a larger buffer, as a produce request hands it over.
+    framed = memoryview(b"\x00" * 3 + large + b"\x07" * 5)[3 : 3 + len(large)]
+    assert record_walk.count_records(framed, HEADER_SIZE, len(large)) == 200
+    assert calls == [(HEADER_SIZE, len(large))]
