@@ -16,9 +16,10 @@ the last line printed is one JSON object with every figure.
    Also a full rescan (no checkpoint) for contrast, giving seconds per GiB scanned.
 4. Memory: RSS (anonymous and file-backed) before and after appending 2 GiB.
 5. Produce checks (issue 10, items 5 and 6), in microseconds per batch next to the append
-   itself: counting an uncompressed batch's records by their length prefixes (the Python
-   walk, ``record_walk.count_records``), the CRC-32C for scale, and a compressed batch's
-   declared-size check. ``--only append,checks`` runs a subset. Also the scrubber's rate
+   itself: counting an uncompressed batch's records by their length prefixes
+   (``record_walk.count_records``, compiled by numba when it is installed, as the broker
+   uses it; ``--no-jit``: the Python walk), the CRC-32C for scale, and a compressed
+   batch's declared-size check. ``--only append,checks`` runs a subset. Also the scrubber's rate
    (``verify_segment_crc``, GiB/s of CRC verified) over a segment of 1 MiB batches and one
    of 16 KiB batches, page-cache resident and unthrottled.
 6. Roll (issue 10, "Full disk"): ``Log.roll`` with the indexes' first blocks reserved by
@@ -56,6 +57,7 @@ from tierlog.local.config import LogConfig
 from tierlog.local.log import Log
 from tierlog.local.log_manager import LogManager
 from tierlog.local.segment import LogSegment
+from tierlog.records import record_walk
 from tierlog.records.builder import Record, build_batch
 from tierlog.util.clock import ManualClock
 from tierlog.util.scheduler import ManualScheduler
@@ -177,7 +179,6 @@ def per_call_us(fn: Callable[[], object], calls: int, rounds: int = 5) -> float:
 def bench_checks(appends: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     from crc32c import crc32c
 
-    from tierlog.records import record_walk
     from tierlog.records.codecs import DEFAULT_MAX_SIZE
     from tierlog.records.expansion import check_declared_sizes
     from tierlog.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, Compression, parse_header
@@ -561,10 +562,19 @@ def main() -> int:
         default="append,read,recovery,memory,checks,roll",
         help="comma-separated parts to run (default: all)",
     )
+    parser.add_argument(
+        "--no-jit",
+        action="store_true",
+        help="walk records in Python even when numba is installed (the walk before it)",
+    )
     args = parser.parse_args()
     only = set(args.only.split(","))
     scale = 8 if args.quick else 1
     report = Report("storage", quick=args.quick)
+    # As a broker does at start: the compiled record walk when numba is installed.
+    jit = not args.no_jit and record_walk.use_jit()
+    report.data["record_walk"] = "compiled (numba)" if jit else "python"
+    print(f"record walk: {report.data['record_walk']}", flush=True)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tierlog-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = report.data
