@@ -3,9 +3,10 @@ writes them.
 
 For a 1 MiB batch the CRC check costs about a third of the write itself; ``crc32c``
 releases the GIL, so running it beside the ``pwritev`` hides most of that. The record
-count of an uncompressed batch (``tierlog.records.record_walk``, pure Python) runs there
-after the CRC. It holds the GIL, so it cannot overlap the event loop's Python, only the
+count of an uncompressed batch (``tierlog.records.record_walk``) runs there after the
+CRC. In Python it holds the GIL, so it cannot overlap the event loop's Python, only the
 log's ``pwritev`` (which releases the GIL); see ``_run`` for why it stays here. The
+compiled walk (numba, when installed) releases the GIL and overlaps both. The
 worker only reads the (immutable) bytes it is handed and returns an int, so the log's
 single-threaded contract holds: the log still makes every state change on its own
 thread, after the result.
@@ -39,7 +40,7 @@ class CrcWorker:
             try:
                 crc = int(crc32c(view, gil_release_mode=1))
                 # ``view`` starts at the attributes: the records start 40 bytes in.
-                # The walk holds the GIL. Here it can still run while the log's thread
+                # The Python walk holds the GIL. Here it can still run while the log's thread
                 # is in ``pwritev`` (GIL released); inline it would always come after
                 # the write. A/B on the shared 2-core box (Log.append of 1 MiB batches,
                 # best of 6-12 x 200, 2026-11-25): here 726-1021 us per append, inline
