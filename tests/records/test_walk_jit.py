@@ -63,3 +63,25 @@ def test_use_jit_loads_once_and_count_records_takes_large_blocks_to_it(
     framed = memoryview(b"\x00" * 3 + large + b"\x07" * 5)[3 : 3 + len(large)]
     assert record_walk.count_records(framed, HEADER_SIZE, len(large)) == 200
     assert calls == [(HEADER_SIZE, len(large))]
+
+
+def test_the_walk_run_as_python_gives_the_compiled_walks_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What numba compiles is plain Python: run uncompiled, it must agree (a compiler that
+    # changed the answer would show here as a difference between the two).
+    monkeypatch.setattr(record_walk, "_jit_walk", None)  # count_records: the Python walk
+    compiled = walk_jit.compile_walk()
+    assert compiled is not None
+    data = bytearray(build_batch([Record(b"k", b"v" * n, timestamp=0) for n in range(0, 400, 7)]))
+    cases = [(bytes(data), len(data)), (bytes(data), len(data) - 3)]
+    for at, octet in ((HEADER_SIZE, 0x7F), (HEADER_SIZE + 40, 0x01), (len(data) - 2, 0xFF)):
+        damaged = bytearray(data)
+        damaged[at] = octet
+        cases.append((bytes(damaged), len(damaged)))
+    cases.append((bytes(data[: HEADER_SIZE + 1]) + b"\xff\xff\xff\xff\xff\x01", HEADER_SIZE + 7))
+    for buffer, end in cases:
+        octets = np.frombuffer(buffer, np.uint8)
+        expected = record_walk.count_records(buffer, HEADER_SIZE, end)
+        assert walk_jit._walk(octets, HEADER_SIZE, end) == expected
+        assert compiled(octets, HEADER_SIZE, end) == expected

@@ -42,7 +42,6 @@ import numpy as np
 from tierlog.records.reader import _steps
 from tierlog.records.runs import RUN_MIN, same_size_run
 from tierlog.records.varint import BytesLike, decode_varint
-from tierlog.records.walk_jit import compile_walk
 
 # Returned when the records do not walk cleanly: a length running past the block, a
 # negative or malformed length, or a length too short for a record's fixed fields.
@@ -50,7 +49,7 @@ NOT_WHOLE = -1
 
 # The smallest record body after its length: attributes, timestampDelta, offsetDelta,
 # keyLength, valueLength and headers count, one byte each.
-_MIN_BODY = 6
+MIN_BODY = 6
 
 # Where no run of RUN_MIN same-size records is found, the next _SERIAL_FIRST bytes are
 # walked hop by hop, then twice as many before each next try, up to _SERIAL_MAX.
@@ -71,7 +70,7 @@ _jit_tried = False
 
 # _WALK[w], w the native 16-bit word read at a record's first byte: the bytes that record
 # takes (length code plus body) when its length code is one or two bytes long and the
-# length is at least _MIN_BODY; None otherwise (a longer code, or a negative or too short
+# length is at least MIN_BODY; None otherwise (a longer code, or a negative or too short
 # length), which sends the walk to decode_varint. Built on first use from the Arrow
 # path's table, which is indexed by b0 | b1 << 8.
 _WALK: list[int | None] = []
@@ -81,7 +80,7 @@ def _walk_table() -> list[int | None]:
     if not _WALK:
         table = list(_steps())
         for index, step in enumerate(table):
-            if step is not None and step - (2 if index & 0x80 else 1) < _MIN_BODY:
+            if step is not None and step - (2 if index & 0x80 else 1) < MIN_BODY:
                 table[index] = None
         if sys.byteorder == "big":  # the word read at p is b0 << 8 | b1 there
             table = [table[(w & 0xFF) << 8 | w >> 8] for w in range(1 << 16)]
@@ -101,7 +100,7 @@ def _walk_slowly(data: BytesLike, pos: int, end: int, limit: int) -> tuple[int, 
             length, after = decode_varint(data, pos)
         except ValueError:  # CorruptBatchError: truncated, longer than 5 bytes, > int32
             return None
-        if length < _MIN_BODY:
+        if length < MIN_BODY:
             return None
         pos = after + length
         n += 1
@@ -153,7 +152,7 @@ def count_records(data: BytesLike, start: int, end: int) -> int:
     ``data`` may extend past ``end`` (a memoryview of a produce request): bytes beyond it
     may be read but never change the answer.
     """
-    if end - start < _MIN_BODY + 1:
+    if end - start < MIN_BODY + 1:
         return 0 if end == start else NOT_WHOLE
     jit_walk = _jit_walk
     if jit_walk is not None and end - start >= JIT_MIN_BYTES:
@@ -217,6 +216,9 @@ def use_jit() -> bool:
     with _jit_lock:
         if not _jit_tried:
             _jit_tried = True
+            # Imported here: walk_jit imports this module, and numba only when asked.
+            from tierlog.records.walk_jit import compile_walk
+
             try:
                 _jit_walk = compile_walk()
             except Exception:  # a numba that cannot compile it: the Python walk still can

@@ -9,8 +9,8 @@ releases the GIL (``nogil``), so on the CRC worker thread it runs beside the eve
 
 numba compiles at run time, so there is no build step; the machine code is cached beside
 this module (``cache=True``), so only the first process after an install compiles (~1-2 s);
-later ones load it (~0.1 s after numba's own import, ~0.3 s). Nothing here is imported by
-default: ``record_walk.use_jit`` loads it (the broker does, on a background thread at
+later ones load it from the cache (~0.3 s, most of it numba's own import). Nothing here is
+imported by default: ``record_walk.use_jit`` loads it (the broker does, on a background thread at
 start), and ``count_records`` uses it once it is there. Without numba, or with
 ``TIERLOG_JIT=0`` in the environment, the pure-Python walk does everything, and the
 answers are the same (tests/records/test_record_walk.py checks both against each other).
@@ -24,10 +24,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-# What count_records returns for records that do not tile the block (record_walk.NOT_WHOLE).
-NOT_WHOLE = -1
-# The smallest record body after its length (record_walk._MIN_BODY).
-MIN_BODY = 6
+from tierlog.records.record_walk import MIN_BODY, NOT_WHOLE
+
 # A length code is a zigzag varint of an int32: at most 5 bytes, unsigned value < 2**32.
 MAX_CODE_SHIFT = 28
 MAX_CODE_VALUE = 0xFFFF_FFFF
@@ -59,7 +57,7 @@ def _walk(octets: Any, start: int, end: int) -> int:
     """Records in ``octets[start:end]`` by their length codes, or NOT_WHOLE: the same
     answers as ``record_walk.count_records`` (a code running past the array, longer than
     5 bytes or outside int32, a length below MIN_BODY, or a last record not ending at
-    ``end``). Plain Python that numba compiles; it runs as Python too, slowly (tests)."""
+    ``end``). Plain Python that numba compiles; it runs as Python too, slowly."""
     size = octets.shape[0]
     pos = start
     count = 0
