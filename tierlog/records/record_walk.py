@@ -42,14 +42,7 @@ import numpy as np
 from tierlog.records.reader import _steps
 from tierlog.records.runs import RUN_MIN, same_size_run
 from tierlog.records.varint import BytesLike, decode_varint
-
-# Returned when the records do not walk cleanly: a length running past the block, a
-# negative or malformed length, or a length too short for a record's fixed fields.
-NOT_WHOLE = -1
-
-# The smallest record body after its length: attributes, timestampDelta, offsetDelta,
-# keyLength, valueLength and headers count, one byte each.
-MIN_BODY = 6
+from tierlog.records.walk_jit import MIN_BODY, NOT_WHOLE, compile_walk
 
 # Where no run of RUN_MIN same-size records is found, the next _SERIAL_FIRST bytes are
 # walked hop by hop, then twice as many before each next try, up to _SERIAL_MAX.
@@ -216,9 +209,6 @@ def use_jit() -> bool:
     with _jit_lock:
         if not _jit_tried:
             _jit_tried = True
-            # Imported here: walk_jit imports this module, and numba only when asked.
-            from tierlog.records.walk_jit import compile_walk
-
             try:
                 _jit_walk = compile_walk()
             except Exception:  # a numba that cannot compile it: the Python walk still can

@@ -24,8 +24,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from tierlog.records.record_walk import MIN_BODY, NOT_WHOLE
-
+# Returned when the records do not walk cleanly (record_walk.count_records, which takes
+# both constants from here): a length running past the block, a negative or malformed
+# length, or a length too short for a record's fixed fields.
+NOT_WHOLE = -1
+# The smallest record body after its length: attributes, timestampDelta, offsetDelta,
+# keyLength, valueLength and headers count, one byte each.
+MIN_BODY = 6
 # A length code is a zigzag varint of an int32: at most 5 bytes, unsigned value < 2**32.
 MAX_CODE_SHIFT = 28
 MAX_CODE_VALUE = 0xFFFF_FFFF
