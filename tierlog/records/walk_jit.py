@@ -9,9 +9,9 @@ releases the GIL (``nogil``), so on the CRC worker thread it runs beside the eve
 
 numba compiles at run time, so there is no build step; the machine code is cached beside
 this module (``cache=True``), so only the first process after an install compiles (~1-2 s);
-later ones load it from the cache (~0.3 s, most of it numba's own import). Nothing here is
-imported by default: ``record_walk.use_jit`` loads it (the broker does, on a background thread at
-start), and ``count_records`` uses it once it is there. Without numba, or with
+later ones load it from the cache (~0.3 s, most of it numba's own import). numba is not
+imported until ``record_walk.use_jit`` asks for the walk (the broker does, on a background
+thread as it starts); ``count_records`` uses it once it is there. Without numba, or with
 ``TIERLOG_JIT=0`` in the environment, the pure-Python walk does everything, and the
 answers are the same (tests/records/test_record_walk.py checks both against each other).
 
