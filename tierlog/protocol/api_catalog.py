@@ -71,7 +71,7 @@ _STREAMS_GROUPS = (
 )
 _DELEGATION_TOKENS = (
     "delegation tokens (KIP-48) authenticate over SASL/SCRAM and need a token store; not "
-    "built (security, issue 22, comes first)"
+    "built yet (SASL/SCRAM is; issue 22)"
 )
 _I, _R = ApiStatus.IMPLEMENTED, ApiStatus.REFUSED
 

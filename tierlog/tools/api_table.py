@@ -48,11 +48,12 @@ metrics reporter that receives client metrics (KIP-714).
 
 Version guesses: franz-go's kadm names a broker's Kafka release from its ApiVersions by
 walking Kafka's releases back until every API of one is answered. The first API missing in
-Kafka's history decides: for tierlog today that is SaslHandshake (Kafka 0.10.0), so kadm
-says "between v0.9.0 and v0.10.0". Computed with franz-go's `kversion` over this table:
-with security's APIs (issue 22) it would say "between v1.0 and v1.1" (delegation tokens
-came in 1.1), with delegation tokens too "between v3.7 and v3.8"; only a broker answering
-every key at Kafka {KAFKA_VERSION}'s versions reads as "v{KAFKA_VERSION}". The guess is a label:
+Kafka's history decides. Before security's APIs (issue 22) that was SaslHandshake (Kafka
+0.10.0), and kadm said "between v0.9.0 and v0.10.0". With them the first missing is
+CreateDelegationToken (Kafka 1.1), so by franz-go's `kversion`, computed over this table,
+kadm says "between v1.0 and v1.1"; with delegation tokens too it would say "between v3.7
+and v3.8"; only a broker answering every key at Kafka {KAFKA_VERSION}'s versions reads as
+"v{KAFKA_VERSION}". The guess is a label:
 kadm and every other client send the versions the ApiVersions answer lists.
 
 | Key | API | tierlog | Versions (tierlog / Kafka) | Notes |
