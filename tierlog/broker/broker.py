@@ -41,7 +41,7 @@ from tierlog.local.dir_remover import DirRemover
 from tierlog.local.log_manager import LogManager
 from tierlog.local.scrubber import Scrubber
 from tierlog.protocol import ApiKey, EncodedFetchResponse, Request
-from tierlog.records import record_walk
+from tierlog.records import record_walk, walk_jit
 from tierlog.remote.remote_log_manager import RemoteLogManager
 from tierlog.security.api import Authorizer
 from tierlog.util.clock import Clock, SystemClock
@@ -146,10 +146,13 @@ class Broker:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        # The compiled record walk, when numba is installed, loads while the broker starts
-        # (0.3 s, or 1-2 s to compile after an install); batches that arrive first are
-        # walked in Python (records/record_walk.py).
-        threading.Thread(target=record_walk.use_jit, name="record-walk-jit", daemon=True).start()
+        if walk_jit.wanted():
+            # TIERLOG_JIT=1: the compiled record walk (numba, +~110 MB RSS) loads while the
+            # broker starts (0.3 s; 1-2 s to compile after an install); batches that arrive
+            # first are walked in Python (records/walk_jit.py).
+            threading.Thread(
+                target=record_walk.use_jit, name="record-walk-jit", daemon=True
+            ).start()
         scheduler = AsyncioScheduler(asyncio.get_running_loop())
         runtime = Runtime(
             self.clock, scheduler, self.lifecycle, self.dispatch, self._dir_remover, self._decoder

@@ -9,11 +9,12 @@ releases the GIL (``nogil``), so on the CRC worker thread it runs beside the eve
 
 numba compiles at run time, so there is no build step; the machine code is cached beside
 this module (``cache=True``), so only the first process after an install compiles (~1-2 s);
-later ones load it from the cache (~0.3 s, most of it numba's own import). numba is not
-imported until ``record_walk.use_jit`` asks for the walk (the broker does, on a background
-thread as it starts); ``count_records`` uses it once it is there. Without numba, or with
-``TIERLOG_JIT=0`` in the environment, the pure-Python walk does everything, and the
-answers are the same (tests/records/test_record_walk.py checks both against each other).
+later ones load it from the cache (~0.3 s, most of it numba's own import). It is opt-in:
+numba and LLVM add ~110 MB to a process's RSS, twice a broker's own (~75 MB at start), so
+a broker loads it only with ``TIERLOG_JIT=1`` in its environment (``wanted``), on a
+background thread as it starts, and ``count_records`` uses it once it is there. Otherwise
+the pure-Python walk does everything, and the answers are the same
+(tests/records/test_record_walk.py checks both against each other).
 
 Sans-I/O: an array of bytes in, a count out.
 """
@@ -21,7 +22,7 @@ Sans-I/O: an array of bytes in, a count out.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 # Returned when the records do not walk cleanly (record_walk.count_records, which takes
@@ -35,15 +36,18 @@ MIN_BODY = 6
 MAX_CODE_SHIFT = 28
 MAX_CODE_VALUE = 0xFFFF_FFFF
 
-DISABLE_VARIABLE = "TIERLOG_JIT"
+ENABLE_VARIABLE = "TIERLOG_JIT"
+
+
+def wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether a broker should load the compiled walk: ``TIERLOG_JIT`` is 1 (or true, yes,
+    on)."""
+    return environ.get(ENABLE_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def compile_walk() -> Callable[[Any, int, int], int] | None:
     """The compiled walk ``walk(octets, start, end) -> count or NOT_WHOLE`` over a
-    C-contiguous uint8 numpy array (read-only or not), or None when numba is missing or
-    ``TIERLOG_JIT=0``."""
-    if os.environ.get(DISABLE_VARIABLE, "1").strip().lower() in ("0", "false", "no", "off"):
-        return None
+    C-contiguous uint8 numpy array (read-only or not), or None when numba is missing."""
     try:
         import numba
         from numba import types
