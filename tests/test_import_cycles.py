@@ -14,16 +14,6 @@ import grimp
 # Cycles known and being removed by other work, each named by its item of issue 21. A
 # cycle not listed here, or one of these grown larger, fails.
 KNOWN_CYCLES = {
-    # item 4: the loader and the swap import Log for types; the segment list gets its
-    # own public API (Kafka's LogSegments).
-    frozenset(
-        {
-            "tierlog.local.damage_marks",
-            "tierlog.local.log",
-            "tierlog.local.log_loader",
-            "tierlog.local.segment_swap",
-        }
-    ),
     # item 6: remote/api.py types the manifest that manifest.py builds from api's types.
     frozenset({"tierlog.remote.api", "tierlog.remote.manifest"}),
 }
