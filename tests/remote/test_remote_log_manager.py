@@ -84,6 +84,12 @@ def make_log(tmp_path: Path, clock: ManualClock, **props: Any) -> Log:
     return log
 
 
+# These tests check what is offloaded and read back, not the bound on one remote read:
+# under a loaded full run, one read of a .txnindex from the S3 server took longer than
+# Kafka's 500 ms default (remote.fetch.max.wait.ms) and the test failed on a TimeoutError.
+FETCH_TIMEOUT_MS = 30_000
+
+
 class Harness:
     """One manager tracking one log, driven cycle by cycle."""
 
@@ -102,6 +108,7 @@ class Harness:
             0,
             clock=clock,
             fetch_throttle=fetch_throttle,
+            fetch_timeout_ms=FETCH_TIMEOUT_MS,
         )
         # The partition's replication state owns the high watermark; tests move it here.
         self.high_watermark = log.log_end_offset
