@@ -52,6 +52,14 @@ create|alter --config KEY=VALUE` sets topic keys.
   topics`), as in Kafka.
 - `remote.log.storage.options.<key>=<value>` (any key) passes `<key>` to the remote tier's
   fsspec filesystem (e.g. `client_kwargs.endpoint_url` for S3); dots nest.
+
+Two settings are environment variables, not keys, since they are not Kafka's and concern
+the process rather than the cluster:
+
+- `TIERLOG_JIT=1`: a broker counts produced records with the walk compiled by numba
+  (`pip install 'tierlog[jit]'`; ~110 MB more RSS; docs/integrity.md). Default: off.
+- `TIERLOG_CLIENT_CONFIG=<file>`: the client properties (TLS, SASL) that pipelines and
+  notebooks connect with (docs/security.md). Default: none (PLAINTEXT).
 """
 
 
