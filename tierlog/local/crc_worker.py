@@ -6,10 +6,10 @@ releases the GIL, so running it beside the ``pwritev`` hides most of that. The r
 count of an uncompressed batch (``tierlog.records.record_walk``) runs there after the
 CRC. In Python it holds the GIL, so it cannot overlap the event loop's Python, only the
 log's ``pwritev`` (which releases the GIL); see ``_run`` for why it stays here. The
-compiled walk (numba, when installed) releases the GIL and overlaps both. The
-worker only reads the (immutable) bytes it is handed and returns an int, so the log's
-single-threaded contract holds: the log still makes every state change on its own
-thread, after the result.
+compiled walk (numba, when a broker loads it: ``TIERLOG_JIT=1``) releases the GIL and
+overlaps both. The worker only reads the (immutable) bytes it is handed and returns an
+int, so the log's single-threaded contract holds: the log still makes every state change
+on its own thread, after the result.
 """
 
 from __future__ import annotations

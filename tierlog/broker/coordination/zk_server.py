@@ -12,11 +12,13 @@ retried until the start deadline: one long attempt that times out ends the wait 
 
 The server does not fsync its transaction log (``forceSync=no``). A killed ZooKeeper, the
 crash the tests inflict, loses nothing by that: its writes are in the operating system's
-page cache. Only a crash of the machine could, and this is a development server. With
-fsync, on ext4 under a loaded test run, one ZooKeeper fsync waited behind other processes'
-dirty data for over a minute: a session was not answered within 60 s, and every test of
-that worker failed. The server's output goes to ``zookeeper.log`` in that
-directory and is printed when start-up fails. ``stop()`` / ``kill()`` end the whole process
+page cache. Only a crash of the machine could, and this is a development server. Under a
+loaded test run a server that answered ``ruok`` did not answer its first session within
+60 s, and every test of that worker failed; its log said nothing (no logger binding), and
+an fsync of the log behind other processes' dirty data on ext4 is the likely wait.
+
+The server's output goes to ``zookeeper.log`` in that directory and is printed when
+start-up fails. ``stop()`` / ``kill()`` end the whole process
 group; the server is also killed at interpreter exit, so a crashed test run leaves no JVM.
 It lives beside the coordination code because ``EmbeddedCluster`` (``tierlog.broker.
 embedded``) starts one, and the broker imports nothing from the CLI's ``tools``.
