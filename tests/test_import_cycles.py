@@ -11,13 +11,6 @@ from __future__ import annotations
 
 import grimp
 
-# Cycles known and being removed by other work, each named by its item of issue 21. A
-# cycle not listed here, or one of these grown larger, fails.
-KNOWN_CYCLES = {
-    # item 6: remote/api.py types the manifest that manifest.py builds from api's types.
-    frozenset({"tierlog.remote.api", "tierlog.remote.manifest"}),
-}
-
 
 def _ancestors(module: str) -> list[str]:
     parts = module.split(".")
@@ -90,5 +83,4 @@ def test_the_cycle_finder_sees_a_cycle_through_an_init() -> None:
 
 
 def test_no_import_cycles_inside_tierlog() -> None:
-    unexpected = [sorted(cycle) for cycle in import_cycles("tierlog") if cycle not in KNOWN_CYCLES]
-    assert unexpected == []
+    assert [sorted(cycle) for cycle in import_cycles("tierlog")] == []

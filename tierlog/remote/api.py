@@ -1,7 +1,8 @@
 """The remote tier's two plugin interfaces, their data types and their errors (KIP-405).
 
 Only interfaces live here (style rule 4); ``tierlog.remote.fsspec_storage`` implements both
-on any fsspec URL, ``tierlog.remote.manifest`` owns the manifest's data type and JSON form.
+on any fsspec URL, ``tierlog.remote.manifest`` owns the manifest's data type and JSON form,
+``tierlog.remote.segments`` the segment's types (re-exported here).
 Callers open a store with ``tierlog.remote.registry.open_store(url, options)`` and type it
 as ``RemoteStore``: the URL's scheme picks the implementation, so a second store is one
 module registered under its scheme, and no caller changes.
@@ -36,54 +37,23 @@ Only COPY_FINISHED segments are readable; a segment enters DELETE_STARTED in the
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+# The segment's data types live below this module and tierlog.remote.manifest, so the two
+# need not import each other; they are re-exported here, where callers have always found them.
+from tierlog.remote.segments import (
+    TRANSITIONS,  # noqa: F401 (re-exported)
+    IndexKind,
+    RemoteSegment,
+    SegmentPart,  # noqa: F401 (re-exported)
+    SegmentState,  # noqa: F401 (re-exported)
+)
 
 if TYPE_CHECKING:
     from tierlog.remote.manifest import Manifest
     from tierlog.util.clock import Clock
-
-
-class SegmentState(Enum):
-    """Where a remote segment is in its lifecycle (drawn in the module docstring)."""
-
-    COPY_STARTED = "COPY_STARTED"
-    COPY_FINISHED = "COPY_FINISHED"
-    DELETE_STARTED = "DELETE_STARTED"
-
-
-# The allowed moves between states, as data (h11 style); a move to the same state is a
-# no-op, so retried transitions are harmless. Leaving DELETE_STARTED means removal from
-# the manifest (``manifest.without``), not a state.
-TRANSITIONS: dict[SegmentState, frozenset[SegmentState]] = {
-    SegmentState.COPY_STARTED: frozenset({SegmentState.COPY_FINISHED, SegmentState.DELETE_STARTED}),
-    SegmentState.COPY_FINISHED: frozenset({SegmentState.DELETE_STARTED}),
-    SegmentState.DELETE_STARTED: frozenset(),
-}
-
-
-class IndexKind(Enum):
-    """Which index of a segment to fetch; the value is the object's kind in the manifest.
-
-    ``PRODUCER_SNAPSHOT`` and ``LEADER_EPOCH`` are KIP-405's auxiliary state: the producer
-    state and the leader-epoch history as they stood at the segment's end, from which a
-    replica that starts at the leader's local log start rebuilds both without reading the
-    remote log. Only segments with ``has_aux_state`` have them.
-
-    ``TRANSACTION`` is the segment's aborted-transaction index (KIP-98's ``.txnindex``,
-    byte format in ``tierlog.records.txn_index_codec``): only segments with
-    ``has_txn_index`` have one (a segment no aborted transaction ended in has none).
-    """
-
-    OFFSET = "index"
-    TIME = "timeindex"
-    PRODUCER_SNAPSHOT = "producer_snapshot"
-    LEADER_EPOCH = "leader_epoch_checkpoint"
-    TRANSACTION = "txn_index"
 
 
 class RequestCounts:
@@ -106,86 +76,6 @@ class RequestCounts:
 
     def __reduce__(self) -> tuple[type[RequestCounts], tuple[()]]:
         return RequestCounts, ()
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentPart:
-    """Where one part of a remote segment is stored, and its checksum.
-
-    Attributes:
-        kind: ``log`` or an ``IndexKind`` value (``index``, ``timeindex``, ...).
-        object: the object's name, relative to the partition's directory.
-        offset: where the part starts inside the object (0 when it is the whole object;
-            several parts share one object in a single-object layout).
-        size: the part's length in bytes.
-        crc32c: CRC-32C of the part's bytes (Castagnoli, as Kafka's batches), None when
-            unknown (segments uploaded before tierlog recorded it).
-    """
-
-    kind: str
-    object: str
-    offset: int
-    size: int
-    crc32c: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteSegment:
-    """One remote copy of one closed local segment (Kafka's ``RemoteLogSegmentMetadata``).
-
-    Attributes:
-        topic, partition, topic_id: the partition; ``topic_id`` tells a recreated topic of
-            the same name apart (all zeros when unknown).
-        base_offset: first offset the segment may hold (its local file name).
-        end_offset: last offset in the segment, inclusive.
-        segment_id: a fresh UUID string per upload attempt, part of every object name, so
-            a retried or concurrent upload never overwrites a committed copy.
-        size_bytes: size of the ``.log`` object.
-        max_timestamp: largest batch max timestamp, -1 when none (retention.ms, ListOffsets).
-        first_batch_timestamp: the first batch's max timestamp, -1 when none.
-        leader_epochs: ``(epoch, start_offset)`` pairs covering the segment, epochs and
-            offsets increasing, offsets within ``[base_offset, end_offset]`` (KIP-405 uses
-            them to follow leader-epoch lineage on fetch and truncation).
-        state: lifecycle state.
-        created_ms: wall-clock time the upload attempt started (orphan age).
-        has_aux_state: the producer snapshot and leader-epoch checkpoint were uploaded
-            beside the segment (``IndexKind.PRODUCER_SNAPSHOT``/``LEADER_EPOCH``); False
-            for segments uploaded before tierlog did so.
-        has_txn_index: the segment's aborted-transaction index was uploaded beside it
-            (``IndexKind.TRANSACTION``); False when the local segment had none (no aborted
-            transaction's marker in it) and for segments uploaded before tierlog did so.
-        parts: where each part is stored and its CRC-32C, as the store reported it from
-            ``copy_segment``; empty for segments described before tierlog recorded them
-            (their objects follow the naming rule of ``tierlog.remote.manifest``).
-    """
-
-    topic: str
-    partition: int
-    topic_id: uuid.UUID
-    base_offset: int
-    end_offset: int
-    segment_id: str
-    size_bytes: int
-    max_timestamp: int
-    first_batch_timestamp: int
-    leader_epochs: tuple[tuple[int, int], ...]
-    state: SegmentState
-    created_ms: int
-    has_aux_state: bool = False
-    has_txn_index: bool = False
-    parts: tuple[SegmentPart, ...] = ()
-
-    @property
-    def next_offset(self) -> int:
-        """The offset after the segment's last one."""
-        return self.end_offset + 1
-
-    def part(self, kind: str) -> SegmentPart | None:
-        """The recorded part of ``kind``, None when the segment records none."""
-        for part in self.parts:
-            if part.kind == kind:
-                return part
-        return None
 
 
 # -- errors -------------------------------------------------------------------------------

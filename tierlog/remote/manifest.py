@@ -85,7 +85,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from tierlog.remote.api import (
+from tierlog.remote.segments import (
     TRANSITIONS,
     RemoteSegment,
     SegmentPart,
