@@ -3,6 +3,7 @@ past Kafka's 32/64-bit types, a log dir under a file, a remote URL fsspec cannot
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -118,3 +119,24 @@ def test_hdfs_without_libhdfs_is_one_clear_line(tmp_path: Path) -> None:
     result = start_broker(tmp_path, **{"remote.log.storage.url": "hdfs://127.0.0.1:1/tierlog"})
     assert_one_line(result, "remote.log.storage.url")
     assert "libhdfs" in result.stderr and "hdfs://127.0.0.1:1/tierlog" in result.stderr
+
+
+def test_broker_start_refuses_storage_options_that_are_not_a_json_object(tmp_path: Path) -> None:
+    result = start_broker(tmp_path, **{"remote.log.storage.options": "[1, 2]"})
+    assert_one_line(result, "remote.log.storage.options")
+    assert "JSON object" in result.stderr
+
+
+def test_storage_options_as_json_reach_the_store_as_written() -> None:
+    config = BrokerConfig(
+        {
+            "remote.log.storage.options": json.dumps(
+                {"s3_additional_kwargs": {"ServerSideEncryption": "aws:kms"}}
+            ),
+            "remote.log.storage.options.key": "0123",
+        }
+    )
+    assert config.remote_storage_options == {
+        "s3_additional_kwargs": {"ServerSideEncryption": "aws:kms"},
+        "key": "0123",
+    }

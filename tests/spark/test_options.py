@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tierlog.spark.options import DEFAULT_LEADER_SPLIT_OFFSETS, OffsetBound, parse
@@ -63,6 +65,22 @@ def test_remote_options_nest_like_the_brokers() -> None:
     assert opts.storage_options == {
         "client_kwargs": {"endpoint_url": "http://127.0.0.1:5000"},
         "anon": False,
+    }
+
+
+def test_remote_options_as_json_keep_their_case_through_pysparks_lower_casing() -> None:
+    # PySpark lower-cases option names; the JSON value is handed over as written.
+    raw = {
+        **BASE,
+        "remote.log.storage.options": json.dumps(
+            {"s3_additional_kwargs": {"ServerSideEncryption": "AES256"}}
+        ),
+        "remote.log.storage.options.client_kwargs.endpoint_url": "http://127.0.0.1:5000",
+    }
+    opts = parse({k.lower(): v for k, v in raw.items()})
+    assert opts.storage_options == {
+        "s3_additional_kwargs": {"ServerSideEncryption": "AES256"},
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:5000"},
     }
 
 

@@ -37,7 +37,11 @@ from tierlog.broker.security_config import (
 from tierlog.local.compression_config import COMPRESSION_TYPES, level_keys
 from tierlog.local.config import LogConfig, check_kafka_ranges
 from tierlog.remote.registry import check_url
-from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
+from tierlog.remote.storage_options import (
+    REMOTE_OPTIONS_JSON,
+    REMOTE_OPTIONS_PREFIX,
+    remote_options,
+)
 from tierlog.security.config_providers import is_provider_key
 from tierlog.security.config_providers import resolve as resolve_config_providers
 from tierlog.security.registry import AUTHORIZERS
@@ -761,13 +765,15 @@ class BrokerConfig:
         # ${file:path:key} and ${env:VAR} references (KIP-297 config providers) resolved
         # first, so that every key below sees its real value.
         self.raw = resolve_config_providers(dict(props or {}))
-        # remote.log.storage.options.<key>=<value> go to fsspec as storage options.
+        # remote.log.storage.options.<key>=<value> go to fsspec as storage options (and
+        # remote.log.storage.options={JSON}, the same as one object).
         self.remote_storage_options = remote_options(self.raw)
         self.values = BROKER_CONFIG.parse(
             {
                 k: v
                 for k, v in self.raw.items()
                 if not k.startswith(REMOTE_OPTIONS_PREFIX)
+                and k != REMOTE_OPTIONS_JSON
                 and not is_provider_key(k)
                 and not is_listener_key(k)
             }

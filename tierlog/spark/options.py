@@ -28,6 +28,8 @@ tierlog's own options:
 * ``remote.log.storage.url`` and ``remote.log.storage.options.*``: the broker's keys for the
   remote tier (copy them from server.properties). With them, closed remote segments are
   read straight from object storage; without them everything is fetched from the leader.
+  ``remote.log.storage.options`` takes them as one JSON object instead, whose names keep
+  their case and whose strings stay strings (``tierlog.remote.storage_options``).
 * ``tierlog.tiers``: ``all`` (default) or ``remote`` — only committed remote segments,
   no broker needed (``kafka.bootstrap.servers`` optional): replays of long retention.
 * ``tierlog.includeTier``: add a string column ``tier`` ("remote" or "local") saying where
@@ -56,7 +58,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierlog.remote.storage_options import REMOTE_OPTIONS_PREFIX, remote_options
+from tierlog.remote.storage_options import (
+    REMOTE_OPTIONS_JSON,
+    REMOTE_OPTIONS_PREFIX,
+    remote_options,
+)
 from tierlog.security.client_config import ClientSecurity
 from tierlog.util.configdef import ConfigError
 
@@ -131,6 +137,7 @@ _KNOWN = {
     "failondataloss",
     "includeheaders",
     "remote.log.storage.url",
+    REMOTE_OPTIONS_JSON,
     "tierlog.tiers",
     "tierlog.includetier",
     "tierlog.leadersplitoffsets",
@@ -153,7 +160,7 @@ def parse(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
     """
     opts = {str(k).lower(): str(v) for k, v in raw.items()}
     for key in opts:
-        if key in _KNOWN or key.startswith(REMOTE_OPTIONS_PREFIX) or key.startswith("kafka."):
+        if key in _KNOWN or key.startswith((REMOTE_OPTIONS_PREFIX, "kafka.")):
             continue  # kafka.* are consumer settings in Spark's source; only servers matter
         raise ConfigError(key, "unknown option of the tierlog data source")
     remote_only = _choice(opts, "tierlog.tiers", ("all", "remote"), "all") == "remote"
