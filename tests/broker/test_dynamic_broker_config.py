@@ -5,6 +5,7 @@ type). Overrides are kept in the single node's metadata store and survive a rest
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,54 @@ def test_refused_alterations_store_nothing(broker: BrokerProcess) -> None:
     assert "replication throttles: replica.alter.log.dirs.io.max.bytes.per.second" in (
         broker.log_text()
     )
+
+
+def active_producers(broker: BrokerProcess, topic: str) -> int:
+    """How many producers DescribeProducers names on partition 0 of ``topic``."""
+    raw = RawClient(broker.port)
+    try:
+        body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
+        (answer,) = raw.call(request(ApiKey.DESCRIBE_PRODUCERS, 0, body)).topics[0].partitions
+    finally:
+        raw.close()
+    assert int(answer.error_code) == 0, answer
+    return len(answer.active_producers)
+
+
+def test_producer_expiry_and_remote_read_bound_apply_at_once(tmp_path: Path) -> None:
+    # producer.id.expiration.ms (Kafka's DynamicProducerStateManagerConfig): an idle
+    # idempotent producer kept under the default (one day) is forgotten at the next check
+    # once the bound drops.
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    overrides = {
+        "producer.id.expiration.check.interval.ms": "200",
+        "remote.log.storage.url": remote.as_uri(),
+    }
+    process = BrokerProcess(tmp_path / "expiry", overrides).start()
+    try:
+        client = AdminClient({"bootstrap.servers": process.bootstrap})
+        assert outcome(client.create_topics([NewTopic("idem", 1, 1)])["idem"]) == (0, "")
+        producer = Producer({"bootstrap.servers": process.bootstrap, "enable.idempotence": True})
+        producer.produce("idem", value=b"once")
+        assert producer.flush(10) == 0
+        time.sleep(1.0)  # five checks
+        assert active_producers(process, "idem") == 1
+        assert alter(process, "", ("producer.id.expiration.ms", "300", SET)) == (0, "")
+        deadline = time.monotonic() + 10
+        while active_producers(process, "idem") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert active_producers(process, "idem") == 0
+        # remote.fetch.max.wait.ms, told to the remote tier's reads.
+        assert alter(process, "0", ("remote.fetch.max.wait.ms", "2000", SET)) == (0, "")
+        entry = describe_broker(client)["remote.fetch.max.wait.ms"]
+        assert (entry.value, entry.source) == ("2000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        log_text = process.log_text()
+        assert "reconfigured producer state: producer.id.expiration.ms" in log_text
+        assert "reconfigured remote copy and fetch rates: remote.fetch.max.wait.ms" in log_text
+        assert "reconfiguring" not in log_text  # its line when a part fails
+    finally:
+        process.stop()
 
 
 def test_broker_loggers_are_read_and_changed_at_runtime(broker: BrokerProcess) -> None:

@@ -12,10 +12,12 @@ import pytest
 
 from tierlog.broker import dynamic_config
 from tierlog.broker.config import BROKER_CONFIG, BrokerConfig, broker_keys_of
+from tierlog.broker.config_notes import BROKER_NOTES
 from tierlog.broker.coordination.api import BROKERS_ENTITY, MetadataChange
 from tierlog.broker.dynamic_config import (
     DYNAMIC_KEYS,
     LOG_DEFAULT_KEYS,
+    STATIC_HERE,
     AlterRefused,
     DynamicBrokerConfig,
     Layers,
@@ -27,7 +29,7 @@ from tierlog.broker.dynamic_config import (
     synonyms,
 )
 from tierlog.local.config import TOPIC_CONFIG
-from tierlog.util.configdef import CLUSTER_WIDE, PER_BROKER, ConfigError
+from tierlog.util.configdef import CLUSTER_WIDE, PER_BROKER, READ_ONLY, ConfigError
 
 STATIC = BrokerConfig({"log.retention.hours": "24", "broker.id": "3"})
 
@@ -40,6 +42,12 @@ def test_every_dynamic_key_is_a_broker_key_and_every_log_key_sets_a_topic_defaul
     assert set(DYNAMIC_KEYS.values()) == {CLUSTER_WIDE}
     # Only the first synonym is dynamic, as in Kafka.
     assert "log.retention.hours" not in DYNAMIC_KEYS and "log.roll.hours" not in DYNAMIC_KEYS
+
+
+def test_every_key_kafka_updates_at_run_time_is_dynamic_here_or_says_why_not() -> None:
+    kafka_dynamic = {k for k, notes in BROKER_NOTES.items() if notes.update_mode != READ_ONLY}
+    assert kafka_dynamic == set(DYNAMIC_KEYS) | set(STATIC_HERE)
+    assert not set(DYNAMIC_KEYS) & set(STATIC_HERE)
 
 
 def test_keys_not_dynamic_are_refused_together_with_kafkas_message() -> None:

@@ -1,6 +1,7 @@
 """Kafka's transaction keys in a broker process's configuration: a ``server.properties``
 with ``transaction.partition.verification.enable`` and
-``transaction.state.log.load.buffer.size`` starts, and both are honoured."""
+``transaction.state.log.load.buffer.size`` starts, and both are honoured; the first also
+changes at run time."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from tests.broker.harness import BrokerProcess
 from tests.broker.test_hanging_transactions import TXN_ID, init_producer, produce
 from tests.broker.test_transactions import TXN_OVERRIDES, create_topic, last_stable_offset
-from tests.raw_client import RawClient
+from tests.raw_client import RawClient, request
+from tierlog.protocol import ApiKey
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -61,3 +63,47 @@ def test_verification_off_and_a_small_load_buffer(tmp_path: Path) -> None:
     finally:
         raw.close()
         broker.stop()
+
+
+def test_verification_is_turned_off_and_on_at_run_time(tmp_path: Path) -> None:
+    # KIP-226: ``kafka-configs --entity-default --alter --add-config
+    # transaction.partition.verification.enable=false`` takes effect without a restart.
+    broker = BrokerProcess(tmp_path / "data", TXN_OVERRIDES).start()
+    raw = RawClient(broker.port)
+    try:
+        create_topic(broker.bootstrap, "hang")
+        pid, epoch = init_producer(raw)
+        assert int(produce(raw, TXN_ID, pid, epoch, 0).error_code) == 48  # INVALID_TXN_STATE
+        assert set_verification(broker, "false") == 0
+        assert int(produce(raw, TXN_ID, pid, epoch, 0).error_code) == 0
+        assert set_verification(broker, "true") == 0
+        # A partition with a transaction under way is not verified again (Kafka's rule);
+        # a new epoch, which ends it, starts one that is.
+        pid, epoch = init_producer(raw)
+        assert int(produce(raw, TXN_ID, pid, epoch, 0).error_code) == 48
+        assert "reconfigured transactions: transaction.partition.verification.enable" in (
+            broker.log_text()
+        )
+    finally:
+        raw.close()
+        broker.stop()
+
+
+def set_verification(broker: BrokerProcess, value: str) -> int:
+    """IncrementalAlterConfigs of the cluster default, as kafka-configs --entity-default
+    sends it: its error code."""
+    raw = RawClient(broker.port)
+    try:
+        config = {
+            "name": "transaction.partition.verification.enable",
+            "config_operation": 0,
+            "value": value,
+        }
+        body = {
+            "resources": [{"resource_type": 4, "resource_name": "", "configs": [config]}],
+            "validate_only": False,
+        }
+        answer = raw.call(request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body))
+    finally:
+        raw.close()
+    return int(answer.responses[0].error_code)

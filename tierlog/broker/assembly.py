@@ -241,6 +241,8 @@ async def assemble(config: BrokerConfig, run: Runtime, parts: BrokerParts) -> No
                 fetch_throttle,
                 replication_quotas,
                 log_dir_mover,
+                transactions,
+                remote,
                 None if cluster is None else cluster.controller,
             ),
             certificates.reconfigurable(),

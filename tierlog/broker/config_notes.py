@@ -16,6 +16,9 @@ from __future__ import annotations
 from tierlog.util.configdef import CLUSTER_WIDE, PER_BROKER, READ_ONLY, KafkaNotes
 
 _OWN = "tierlog's own key (Kafka has none)"
+# Kafka's dynamic log keys are each topic config's first broker synonym only
+# (ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS), so the others are read-only there.
+_NOT_FIRST = "only its first synonym, {}, changes at run time, as in Kafka"
 
 
 def _ro(kafka: str = "") -> KafkaNotes:
@@ -45,10 +48,10 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
     "min.insync.replicas": _cw(),
     "log.segment.bytes": _cw(),
     "log.roll.ms": _cw(),
-    "log.roll.hours": _cw(),
+    "log.roll.hours": _ro(_NOT_FIRST.format("log.roll.ms")),
     "log.retention.ms": _cw(),
-    "log.retention.minutes": _cw(),
-    "log.retention.hours": _cw(),
+    "log.retention.minutes": _ro(_NOT_FIRST.format("log.retention.ms")),
+    "log.retention.hours": _ro(_NOT_FIRST.format("log.retention.ms")),
     "log.retention.bytes": _cw(),
     "log.flush.interval.messages": _cw(),
     "log.flush.interval.ms": _cw(),

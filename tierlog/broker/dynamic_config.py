@@ -12,10 +12,10 @@ Layers, highest first (Kafka's precedence, also the order of DescribeConfigs' sy
 The effective config is a ``BrokerConfig`` of the three upper layers merged, so a dynamic
 value passes every check a static one does, cross-checks included. ``DYNAMIC_KEYS`` is the
 one table of what may change at runtime, with Kafka's update mode for each; every other
-key is refused (never stored and ignored). Keys in it that Kafka updates dynamically but
-tierlog reads only at start-up are left out on purpose, and so refused (docs/operations.md
-lists them). A listener's keystore and truststore keys are dynamic too, per broker and
-with the listener prefix only, as in Kafka (``listener.name.<l>.ssl.keystore.location``:
+key is refused (never stored and ignored). The keys Kafka updates dynamically but tierlog
+reads only at start-up are ``STATIC_HERE``, each with its reason, and so refused. A
+listener's keystore and truststore keys are dynamic too, per broker and with the listener
+prefix only, as in Kafka (``listener.name.<l>.ssl.keystore.location``:
 ``LISTENER_SSL_KEYS``); a part may check a new config before it is stored
 (``Reconfigurable.validate``, Kafka's ``validateReconfiguration``).
 """
@@ -79,12 +79,18 @@ CLEANER_KEYS = (
     "log.cleaner.backoff.ms",
 )
 # Connection limits shared by every listener (Kafka's DynamicListenerConfig / quotas).
-CONNECTION_KEYS = ("max.connections", "max.connections.per.ip")
-# The remote tier's upload and fetch rates (KIP-956).
+CONNECTION_KEYS = ("max.connections", "max.connections.per.ip", "max.connection.creation.rate")
+# The remote tier's upload and fetch rates (KIP-956) and the bound on one remote read
+# (Kafka's DynamicRemoteLogConfig).
 REMOTE_KEYS = (
     "remote.log.manager.copy.max.bytes.per.second",
     "remote.log.manager.fetch.max.bytes.per.second",
+    "remote.fetch.max.wait.ms",
 )
+# When idle idempotent producers are forgotten (Kafka's DynamicProducerStateManagerConfig).
+PRODUCER_STATE_KEYS = ("producer.id.expiration.ms",)
+# KIP-890 part 1's check that a transactional write's partition was added first.
+TRANSACTION_KEYS = ("transaction.partition.verification.enable",)
 # The replication throttles' rates (KIP-73; Kafka's BrokerConfigHandler reads this broker's
 # value, else the cluster default), and the log-dir move rate that kafka-reassign-partitions
 # sets beside them (--replica-alter-log-dirs-throttle) and clears with them (--verify).
@@ -97,9 +103,6 @@ REPLICATION_THROTTLE_KEYS = (
 # The controller's: turning it on elects leaders for offline partitions at once.
 CONTROLLER_KEYS = ("unclean.leader.election.enable",)
 
-# Left out, though Kafka updates them at run time, so refused until their parts take them:
-# the listeners and their SASL settings, max.connection.creation.rate (its sampler is
-# sized at start), num.*.threads (one event loop; docs/configuration.md).
 # Each with Kafka's update mode (config_notes): PER_BROKER keys may be set per broker only,
 # CLUSTER_WIDE ones as the cluster default too (and per broker, "for testing", Kafka says).
 DYNAMIC_KEYS: Mapping[str, str] = {
@@ -111,7 +114,17 @@ DYNAMIC_KEYS: Mapping[str, str] = {
         *REMOTE_KEYS,
         *REPLICATION_THROTTLE_KEYS,
         *CONTROLLER_KEYS,
+        *PRODUCER_STATE_KEYS,
+        *TRANSACTION_KEYS,
     )
+}
+
+# Keys Kafka updates at run time that tierlog reads only at start, and why: refused
+# dynamically with Kafka's "Cannot update these configs dynamically". (Kafka's
+# num.*.threads are not keys here at all: a broker is one event loop, docs/configuration.md.)
+STATIC_HERE: Mapping[str, str] = {
+    "listeners": "a listener is added or removed by a rolling restart",
+    "advertised.listeners": "a listener is added or removed by a rolling restart",
 }
 
 # A listener's keystore and truststore (``listener.name.<l>.<key>``, Kafka's

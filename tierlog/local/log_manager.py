@@ -42,7 +42,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tierlog.local import log_dir_move, partition_metadata
@@ -536,6 +536,14 @@ class LogManager:
     def flush_due(self) -> None:
         for topic_log in list(self.logs.values()):
             topic_log.flush_if_due()
+
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        """A new ``producer.id.expiration.ms`` at runtime (KIP-226, Kafka's
+        ``DynamicProducerStateManagerConfig``): every partition's next expiry check, and
+        every log opened from now on, uses it."""
+        self.timings = replace(self.timings, producer_id_expiration_ms=expiration_ms)
+        for topic_log in self.logs.values():
+            topic_log.producer_state.producer_id_expiration_ms = expiration_ms
 
     def expire_producers(self) -> int:
         """Forget idempotent producers idle longer than producer.id.expiration.ms."""

@@ -131,7 +131,6 @@ class RemoteLogManager:
         self.fetches_throttled = 0
         self.clock = clock or SystemClock()
         self.cache = ChunkCache(cache_dir, max(cache_bytes, 4 << 20))
-        self.fetch_timeout_s = fetch_timeout_ms / 1000
         self.partitions: dict[tuple[str, int], TieredPartition] = {}
         # Partitions of deleted topics whose remote data is still to be deleted (retried
         # every cycle until the store lets it go): (topic, topic id, partition).
@@ -153,17 +152,20 @@ class RemoteLogManager:
                 self.cache, read_ahead_chunks, read_ahead_max_bytes, threads=reader_threads
             )
         )
-        self.reads = RemoteReads(store, self.cache, self.fetch_timeout_s, self.read_ahead)
+        self.reads = RemoteReads(store, self.cache, fetch_timeout_ms / 1000, self.read_ahead)
         self.copy_errors = 0
         # Cycles run to the end (the metrics' tierlog_remote_cycles): how tests and
         # operators see that offload and remote retention keep being looked at.
         self.cycles = 0
         self.lost_ranges = 0  # times the remote tier was found to have lost committed data
         self.compaction_errors = 0
-        # Cleans compacted topics' remote segments after each cycle (tierlog.compaction
-        # sets it; the remote tier does not import the cleaner).
         # Cleans compacted topics' remote segments (the leader's; None: no log cleaner).
         self.compactor = compactor
+
+    def set_fetch_timeout_ms(self, timeout_ms: int) -> None:
+        """A new ``remote.fetch.max.wait.ms`` at runtime (KIP-226): remote reads that start
+        from now on are bounded by it."""
+        self.reads.fetch_timeout_s = timeout_ms / 1000
 
     # The components' counters, read through the manager as before (stats(), metrics).
 

@@ -51,7 +51,12 @@ create|alter --config KEY=VALUE` sets topic keys.
   at run time through AlterConfigs (`tierlog topics alter`, `kafka-configs --entity-type
   topics`), as in Kafka.
 - `remote.log.storage.options.<key>=<value>` (any key) passes `<key>` to the remote tier's
-  fsspec filesystem (e.g. `client_kwargs.endpoint_url` for S3); dots nest.
+  fsspec filesystem (e.g. `client_kwargs.endpoint_url` for S3); dots nest; `true`/`false`
+  become booleans and integers (written without leading zeros) numbers.
+  `remote.log.storage.options={...}` gives the same options as one JSON object, taken as
+  written (names keep their case, strings stay strings; the Spark source's options are
+  lower-cased by PySpark, so case-sensitive names such as S3's `ServerSideEncryption` need
+  it there); flat keys are merged over it.
 
 Two settings are environment variables, not keys, since they are not Kafka's and concern
 the process rather than the cluster:

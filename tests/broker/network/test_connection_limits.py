@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kio.index import load_request_schema
 
 from tests.broker.harness import BrokerProcess
@@ -171,15 +172,45 @@ def test_max_connection_creation_rate_delays_new_connections(start: StartBroker)
     # within it at once, the next ones wait before their first request is read: the
     # 13th about (13 / 10 s - 1) / 1 x 10 s = 3 s.
     broker = start(**{"max.connection.creation.rate": "1"})
+    waited = connection_waits(broker.port, 13)
+    assert max(waited[:5]) < 1.5, waited
+    assert waited[-1] > 2.0, waited
+
+
+def connection_waits(port: int, count: int) -> list[float]:
+    """Seconds each of ``count`` new connections, one after another, waits for its first
+    answer."""
     waited = []
-    for _ in range(13):
-        sock = connect(broker.port)
+    for _ in range(count):
+        sock = connect(port)
         began = time.monotonic()
         assert api_versions(sock)
         waited.append(time.monotonic() - began)
         sock.close()
-    assert max(waited[:5]) < 1.5, waited
+    return waited
+
+
+def set_creation_rate(broker: BrokerProcess, rate: str | None) -> None:
+    """``kafka-configs --entity-type brokers --entity-name 0 --alter`` (``--delete-config``
+    when ``rate`` is None), through librdkafka's admin."""
+    op = AlterConfigOpType.SET if rate is not None else AlterConfigOpType.DELETE
+    entry = ConfigEntry("max.connection.creation.rate", rate, incremental_operation=op)
+    resource = ConfigResource("broker", "0", incremental_configs=[entry])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(10)
+
+
+def test_max_connection_creation_rate_changes_at_run_time(start: StartBroker) -> None:
+    # KIP-226: the rate is bounded and unbounded again without a restart; the bound counts
+    # from the change on, as Kafka's sensor does.
+    broker = start()
+    assert max(connection_waits(broker.port, 13)) < 1.5
+    set_creation_rate(broker, "1")
+    waited = connection_waits(broker.port, 13)
     assert waited[-1] > 2.0, waited
+    set_creation_rate(broker, None)
+    assert max(connection_waits(broker.port, 13)) < 1.5
+    assert "reconfigured connection quotas: max.connection.creation.rate" in broker.log_text()
 
 
 def test_slowloris_request_is_bounded(start: StartBroker) -> None:

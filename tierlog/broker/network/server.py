@@ -205,15 +205,23 @@ class ConnectionQuotas:
         self._per_ip[ip] += 1
         return True
 
-    def set_connection_limits(self, max_connections: int, max_connections_per_ip: int) -> None:
-        """New ``max.connections`` and ``max.connections.per.ip`` at runtime (KIP-226): they
-        bound the connections accepted from now on; open ones are kept, as Kafka keeps
-        them."""
+    def set_connection_limits(
+        self, max_connections: int, max_connections_per_ip: int, max_creation_rate: int
+    ) -> None:
+        """New ``max.connections``, ``max.connections.per.ip`` and
+        ``max.connection.creation.rate`` at runtime (KIP-226): they bound the connections
+        accepted from now on; open ones are kept, as Kafka keeps them. A creation rate
+        newly bounded starts counting now (Kafka's sensor is created on the change too)."""
         self.limits = replace(
             self.limits,
             max_connections=max_connections,
             max_connections_per_ip=max_connections_per_ip,
+            max_connection_creation_rate=max_creation_rate,
         )
+        if max_creation_rate >= UNLIMITED:
+            self._creations = None
+        elif self._creations is None:
+            self._creations = SampledRate(11, 1000)
 
     def release(self, ip: str) -> None:
         self.count -= 1
