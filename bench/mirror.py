@@ -8,12 +8,14 @@ defaults but replication factor 1 and short intervals) starts, and the target's
 ``source.<topic>`` end offsets are polled every 0.2 s until they hold every record. The
 figure is records per second from the first mirrored record to the last (MirrorMaker's
 start-up, ~20-60 s of Connect on this box, is reported apart, not counted), and
-MB/s of values. ``ratio`` is tierlog's rate over Kafka's.
+MB/s of values. ``--rounds`` rounds (full 3, quick 1), the two pairs alternating within
+each, every pair on fresh brokers; reported as the median and spread of the rounds
+(``bench/reporting.py``), and ``ratio`` is tierlog's median over Kafka's.
 
 Run (from the repository root)::
 
-    .venv/bin/python bench/mirror.py --quick      # ~5 min: 20 MB per pair
-    .venv/bin/python bench/mirror.py              # 200 MB per pair
+    .venv/bin/python bench/mirror.py --quick      # ~5 min: 20 MB per pair, one round
+    .venv/bin/python bench/mirror.py              # 200 MB per pair, 3 rounds: ~25 min
 
 Human-readable lines as it goes; the LAST line is one JSON object. Brokers and MirrorMaker
 are stopped on exit (Ctrl-C and SIGTERM included).
@@ -22,7 +24,6 @@ are stopped on exit (Ctrl-C and SIGTERM included).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from typing import Any
 
 import kafka_ref
 import mirror_maker
+import reporting
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from procs import install_signal_handlers, wait_ready
@@ -146,29 +148,51 @@ def run_pair(
     return result
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 MB per pair")
+    parser.add_argument("--quick", action="store_true", help="20 MB per pair, one round")
     parser.add_argument("--mb", type=int, default=None, help="MB of records per pair")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (full 3, quick 1)")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args()
     install_signal_handlers()
     mb = args.mb or (20 if args.quick else 200)
+    rounds = args.rounds or (1 if args.quick else 3)
     records = mb * 1_000_000 // RECORD_BYTES
     dist = mirror_maker.fetch_mirror_maker(WORK)
-    figures: dict[str, Any] = {"mb": mb, "records": records, "mirror_maker": dist.version}
-    with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
-        work = Path(tmp)
-        for name, broker in (("tierlog", tierlog_broker), ("kafka", kafka_broker)):
-            try:
-                figures[name] = run_pair(name, broker, dist, records, work, args.timeout)
-            except Exception as exc:  # reported, and the other pair still runs
-                figures[name] = {"error": f"{type(exc).__name__}: {exc}"}
-    tierlog, kafka = figures.get("tierlog", {}), figures.get("kafka", {})
-    if "records_per_s" in tierlog and "records_per_s" in kafka:
-        figures["ratio"] = round(tierlog["records_per_s"] / kafka["records_per_s"], 2)
-    print(json.dumps({"bench": "mirror", "quick": args.quick, **figures}))
+    report = reporting.Report("mirror", quick=args.quick)
+    report.data.update(mb=mb, records=records, rounds=rounds, mirror_maker=dist.version)
+    per_side: dict[str, list[dict[str, Any]]] = {"tierlog": [], "kafka": []}
+    try:
+        for round_no in range(1, rounds + 1):
+            with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
+                work = Path(tmp)
+                for name, broker in (("tierlog", tierlog_broker), ("kafka", kafka_broker)):
+                    print(f"round {round_no}/{rounds}: {name}", flush=True)
+                    try:
+                        result = run_pair(name, broker, dist, records, work, args.timeout)
+                    except Exception as exc:  # reported, and the other pair still runs
+                        result = {"error": f"{type(exc).__name__}: {exc}"}
+                        report.fail(f"{name}, round {round_no}: {result['error']}")
+                    per_side[name].append(result)
+    except KeyboardInterrupt:
+        return finish(report, per_side, interrupted="KeyboardInterrupt")
+    return finish(report, per_side)
+
+
+def finish(report: reporting.Report, per_side: dict[str, list[dict[str, Any]]], **kw: Any) -> int:
+    report.data.update(per_side)
+    rates = {side: [r.get("records_per_s") for r in results] for side, results in per_side.items()}
+    figure = report.side_by_side("mirrored records/s", rates, unit="records/s")
+    report.data["ratio"] = figure.get("ratio")
+    report.side_by_side(
+        "MirrorMaker start-up",
+        {side: [r.get("startup_s") for r in results] for side, results in per_side.items()},
+        unit="s",
+        better=reporting.LOWER,
+    )
+    return report.finish(**kw)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -72,6 +72,7 @@ BENCHES = (
     Bench("acl_produce", ("acl_produce.py", "--quick")),
     Bench("tls", ("tls.py", "--quick")),
     Bench("consumer_protocol", ("consumer_protocol.py", "--quick")),
+    Bench("mirror", ("mirror.py", "--quick")),
     Bench("notebook_times", ("notebook_times.py", "--quick")),
 )
 # Issue 26 item 4: the file:// remote tier's two ratios, checked in every summary.
