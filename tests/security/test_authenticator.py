@@ -106,6 +106,40 @@ def test_oauthbearer_with_a_jwks_url_validates_jwts(tmp_path: Path) -> None:
     assert decode_response(answer.data[4:], 36, 2)[1].auth_bytes == b'{"status":"invalid_token"}'
 
 
+def test_kafkas_validator_class_names_pick_the_validator(tmp_path: Path) -> None:
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text('{"keys": []}')
+    handler = "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class"
+    base = {
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
+    }
+    jwt_class = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+    # The JWT validator without a JWKS fails at start, naming the key, as in Kafka.
+    with pytest.raises(SecurityConfigError) as caught:
+        ListenerAuthenticator.from_config(
+            {**base, handler: jwt_class}, "SASL_SSL", SecurityProtocol.SASL_SSL, ManualClock()
+        )
+    assert caught.value.key == handler and "jwks.endpoint.url" in str(caught.value)
+    # The unsecured validator, named, accepts unsecured tokens even beside a JWKS URL.
+    unsecured = (
+        "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+        "OAuthBearerUnsecuredValidatorCallbackHandler"
+    )
+    config = {**base, handler: unsecured, "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri()}
+    authenticator = ListenerAuthenticator.from_config(
+        config, "SASL_SSL", SecurityProtocol.SASL_SSL, ManualClock(1_500_000_000_000)
+    )
+    session = authenticator.start(_conn(SecurityProtocol.SASL_SSL))
+    assert isinstance(session, SaslSession)
+    token = unsecured_token({"sub": "admin", "exp": 2_000_000_000, "iat": 1_000_000_000})
+    session.receive(encode_request(sh1.SaslHandshakeRequest(mechanism="OAUTHBEARER"), 1)[4:])
+    request = sa2.SaslAuthenticateRequest(auth_bytes=f"n,,\x01auth=Bearer {token}\x01\x01".encode())
+    answer = session.receive(encode_request(request, 2)[4:])[0]
+    assert isinstance(answer, Send)
+    assert decode_response(answer.data[4:], 36, 2)[1].error_code == 0
+
+
 def test_plaintext_is_anonymous_and_ssl_maps_the_certificate(ca: LocalCa) -> None:
     plaintext = ListenerAuthenticator("PLAINTEXT", SecurityProtocol.PLAINTEXT, ManualClock())
     assert plaintext.start(_conn(SecurityProtocol.PLAINTEXT)) == ANONYMOUS

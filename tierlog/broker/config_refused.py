@@ -79,7 +79,6 @@ BROKER_REFUSED: Final[Mapping[str, str]] = MappingProxyType(
         "sasl.kerberos.": "GSSAPI (Kerberos) is not supported: PLAIN, SCRAM and OAUTHBEARER are",
         "sasl.login.": _SASL_CLIENT,
         "sasl.client.callback.handler.class": _PLUGIN,
-        "sasl.server.callback.handler.class": _PLUGIN,
         "sasl.mechanism.controller.protocol": _KRAFT,
         "sasl.oauthbearer.assertion.": _SASL_CLIENT,
         "sasl.oauthbearer.client.credentials.": _SASL_CLIENT,

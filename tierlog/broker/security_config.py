@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from tierlog.security.oauthbearer import JWT_VALIDATOR_CLASSES, UNSECURED_VALIDATOR_CLASS
 from tierlog.security.tls_rotation import RECONFIGURABLE_SSL_KEYS
 from tierlog.util.configdef import ConfigError, ConfigKey, KafkaNotes, at_least, one_of
 
@@ -138,7 +139,17 @@ SECURITY_KEYS: Final = [
         "how long a failed authentication waits before its answer and close",
         at_least(0),
     ),
-    _text("sasl.oauthbearer.jwks.endpoint.url", "KIP-768 JWKS (file: or https:)"),
+    ConfigKey(
+        "sasl.server.callback.handler.class",
+        "string",
+        "",
+        "an OAUTHBEARER listener's token validator, as Kafka names its two: "
+        "OAuthBearerValidatorCallbackHandler (JWTs against the JWKS) or "
+        "OAuthBearerUnsecuredValidatorCallbackHandler (unsecured tokens); unset: JWTs when "
+        "sasl.oauthbearer.jwks.endpoint.url is set, else unsecured",
+        one_of("", *sorted(JWT_VALIDATOR_CLASSES), UNSECURED_VALIDATOR_CLASS),
+    ),
+    _text("sasl.oauthbearer.jwks.endpoint.url", "KIP-768 JWKS (file:, http: or https:)"),
     ConfigKey(
         "sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3_600_000, "JWKS refresh", at_least(0)
     ),

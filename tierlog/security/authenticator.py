@@ -37,7 +37,13 @@ from tierlog.security.jaas import (
 from tierlog.security.jwks_fetch import fetcher
 from tierlog.security.oauth_jwt import JwksKeys, JwtValidator, JwtValidatorConfig
 from tierlog.security.oauth_unsecured import UnsecuredJwsValidator
-from tierlog.security.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer, TokenValidator
+from tierlog.security.oauthbearer import (
+    JWT_VALIDATOR_CLASSES,
+    OAUTHBEARER,
+    UNSECURED_VALIDATOR_CLASS,
+    OAuthBearerSaslServer,
+    TokenValidator,
+)
 from tierlog.security.plain import PLAIN, PlainSaslServer, PlainUsers
 from tierlog.security.principal import ANONYMOUS, KafkaPrincipal
 from tierlog.security.sasl_server import SaslServer
@@ -219,11 +225,21 @@ def _token_validator(
     jwks_fetcher: Callable[[str], Callable[[], bytes]] | None,
 ) -> TokenValidator:
     url = listener_setting(config, listener, "sasl.oauthbearer.jwks.endpoint.url", OAUTHBEARER)
-    if url is None:
+    handler = listener_setting(config, listener, "sasl.server.callback.handler.class", OAUTHBEARER)
+    named = handler[1].strip() if handler is not None else ""
+    if handler is not None and named in JWT_VALIDATOR_CLASSES and url is None:
+        raise SecurityConfigError(
+            handler[0], "the JWT validator needs sasl.oauthbearer.jwks.endpoint.url"
+        )
+    # Named as Kafka names it, the unsecured validator is what it says even beside a JWKS.
+    if url is None or named == UNSECURED_VALIDATOR_CLASS:
         _log.warning(
-            "listener %s accepts unsecured OAUTHBEARER tokens (no sasl.oauthbearer.jwks."
-            "endpoint.url): anyone can log in as anyone; for development only",
+            "listener %s accepts unsecured OAUTHBEARER tokens (%s): anyone can log in as "
+            "anyone; for development only",
             listener,
+            "no sasl.oauthbearer.jwks.endpoint.url"
+            if url is None
+            else "sasl.server.callback.handler.class names the unsecured validator",
         )
         return UnsecuredJwsValidator.from_jaas(entry, clock)
     fetch_from = jwks_fetcher or fetcher

@@ -40,6 +40,20 @@ __all__ = [
 ]
 
 OAUTHBEARER: Final = "OAUTHBEARER"
+
+# Kafka's OAUTHBEARER server callback handlers, the only values of a listener's
+# ``sasl.server.callback.handler.class`` tierlog takes (it loads no Java plugins). A Kafka
+# operator's OIDC set-up names the JWT validator; its Kafka 3.1-3.x name is accepted too.
+_KAFKA_OAUTH: Final = "org.apache.kafka.common.security.oauthbearer."
+JWT_VALIDATOR_CLASSES: Final = frozenset(
+    {
+        _KAFKA_OAUTH + "OAuthBearerValidatorCallbackHandler",
+        _KAFKA_OAUTH + "secured.OAuthBearerValidatorCallbackHandler",
+    }
+)
+UNSECURED_VALIDATOR_CLASS: Final = (
+    _KAFKA_OAUTH + "internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+)
 _SEPARATOR: Final = "\x01"
 _SASLNAME: Final = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"
 _KEY: Final = r"[A-Za-z]+"
