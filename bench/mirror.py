@@ -15,7 +15,7 @@ each, every pair on fresh brokers; reported as the median and spread of the roun
 Run (from the repository root)::
 
     .venv/bin/python bench/mirror.py --quick      # ~5 min: 20 MB per pair, one round
-    .venv/bin/python bench/mirror.py              # 200 MB per pair, 3 rounds: ~25 min
+    .venv/bin/python bench/mirror.py              # 200 MB per pair, 3 rounds: ~5 min
 
 Human-readable lines as it goes; the LAST line is one JSON object. Brokers and MirrorMaker
 are stopped on exit (Ctrl-C and SIGTERM included).
