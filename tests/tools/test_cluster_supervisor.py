@@ -1,5 +1,6 @@
-"""ClusterSupervisor.start_all with fake broker processes: a broker that exits before it
-starts is reported at once with its log's last line, not after the whole timeout."""
+"""ClusterSupervisor.start_all and stop_all with fake broker processes: a broker that exits
+before it starts is reported at once with its log's last line, not after the whole timeout;
+brokers that do not stop are waited for until one deadline, not one timeout each."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 
-from tierlog.tools.cluster_supervisor import ClusterSupervisor, last_line
+from tierlog.tools.cluster_supervisor import STOP_TIMEOUT_S, ClusterSupervisor, last_line
 
 
 class InstantEvent(threading.Event):
@@ -94,3 +95,33 @@ def test_last_line_of_a_missing_or_empty_log(tmp_path: Path) -> None:
     big = tmp_path / "big.log"
     big.write_text("x" * 10_000 + "\nthe end\n")
     assert last_line(big) == "the end"
+
+
+class StuckBroker(FakeBroker):
+    """Ignores SIGTERM: each wait uses up its whole timeout on the fake clock."""
+
+    def __init__(self, clock: list[float]) -> None:
+        super().__init__(clock, 0.0, None)
+        self.waited: list[float] = []
+
+    def stop(self) -> None:
+        pass
+
+    def wait(self, timeout: float) -> int:
+        self.waited.append(timeout)
+        self.clock[0] += timeout
+        return -9
+
+
+def test_a_stop_waits_for_every_broker_until_one_deadline(tmp_path: Path) -> None:
+    sup, now = supervisor(tmp_path, {0: (1.0, None), 1: (1.0, None), 2: (1.0, None)}, [])
+    stuck = {n: StuckBroker(now) for n in sup.slots}
+    for n, slot in sup.slots.items():
+        slot.process = stuck[n]  # type: ignore[assignment]
+    began = now[0]
+    sup.stop_all()
+    # The first wait takes the whole timeout; the others find the deadline passed.
+    assert stuck[0].waited[0] > STOP_TIMEOUT_S - 5
+    assert all(s.waited == [0.0] for s in (stuck[1], stuck[2]))
+    assert now[0] - began < STOP_TIMEOUT_S + 5
+    assert {slot.state for slot in sup.slots.values()} == {"stopped"}
