@@ -190,7 +190,14 @@ def start_cluster(
             flush=True,
         )
         stop = until or threading.Event()
-        while not stop.wait(0.5):
+        # Sleep, then look: never stop.wait(). The CLI sets ``until`` from its SIGINT/SIGTERM
+        # handler, which runs in this thread between bytecodes; arriving while wait() held
+        # the Event's lock, its set() waited on that lock forever (a Ctrl-C that never
+        # stopped the cluster, seen once in a loaded test run).
+        while True:
+            time.sleep(0.5)
+            if stop.is_set():
+                break
             supervisor.poll()
         return 0
     finally:
