@@ -66,19 +66,29 @@ def test_the_configuration_silences_what_a_normal_run_prints_and_nothing_else() 
     assert entries["logger.javautils.filter.rmrf.onMatch"] == "DENY"
 
 
-def test_the_jvms_incubator_warning_is_dropped_and_the_rest_kept(
+def test_the_jvms_incubator_warning_is_dropped_the_rest_kept_and_the_jvm_reaped(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """Issue 25 item 3: every report carried a red stderr box with this line."""
-    import io
+    """Issue 25 item 3: every report carried a red stderr box with this line. And a JVM
+    that exits is reaped: ipykernel's shutdown waited 2.6 s for the zombie."""
+    import subprocess
+    import sys
 
-    from tierlog.spark.session import _copy_stderr
+    from tierlog.spark.session import _copy_stderr_and_reap
 
-    stream = io.BytesIO(
-        b"WARNING: Using incubator modules: jdk.incubator.vector\n"
-        b"26/11/27 23:19:10 WARN Executor: something a user can act on\n"
+    # A stand-in JVM: it writes the two lines on stderr and exits; nothing else waits for it.
+    jvm = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.stderr.write('WARNING: Using incubator modules: "
+            "jdk.incubator.vector\\n26/11/27 23:19:10 WARN Executor: something a user can "
+            "act on\\n'); sys.exit(3)",
+        ],
+        stderr=subprocess.PIPE,
     )
-    _copy_stderr(stream)
+    _copy_stderr_and_reap(jvm)
+    assert jvm.returncode == 3  # waited for: no zombie left
     err = capfd.readouterr().err
     assert "incubator" not in err
     assert err == "26/11/27 23:19:10 WARN Executor: something a user can act on\n"

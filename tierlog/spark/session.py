@@ -181,17 +181,26 @@ def _start_jvm(app_name: str, master: str, settings: dict[str, Any]) -> None:
     proc = getattr(gateway, "proc", None)
     if proc is not None and proc.stderr is not None:
         threading.Thread(
-            target=_copy_stderr, args=(proc.stderr,), name="spark-jvm-stderr", daemon=True
+            target=_copy_stderr_and_reap, args=(proc,), name="spark-jvm-stderr", daemon=True
         ).start()
     SparkContext(conf=conf, gateway=gateway)
 
 
-def _copy_stderr(stream: Any) -> None:
-    """The JVM's stderr to file descriptor 2, less ``SILENCED_JVM_LINES``."""
-    for line in iter(stream.readline, b""):
-        if line.rstrip() in SILENCED_JVM_LINES:
-            continue
+def _copy_stderr_and_reap(proc: subprocess.Popen[bytes]) -> None:
+    """The JVM's stderr to file descriptor 2, less ``SILENCED_JVM_LINES``; then, when the
+    JVM has exited (its stderr ends), reap it.
+
+    Nothing else waits for the JVM, so without the reap it stays a zombie child, and
+    ipykernel's shutdown, which waits for the kernel's children to go, waited for it until
+    the kernel manager's own deadline: 2.6 s at the end of every notebook run with Spark
+    (BENCHMARKS.md, "Time to first result")."""
+    assert proc.stderr is not None
+    writable = True
+    for line in iter(proc.stderr.readline, b""):
+        if not writable or line.rstrip() in SILENCED_JVM_LINES:
+            continue  # still read: a JVM writing to a full pipe would block
         try:
             os.write(2, line)
         except OSError:
-            return
+            writable = False
+    proc.wait()
