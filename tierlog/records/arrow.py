@@ -92,7 +92,10 @@ KAFKA_SCHEMA = pa.schema(
 # covers at most this many bytes of records; more become further batches.
 CHUNK_BYTES = 1 << 30
 
-_evens = pa.array([], pa.int32())
+# Empty, not `pa.array([])`: any `pa.array` call imports pandas (pyarrow checks for its
+# types), 0.15 s that Spark's planning workers, which import this module but never read
+# records, would pay at import.
+_evens = pa.nulls(0, pa.int32())
 
 
 def _even_indices(count: int) -> pa.Array:
