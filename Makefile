@@ -33,10 +33,12 @@ $(STAMP): $(DEMO_STAMP) pyproject.toml
 # The Delta jars (and Spark's Kafka source for the benchmark) from Maven Central with mvn,
 # once, into the local Maven repository; tierlog.spark.session() finds them there.
 # Spark 4.2 needs Java 17+ (Debian 12's default JRE); both come from apt when missing.
-$(JARS): $(DEMO_STAMP) tierlog/spark/jars.py
+# Then the driver JVM's class archive (~30 s once; sessions start ~2 s sooner with it).
+$(JARS): $(DEMO_STAMP) tierlog/spark/jars.py tierlog/spark/class_archive.py
 	command -v java > /dev/null || (apt-get update -q && apt-get install -y -q default-jre-headless)
 	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)
 	$(BIN)/python -m tierlog.spark.jars --kafka-source > /dev/null
+	$(BIN)/python -m tierlog.spark.class_archive > /dev/null
 	touch $(JARS)
 
 demo: $(DEMO_STAMP) $(JARS)

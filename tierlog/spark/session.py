@@ -60,10 +60,11 @@ def session(
     except ImportError as exc:  # style rule 7: optional heavy imports carry a hint
         raise ImportError("tierlog.spark needs pyspark: pip install 'tierlog[spark]'") from exc
 
+    # Imported here, not at the top: `python -m tierlog.spark.jars` and `-m
+    # tierlog.spark.class_archive` (run by make) import this package first, and runpy warns
+    # when the module it runs is already imported.
+    from tierlog.spark import class_archive
     from tierlog.spark.datasource import TierlogDataSource
-
-    # Imported here, not at the top: `python -m tierlog.spark.jars` (run by make) imports
-    # this package first, and runpy warns when the module it runs is already imported.
     from tierlog.spark.jars import DELTA, KAFKA_SOURCE, resolve
 
     # Executors are Python workers the JVM starts: they must run this interpreter (its
@@ -96,6 +97,7 @@ def session(
         settings.update(local_delta_settings(master))
     settings.update(conf or {})
     quiet_logging(settings)
+    class_archive.add_java_options(settings)  # a faster start where `make` built one
     _start_jvm(app_name, master, settings)
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
