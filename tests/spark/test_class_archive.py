@@ -24,6 +24,15 @@ def archive_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def fake_archive() -> Path:
+    """A file where an archive for this JDK and Spark goes (never mapped here)."""
+    key = class_archive.archive_key()
+    assert key is not None
+    path = class_archive.new_archive_path(key)
+    path.write_bytes(b"archive")
+    return path
+
+
 def test_no_archive_adds_no_options(archive_dir: Path) -> None:
     settings: dict[str, object] = {OPTIONS: "-Xss4m"}
     class_archive.add_java_options(settings)
@@ -31,9 +40,8 @@ def test_no_archive_adds_no_options(archive_dir: Path) -> None:
 
 
 def test_an_archive_for_this_jvm_and_spark_is_mapped_quietly(archive_dir: Path) -> None:
-    path = class_archive.archive_path()
-    assert path is not None and path.parent == archive_dir
-    path.write_bytes(b"archive")
+    path = fake_archive()
+    assert path.parent == archive_dir
     settings: dict[str, object] = {OPTIONS: "-Xss4m"}
     class_archive.add_java_options(settings)
     assert settings[OPTIONS] == f"-Xss4m -XX:SharedArchiveFile={path} -Xlog:cds=off,cds+dynamic=off"
@@ -43,18 +51,30 @@ def test_an_archive_for_this_jvm_and_spark_is_mapped_quietly(archive_dir: Path) 
     "given", ["-Xshare:off", "-XX:SharedArchiveFile=/mine.jsa", "-XX:ArchiveClassesAtExit=/x"]
 )
 def test_a_sharing_option_the_user_gave_wins(archive_dir: Path, given: str) -> None:
-    path = class_archive.archive_path()
-    assert path is not None
-    path.write_bytes(b"archive")
+    fake_archive()
     assert class_archive.java_options({OPTIONS: given}) == ""
 
 
 def test_the_environment_turns_it_off(archive_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = class_archive.archive_path()
-    assert path is not None
-    path.write_bytes(b"archive")
+    fake_archive()
     monkeypatch.setenv(class_archive.ENV_OFF, "0")
     assert class_archive.java_options({}) == ""
+
+
+def test_an_archive_goes_with_the_environment_or_to_the_cache_when_it_cannot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(class_archive.ENV_DIR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    path = class_archive.new_archive_path("k")
+    assert path == tmp_path / "venv" / "share" / "tierlog" / "spark-class-archive" / "spark-k.jsa"
+    (tmp_path / "file").write_text("")  # an environment under a file cannot be written
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "file" / "venv"))
+    path = class_archive.new_archive_path("k")
+    assert path == tmp_path / "cache" / "tierlog" / "spark-class-archive" / "spark-k.jsa"
+    path.write_bytes(b"archive")
+    assert class_archive.archive_path("k") == path  # found where it was written
 
 
 def test_another_jdk_needs_another_archive(tmp_path: Path) -> None:

@@ -58,14 +58,20 @@ class ArchiveError(RuntimeError):
     """The training run failed; no archive was written."""
 
 
-def archive_dir() -> Path:
-    """Where archives live: ``$TIERLOG_SPARK_CLASS_ARCHIVE_DIR``, else
-    ``$XDG_CACHE_HOME/tierlog/spark-class-archive`` (``~/.cache`` by default)."""
+def archive_dirs() -> list[Path]:
+    """Where archives are looked for, in order: ``$TIERLOG_SPARK_CLASS_ARCHIVE_DIR`` alone
+    when set; else this environment's ``share/tierlog/spark-class-archive`` (a venv's
+    archive goes with the venv: its class path names the venv's jars, so no other venv
+    could use it), then ``$XDG_CACHE_HOME/tierlog/spark-class-archive`` (``~/.cache``)
+    for an environment that cannot be written to."""
     given = os.environ.get(ENV_DIR)
     if given:
-        return Path(given)
+        return [Path(given)]
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "tierlog" / "spark-class-archive"
+    return [
+        Path(sys.prefix) / "share" / "tierlog" / "spark-class-archive",
+        Path(cache) / "tierlog" / "spark-class-archive",
+    ]
 
 
 def java_home() -> Path | None:
@@ -103,9 +109,28 @@ def archive_key(home: Path | None = None) -> str | None:
 
 
 def archive_path(key: str | None = None) -> Path | None:
-    """This JVM's and this Spark's archive file (it may not exist)."""
+    """This JVM's and this Spark's archive, if one exists."""
     key = key if key is not None else archive_key()
-    return None if key is None else archive_dir() / f"spark-{key}.jsa"
+    if key is None:
+        return None
+    for directory in archive_dirs():
+        path = directory / f"spark-{key}.jsa"
+        if path.is_file():
+            return path
+    return None
+
+
+def new_archive_path(key: str) -> Path:
+    """Where ``build`` writes: the first of ``archive_dirs`` it can create and write."""
+    directories = archive_dirs()
+    for directory in directories:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(directory, os.W_OK):
+            return directory / f"spark-{key}.jsa"
+    raise ArchiveError(f"none of {', '.join(map(str, directories))} can be written")
 
 
 def java_options(settings: Mapping[str, Any]) -> str:
@@ -118,7 +143,7 @@ def java_options(settings: Mapping[str, Any]) -> str:
     if any(option in given for option in USER_CHOSE_SHARING):
         return ""
     path = archive_path()
-    if path is None or not path.is_file():
+    if path is None:
         return ""
     return f"-XX:SharedArchiveFile={path} {QUIET_SHARING}"
 
@@ -131,22 +156,23 @@ def add_java_options(settings: dict[str, Any]) -> None:
         settings[DRIVER_JAVA_OPTIONS] = f"{given} {options}".strip()
 
 
-def build(*, force: bool = False, log: Path | None = None) -> Path:
+def build(*, force: bool = False) -> Path:
     """Make this machine's archive (``main``): a training run in a child process, whose
     JVM writes a temporary file as it exits, renamed into place when complete.
 
     Returns the archive's path (at once when it exists, unless ``force``).
 
     Raises:
-        ArchiveError: no JDK or pyspark, or the training run failed (its output is in
-            ``log``, or in the message).
+        ArchiveError: no JDK or pyspark, nowhere to write, or the training run failed
+            (the message ends with its last lines).
     """
-    path = archive_path()
-    if path is None:
+    key = archive_key()
+    if key is None:
         raise ArchiveError("no java and pyspark to make a Spark class archive for")
-    if path.is_file() and not force:
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    existing = archive_path(key)
+    if existing is not None and not force:
+        return existing
+    path = new_archive_path(key)
     _remove_stale_temporaries(path.parent)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     command = [sys.executable, "-m", "tierlog.spark.class_archive", "--train", str(temporary)]
@@ -161,8 +187,6 @@ def build(*, force: bool = False, log: Path | None = None) -> Path:
             )
             output.seek(0)
             text = output.read().decode(errors="replace")
-        if log is not None:
-            log.write_text(text)
         if result.returncode != 0 or not temporary.is_file() or temporary.stat().st_size == 0:
             tail = text.strip().splitlines()[-5:]
             raise ArchiveError(
