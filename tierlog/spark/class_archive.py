@@ -51,7 +51,7 @@ USER_CHOSE_SHARING = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xsh
 QUIET_SHARING = "-Xlog:cds=off,cds+dynamic=off"
 ENV_DIR = "TIERLOG_SPARK_CLASS_ARCHIVE_DIR"
 ENV_OFF = "TIERLOG_SPARK_CLASS_ARCHIVE"  # "0": never use an archive
-TRAINING_TIMEOUT_S = 900.0
+TRAINING_TIMEOUT_S = 900.0  # the run takes ~30 s on a quiet 2-core machine
 
 
 class ArchiveError(RuntimeError):
@@ -175,7 +175,7 @@ def build(*, force: bool = False) -> Path:
     path = new_archive_path(key)
     _remove_stale_temporaries(path.parent)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    command = [sys.executable, "-m", "tierlog.spark.class_archive", "--train", str(temporary)]
+    command = [sys.executable, "-m", "tierlog.spark.class_archive_training", str(temporary)]
     try:
         with tempfile.TemporaryFile() as output:
             result = subprocess.run(
@@ -212,46 +212,13 @@ def _remove_stale_temporaries(directory: Path) -> None:
             pass
 
 
-def train(destination: Path) -> None:
-    """The training run (in the child ``build`` starts): a session whose JVM writes
-    ``destination`` as it exits, the workload, then the JVM stopped and waited for, so the
-    archive is complete when this returns."""
-    from pyspark import SparkContext
-
-    from tierlog.spark.class_archive_workload import run_workload
-    from tierlog.spark.session import session
-
-    spark = session(
-        "tierlog-class-archive",
-        master="local[2]",
-        conf={
-            DRIVER_JAVA_OPTIONS: f"-XX:ArchiveClassesAtExit={destination}",
-            "spark.ui.enabled": "false",
-        },
-    )
-    gateway = SparkContext._gateway
-    run_workload(spark)
-    spark.stop()
-    # The gateway JVM exits when its stdin closes; it writes the archive on the way out.
-    proc = getattr(gateway, "proc", None)
-    if proc is None:
-        raise ArchiveError("the Spark JVM was not started by this process")
-    if proc.stdin is not None:
-        proc.stdin.close()
-    proc.wait(TRAINING_TIMEOUT_S)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tierlog.spark.class_archive",
         description="Make the Spark driver JVM's class archive that session() maps.",
     )
     parser.add_argument("--force", action="store_true", help="make it again even if it exists")
-    parser.add_argument("--train", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.train is not None:
-        train(args.train)
-        return 0
     try:
         path = build(force=args.force)
     except ArchiveError as exc:

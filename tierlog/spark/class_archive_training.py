@@ -1,4 +1,6 @@
-"""The training workload of ``class_archive``: what a notebook's first minute does in
+"""The training run of ``class_archive`` (``python -m tierlog.spark.class_archive_training
+DESTINATION``, which ``class_archive.build`` runs): a session whose JVM writes its class
+archive to DESTINATION as it exits, and a workload of what a notebook's first minute does in
 Spark, so the classes it loads are in the archive. A Python data source yielding Arrow
 batches (as ``tierlog``'s does; the JVM side of planning and reading is the same for every
 Python source), a Delta append with an idempotent transaction and an observation, reads,
@@ -10,12 +12,16 @@ the training run imports it.
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from tierlog.spark.class_archive import DRIVER_JAVA_OPTIONS, TRAINING_TIMEOUT_S, ArchiveError
 
 ROWS_PER_PARTITION = 1_000
 PARTITIONS = 2
@@ -97,3 +103,38 @@ def run_workload(spark: Any) -> None:
             .save(silver)
         )
         spark.read.format("delta").load(silver).orderBy(F.desc("minute")).limit(3).toPandas()
+
+
+def train(destination: Path) -> None:
+    """A session whose JVM writes ``destination`` as it exits, the workload, then the JVM
+    stopped and waited for, so the archive is complete when this returns."""
+    from pyspark import SparkContext
+
+    from tierlog.spark.session import session
+
+    spark = session(
+        "tierlog-class-archive",
+        master="local[2]",
+        conf={
+            DRIVER_JAVA_OPTIONS: f"-XX:ArchiveClassesAtExit={destination}",
+            "spark.ui.enabled": "false",
+        },
+    )
+    gateway = SparkContext._gateway
+    run_workload(spark)
+    spark.stop()
+    # The gateway JVM exits when its stdin closes; it writes the archive on the way out.
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        raise ArchiveError("the Spark JVM was not started by this process")
+    if proc.stdin is not None:
+        proc.stdin.close()
+    proc.wait(TRAINING_TIMEOUT_S)
+
+
+if __name__ == "__main__":
+    # Through the module's own name, not __main__: Spark pickles the source's class for its
+    # Python workers, by reference when it lives in an importable module.
+    from tierlog.spark.class_archive_training import train as train_by_name
+
+    train_by_name(Path(sys.argv[1]))
