@@ -317,6 +317,12 @@ def _server_metrics(server: KafkaServer) -> Iterator[Any]:
             f"{text} on SSL and SASL listeners",
             value=value,
         )
+    yield CounterMetricFamily(
+        "kafka_server_socket_server_metrics_expired_connections_killed",
+        "Connections closed because their SASL session ended without re-authentication "
+        "(KIP-368; Kafka's expired-connections-killed-count)",
+        value=s.expired_connections_killed,
+    )
 
 
 def _cleaner_metrics(cleaner: LogCleaner, remote: RemoteLogManager | None) -> Iterator[Any]:

@@ -16,6 +16,10 @@ With a ``ClientSecurity`` (brokers use their inter-broker listener's), ``open`` 
 over TLS and logs in over SASL (``tierlog.security.sasl_client``'s exchange, the same the
 blocking connection drives) within ``connect_timeout``; a refused login is a
 ``SaslAuthenticationFailedError``, a ``ConnectionError`` like any failed connection.
+When the broker says the session expires (``connections.max.reauth.ms``, KIP-368), the
+connection logs in again on the same socket before the request that falls due, as Kafka's
+clients do; otherwise the broker would close it, and a replica fetcher would stall for a
+reconnection each session.
 """
 
 from __future__ import annotations
@@ -23,14 +27,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Generator
 from typing import Any
 
 from tierlog.client.frame_stream import FrameStream
 from tierlog.protocol.codec import decode_response, encode_request
 from tierlog.protocol.framing import FrameReceiver
 from tierlog.security.client_config import ClientSecurity
-from tierlog.security.sasl_client import sasl_exchange
+from tierlog.security.sasl_client import reauthentication_delay_s, sasl_exchange
 
 # A response larger than this is not a Kafka response (fetch.max.bytes tops out far lower).
 MAX_RESPONSE_BYTES = 1 << 30
@@ -72,6 +75,8 @@ class AsyncConnection:
         self._correlation_id = 0
         self._lock = asyncio.Lock()
         self._closed = False
+        self._security: ClientSecurity | None = None
+        self._reauthenticate_at: float | None = None  # loop time; None: never
 
     @classmethod
     async def open(
@@ -112,22 +117,30 @@ class AsyncConnection:
             connection = cls(
                 stream, host, port, client_id=client_id, request_timeout=request_timeout
             )
-            client = security.sasl_client() if security else None
-            if client is not None:
-                try:
-                    await connection._login(sasl_exchange(client, f"{host}:{port}"))
-                except BaseException:
-                    connection._abort()
-                    raise
+            connection._security = security
+            try:
+                await connection._login()
+            except BaseException:
+                connection._abort()
+                raise
         return connection
 
-    async def _login(self, steps: Generator[Any, Any, None]) -> None:
+    async def _login(self) -> None:
+        """The SASL exchange, if the security settings have a mechanism; it sets when to
+        log in again."""
+        client = self._security.sasl_client() if self._security else None
+        if client is None:
+            return
+        steps = sasl_exchange(client, f"{self.host}:{self.port}")
         request = next(steps)
         while True:
             answer = await self._exchange(request)
             try:
                 request = steps.send(answer)
-            except StopIteration:
+            except StopIteration as done:
+                delay = reauthentication_delay_s(done.value)
+                loop = asyncio.get_running_loop()
+                self._reauthenticate_at = None if delay is None else loop.time() + delay
                 return
 
     @property
@@ -156,6 +169,9 @@ class AsyncConnection:
                 async with asyncio.timeout(
                     timeout if timeout is not None else self.request_timeout
                 ):
+                    due = self._reauthenticate_at
+                    if due is not None and asyncio.get_running_loop().time() >= due:
+                        await self._login()
                     return await self._exchange(body)
             except BaseException:
                 self._abort()

@@ -5,18 +5,20 @@ broker and is itself single-threaded). Every socket operation is bounded by ``ti
 
 With a ``ClientSecurity`` the socket is wrapped in TLS (SSL, SASL_SSL) and, for SASL, logs
 in (``tierlog.security.sasl_client``'s exchange) before the first request goes out; each
-reconnection does both again.
+reconnection does both again. A session the broker says expires (KIP-368) is renewed on the
+same socket before the call that falls due, as Kafka's clients do.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any
 
 from tierlog.protocol.codec import decode_response, encode_request
 from tierlog.security.client_config import ClientSecurity
-from tierlog.security.sasl_client import sasl_exchange
+from tierlog.security.sasl_client import reauthentication_delay_s, sasl_exchange
 
 _SIZE = struct.Struct(">i")
 # A response larger than this is not a Kafka response (fetch.max.bytes tops out far lower).
@@ -53,6 +55,7 @@ class BrokerConnection:
         self.security = security
         self._sock: socket.socket | None = None
         self._correlation_id = 0
+        self._reauthenticate_at: float | None = None  # time.monotonic(); None: never
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port})"
@@ -86,10 +89,13 @@ class BrokerConnection:
         while True:
             try:
                 request = steps.send(self._exchange(sock, request))
-            except StopIteration:
+            except StopIteration as done:
+                delay = reauthentication_delay_s(done.value)
+                self._reauthenticate_at = None if delay is None else time.monotonic() + delay
                 return
 
     def close(self) -> None:
+        self._reauthenticate_at = None  # a new connection logs in afresh
         if self._sock is not None:
             try:
                 self._sock.close()
@@ -104,7 +110,11 @@ class BrokerConnection:
                 next call reconnects.
         """
         try:
-            return self._exchange(self._connect(), body)
+            sock = self._connect()
+            due = self._reauthenticate_at
+            if due is not None and time.monotonic() >= due:
+                self._login(sock)
+            return self._exchange(sock, body)
         except BaseException:
             self.close()
             raise

@@ -20,6 +20,8 @@ connections retry it (with their backoff) without knowing SASL.
 
 from __future__ import annotations
 
+import datetime
+import random
 from collections.abc import Generator
 from typing import Any, Final, Protocol
 
@@ -36,6 +38,7 @@ __all__ = [
     "PlainSaslClient",
     "SaslMechanismClient",
     "ScramMechanismClient",
+    "reauthentication_delay_s",
     "sasl_exchange",
 ]
 
@@ -114,12 +117,19 @@ class OAuthBearerSaslClient:
         return _SEPARATOR.encode() if challenge else None
 
 
-def sasl_exchange(client: SaslMechanismClient, broker: str) -> Generator[Any, Any, None]:
+def sasl_exchange(client: SaslMechanismClient, broker: str) -> Generator[Any, Any, int]:
     """Yields SaslHandshake v1 then SaslAuthenticate v2 requests; send it each answer.
+
+    The same exchange re-authenticates an authenticated connection (KIP-368: the broker
+    takes a new SaslHandshake, with the same mechanism, between requests).
 
     Args:
         client: the mechanism, with its credentials.
         broker: ``host:port``, for messages.
+
+    Returns:
+        (as ``StopIteration.value``) the session's lifetime in ms that the broker gave in
+        its last answer (KIP-368); 0: the session does not expire.
 
     Raises:
         SaslAuthenticationFailedError: the broker does not enable the mechanism, refused
@@ -135,6 +145,7 @@ def sasl_exchange(client: SaslMechanismClient, broker: str) -> Generator[Any, An
             f"{handshake.error_code.name.upper()}: the listener enables {enabled}",
         )
     token: bytes | None = client.initial()
+    lifetime_ms = 0
     while token is not None:
         answer = yield SaslAuthenticateRequest(auth_bytes=token)
         if answer.error_code != ErrorCode.none:
@@ -143,7 +154,28 @@ def sasl_exchange(client: SaslMechanismClient, broker: str) -> Generator[Any, An
                 broker,
                 answer.error_message or answer.error_code.name.upper(),
             )
+        lifetime_ms = _milliseconds(answer.session_lifetime)
         try:
             token = client.evaluate(bytes(answer.auth_bytes))
         except AuthenticationError as exc:
             raise SaslAuthenticationFailedError(mechanism, broker, str(exc)) from None
+    return lifetime_ms
+
+
+def _milliseconds(lifetime: datetime.timedelta | int) -> int:
+    if isinstance(lifetime, datetime.timedelta):
+        return max(0, round(lifetime.total_seconds() * 1000))
+    return max(0, int(lifetime))
+
+
+def reauthentication_delay_s(lifetime_ms: int, draw: float | None = None) -> float | None:
+    """Seconds from a login until the client logs in again on the same connection, for a
+    session the broker said lasts ``lifetime_ms`` (KIP-368); None when it does not expire.
+
+    Kafka's clients pick a random point between 85% and 95% of the lifetime, so a fleet of
+    connections made together does not re-authenticate together; ``draw`` in [0, 1)
+    picks it (default: random)."""
+    if lifetime_ms <= 0:
+        return None
+    fraction = 0.85 + 0.10 * (random.random() if draw is None else draw)
+    return lifetime_ms * fraction / 1000

@@ -110,6 +110,7 @@ class Fail:
 @dataclass(frozen=True)
 class Close:
     reason: str
+    session_expired: bool = False  # KIP-368: counted as Kafka's expired-connections-killed
 
 
 Action = Send | Forward | Authenticated | Fail | Close
@@ -329,7 +330,10 @@ class SaslSession:
             and self._clock.milliseconds() > self.session_expiry_ms
         ):
             return [
-                Close(f"session of {self.principal} expired (KIP-368): re-authentication was due")
+                Close(
+                    f"session of {self.principal} expired (KIP-368): re-authentication was due",
+                    session_expired=True,
+                )
             ]
         if api_key == SASL_AUTHENTICATE:
             request = self._decode(data)

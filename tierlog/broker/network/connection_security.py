@@ -107,7 +107,8 @@ def authenticate_connection(
 
 class SaslDriver:
     """Carries out one connection's ``SaslSession`` actions on its stream;
-    ``on_authenticated(reauthenticated)`` is called at each success."""
+    ``on_authenticated(reauthenticated)`` is called at each success, ``on_expired`` when
+    the connection is closed because its session ended without a re-authentication."""
 
     def __init__(
         self,
@@ -115,11 +116,13 @@ class SaslDriver:
         listener: ListenerSecurity,
         peer: str,
         on_authenticated: Callable[[bool], None],
+        on_expired: Callable[[], None] | None = None,
     ) -> None:
         self.session = session
         self._listener = listener
         self._peer = peer
         self._on_authenticated = on_authenticated
+        self._on_expired = on_expired
 
     async def receive(self, frame: Any, stream: Any) -> bytes | None:
         """The frame to give the request path, or None when the session consumed it.
@@ -164,5 +167,7 @@ class SaslDriver:
                 raise AuthenticationClosed(action.reason)
             elif isinstance(action, Close):
                 log.info("closing connection from %s: %s", self._peer, action.reason)
+                if action.session_expired and self._on_expired is not None:
+                    self._on_expired()
                 raise AuthenticationClosed(action.reason)
         return forwarded

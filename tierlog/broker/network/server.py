@@ -165,6 +165,7 @@ class ConnectionStats:
     successful_authentication: int = 0
     successful_reauthentication: int = 0
     failed_authentication: int = 0
+    expired_connections_killed: int = 0  # KIP-368: sessions that ended un-renewed
 
 
 class ConnectionQuotas:
@@ -407,7 +408,10 @@ class KafkaServer:
                     else:
                         stats.successful_authentication += 1
 
-                sasl = SaslDriver(session, self.listener, peer_text, authenticated)
+                def expired() -> None:
+                    stats.expired_connections_killed += 1
+
+                sasl = SaslDriver(session, self.listener, peer_text, authenticated, expired)
             if delay_ms > 0:
                 await asyncio.sleep(delay_ms / 1000)
             while True:
