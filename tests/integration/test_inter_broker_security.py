@@ -4,7 +4,9 @@ the PLAINTEXT listener. Replica fetchers, AlterPartition to the controller and t
 markers all go over INTERNAL (the only endpoint a broker registers for the others), so a
 full ISR proves they log in. An acks=all producer loses nothing acknowledged when the
 leader is SIGKILLed; a broker whose inter-broker password is wrong never gets into the
-ISR, and says why in its log once per replica.fetch.backoff.ms, not in a flood."""
+ISR, and says why in its log once per replica.fetch.backoff.ms, not in a flood. With
+``connections.max.reauth.ms`` on INTERNAL, brokers renew their sessions on the
+connections they have (KIP-368) instead of being cut off at each session's end."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import NewTopic
 
+from tests.broker.network.test_listener_security import metric
 from tests.integration.acked_producer import PARTITIONS, TOPIC, BackgroundProducer
 from tests.integration.cluster_harness import ProcessCluster
 from tests.integration.test_replication import read_log
@@ -38,9 +41,14 @@ def broker_login(password: str) -> str:
     )
 
 
-def secured_cluster(tmp_path: Path, zk_connect: str, passwords: list[str]) -> ProcessCluster:
+def secured_cluster(
+    tmp_path: Path,
+    zk_connect: str,
+    passwords: list[str],
+    extra: dict[str, str] | None = None,
+) -> ProcessCluster:
     """Brokers 0..n-1, broker n logging in with ``passwords[n]`` (the stored one is
-    ``broker-secret``)."""
+    ``broker-secret``); ``extra``: more settings for every broker."""
     ca = LocalCa.create()
     keystore = ca.issue("localhost", organizational_unit="brokers").write_pem_keystore(
         tmp_path / "broker.pem"
@@ -61,6 +69,7 @@ def secured_cluster(tmp_path: Path, zk_connect: str, passwords: list[str]) -> Pr
             "ssl.keystore.location": str(keystore),
             "ssl.truststore.location": str(ca.write_ca(tmp_path / "ca.pem")),
             "replica.fetch.backoff.ms": str(BACKOFF_MS),
+            **(extra or {}),
         },
     )
     for broker, password in zip(cluster.brokers, passwords, strict=True):
@@ -209,5 +218,51 @@ def test_mutual_tls_between_brokers(tmp_path: Path, zk_connect: str) -> None:
         assert producer.flush(60) == 0
         cluster.wait_for_full_isr("m", 2, 3)
         assert "Failed authentication" not in cluster.brokers[0].log_text()
+    finally:
+        cluster.kill()
+
+
+SESSION_MS = 3000
+KILLED = "kafka_server_socket_server_metrics_expired_connections_killed_total"
+RENEWALS = "kafka_server_socket_server_metrics_successful_reauthentication_total"
+FAILURES = "kafka_server_socket_server_metrics_failed_authentication_total"
+
+
+def test_brokers_renew_their_sessions_on_the_connections_they_have(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    """Replica fetchers, AlterPartition and the other inter-broker channels log in again on
+    the same connection before the session's end: over four sessions of replication under
+    load, no broker cuts a connection for an ended session, every one renews, the ISR
+    stays full."""
+    cluster = secured_cluster(
+        tmp_path,
+        zk_connect,
+        ["broker-secret"] * 3,
+        {
+            "listener.name.internal.scram-sha-512.connections.max.reauth.ms": str(SESSION_MS),
+            "metrics.http.port": "0",
+        },
+    ).start()
+    try:
+        admin = cluster.admin()
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+        cluster.wait_for_full_isr(TOPIC, PARTITIONS, 3)
+        with BackgroundProducer(cluster.bootstrap) as producer:
+            producer.wait_for_more(100)
+            renewals = [metric(b, RENEWALS) for b in cluster.brokers]
+            time.sleep(4 * SESSION_MS / 1000)
+            producer.wait_for_more(100)
+            cluster.wait_for_full_isr(TOPIC, PARTITIONS, 3, timeout=10)
+            after_renewals = [metric(b, RENEWALS) for b in cluster.brokers]
+        assert not producer.errors, producer.errors[:3]
+        # No connection was cut for a session that ended un-renewed.
+        assert [metric(b, KILLED) for b in cluster.brokers] == [0, 0, 0]
+        # Each broker leads some partitions, so the others' fetchers renew with it.
+        assert all(a >= b + 3 for a, b in zip(after_renewals, renewals, strict=True)), (
+            renewals,
+            after_renewals,
+        )
+        assert [metric(b, FAILURES) for b in cluster.brokers] == [0, 0, 0]
     finally:
         cluster.kill()
