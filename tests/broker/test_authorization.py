@@ -72,34 +72,44 @@ class Connection:
         self, authz: RequestAuthorizer, txn: str | None = None
     ) -> tuple[int, dict[str, int]]:
         """One produce request's checks, as handlers/produce.py makes them."""
-        return self._request(authz, txn, together=True)
+        return self._request(authz, txn, "produce")
+
+    def checks(
+        self, authz: RequestAuthorizer, txn: str | None = None
+    ) -> tuple[int, dict[str, int]]:
+        """The same through the general ``checks`` (names, resources, conditions)."""
+        return self._request(authz, txn, "checks")
 
     def separately(
         self, authz: RequestAuthorizer, txn: str | None = None
     ) -> tuple[int, dict[str, int]]:
         """The same two questions asked one by one (``request_error``, ``denied``)."""
-        return self._request(authz, txn, together=False)
+        return self._request(authz, txn, "separately")
 
     def _request(
-        self, authz: RequestAuthorizer, txn: str | None, together: bool
+        self, authz: RequestAuthorizer, txn: str | None, way: str
     ) -> tuple[int, dict[str, int]]:
         def checks() -> tuple[int, dict[str, int]]:
             request = produce()
             bind_request(request)
+            topics = ("etl-a", "etl-a")
+            if way == "produce":
+                return authz.produce(request, txn, topics)
             conditions = (When.TRANSACTIONAL,) if txn is not None else ()
-            if together:
-                return authz.checks(request, {TXN: txn}, TOPIC, ("etl-a", "etl-a"), *conditions)
+            if way == "checks":
+                return authz.checks(request, {TXN: txn}, TOPIC, topics, *conditions)
             code = authz.request_error(request, {TXN: txn}, *conditions)
-            return code, authz.denied(request, TOPIC, (n for n in ("etl-a", "etl-a")))
+            return code, authz.denied(request, TOPIC, (n for n in topics))
 
         return self.context.run(checks)
 
 
 def ask(authz: RequestAuthorizer, principal: KafkaPrincipal, host: str = "10.0.0.1",
         txn: str | None = None) -> tuple[int, dict[str, int]]:  # fmt: skip
-    """Both ways on one connection, which must agree."""
+    """Every way on one connection, which must agree."""
     connection = Connection(principal, host)
     answer = connection.produce(authz, txn)
+    assert connection.checks(authz, txn) == answer
     assert connection.separately(authz, txn) == answer
     return answer
 
@@ -110,7 +120,7 @@ def authorizer_of(*bindings: AclBinding) -> CountingAclAuthorizer:
     return authorizer
 
 
-@pytest.mark.parametrize("way", ["produce", "separately"])
+@pytest.mark.parametrize("way", ["produce", "checks", "separately"])
 def test_a_passing_shape_is_answered_without_the_authorizer(way: str) -> None:
     authorizer = authorizer_of(binding("etl-", "User:alice"), binding("t", "User:alice", rtype=TXN))
     authz = RequestAuthorizer(authorizer)
@@ -126,7 +136,7 @@ def test_a_passing_shape_is_answered_without_the_authorizer(way: str) -> None:
     assert authorizer.asked > first
 
 
-@pytest.mark.parametrize("way", ["produce", "separately"])
+@pytest.mark.parametrize("way", ["produce", "checks", "separately"])
 def test_every_acl_change_is_followed(way: str) -> None:
     authorizer = authorizer_of(binding("etl-", "User:alice"), binding("t", "User:alice", rtype=TXN))
     authz = RequestAuthorizer(authorizer)

@@ -11,7 +11,8 @@ error codes back:
 - ``denied``: per resource, the code of each refused name (Produce's Write on a topic).
   A cluster check with a per-resource fallback (CreateTopics: Create on the cluster, else
   Create on each topic) is tried first, silently.
-- ``checks``: ``request_error``, then ``denied``, in one call (Produce's path).
+- ``checks``: ``request_error``, then ``denied``, in one call; ``produce`` is it for a
+  Produce.
 - ``visible``: the names a filtering check keeps (Metadata's listing of every topic,
   ListGroups, ListTransactions): the others are left out without an error.
 - ``authorized_operations``: KIP-430's bit field for Metadata, DescribeGroups and
@@ -62,9 +63,10 @@ _REQUEST_CONTEXT: ContextVar[RequestContext | None] = ContextVar("request_contex
 
 class _PassedShapes:
     """The request shapes that passed on one connection (its task's context), while its
-    principal, its host and the authorizer's decisions stay as they were."""
+    principal, its host and the authorizer's decisions stay as they were. ``produce``:
+    Produce's, by (transactional id, topics) alone (``RequestAuthorizer.produce``)."""
 
-    __slots__ = ("host", "owner", "principal", "shapes", "version")
+    __slots__ = ("host", "owner", "principal", "produce", "shapes", "version")
 
     def __init__(self, owner: object, context: RequestContext, version: int) -> None:
         self.owner = owner
@@ -72,6 +74,7 @@ class _PassedShapes:
         self.host = context.client_host
         self.version = version
         self.shapes: set[tuple[Any, ...]] = set()
+        self.produce: set[tuple[str | None, tuple[str, ...]]] = set()
 
 
 _PASSED: ContextVar[_PassedShapes | None] = ContextVar("passed_shapes", default=None)
@@ -228,6 +231,11 @@ class RequestAuthorizer:
     def _passed_shapes(self) -> set[tuple[Any, ...]] | None:
         """The shapes known to pass for this connection under the authorizer's current
         decisions; None when they may not be remembered."""
+        passed = self._passed()
+        return None if passed is None else passed.shapes
+
+    def _passed(self) -> _PassedShapes | None:
+        """This connection's memory of what passed (``_passed_shapes``)."""
         source = self._memoizable
         version = source.decisions_version if source is not None else None
         if version is None:
@@ -240,11 +248,11 @@ class RequestAuthorizer:
             or passed.version != version
             or passed.principal is not context.principal
             or passed.host != context.client_host
-            or len(passed.shapes) >= _SHAPES_KEPT
+            or len(passed.shapes) + len(passed.produce) >= _SHAPES_KEPT
         ):
             passed = _PassedShapes(self, context, version)
             _PASSED.set(passed)
-        return passed.shapes
+        return passed
 
     def _passes(self, check: Check, name: str, conditions: frozenset[When], log: bool) -> bool:
         if self.allowed(check.operation, check.resource, name, log=log and not check.fallback):
@@ -315,6 +323,27 @@ class RequestAuthorizer:
         refused = {} if code else self.denied(request, resource_type, resources, *conditions)
         if passed is not None and not code and not refused:
             passed.add(shape)
+        return code, refused
+
+    def produce(
+        self, request: Request, transactional_id: str | None, topics: tuple[str, ...]
+    ) -> tuple[int, dict[str, int]]:
+        """``checks`` for a Produce: Write on its transactional id (when it has one), Write
+        on each topic. A Produce's shape is the same but for these two, so a connection
+        remembers them alone, and a request that passed before costs one lookup and no
+        mapping built (a producer sending one record per request pays this per record:
+        bench/acl_produce.py)."""
+        if self._authorizer is None:
+            return 0, {}
+        passed = self._passed()
+        key = (transactional_id, topics)
+        if passed is not None and key in passed.produce:
+            return 0, {}
+        names = {Res.TRANSACTIONAL_ID: transactional_id}
+        conditions = (When.TRANSACTIONAL,) if transactional_id is not None else ()
+        code, refused = self.checks(request, names, Res.TOPIC, topics, *conditions)
+        if passed is not None and not code and not refused:
+            passed.produce.add(key)
         return code, refused
 
     def denied(

@@ -36,8 +36,6 @@ from tierlog.protocol.kio_build import millis
 from tierlog.protocol.produce_encoder import PartitionAnswer, encode_produce_response
 from tierlog.records.header import HEADER_SIZE, Attr, parse_header
 from tierlog.records.validate import RequestBudget
-from tierlog.security.acl import ResourceType
-from tierlog.security.authz_table import When
 
 if TYPE_CHECKING:
     from tierlog.broker.services import BrokerServices
@@ -68,10 +66,8 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
     denied: dict[str, int] = {}
     if authz.enabled and refuse is None:
         # Write on the transactional id (for a transactional producer), Write on each topic.
-        names = {ResourceType.TRANSACTIONAL_ID: body.transactional_id}
-        conditions = (When.TRANSACTIONAL,) if body.transactional_id is not None else ()
         topics = tuple([t.name for t in body.topic_data])
-        code, denied = authz.checks(request, names, ResourceType.TOPIC, topics, *conditions)
+        code, denied = authz.produce(request, body.transactional_id, topics)
         refuse = code or None
     verified: dict[tuple[str, int], tuple[int, object | None]] = {}
     verifying = (
