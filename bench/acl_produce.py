@@ -84,9 +84,11 @@ async def write_acls(data_dir: Path, count: int) -> None:
         await coordinator.stop()
 
 
-def start(name: str, run_dir: Path, extra: dict[str, str], count: int) -> tp.Broker:
+def start(name: str, run_dir: Path, extra: dict[str, str], count: int | None) -> tp.Broker:
+    """A broker; with ``count`` (0 included), ``count`` ACLs and the producer's written
+    first."""
     data = run_dir / "data"
-    if count:
+    if count is not None:
         data.mkdir(parents=True)
         began = time.monotonic()
         asyncio.run(write_acls(data, count))
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = tp.WORK / "runs" / time.strftime("acl-%Y%m%d-%H%M%S")
     brokers: dict[str, tp.Broker] = {}
     try:
-        brokers[NONE] = start(NONE, run_dir / "none", {}, 0)
+        brokers[NONE] = start(NONE, run_dir / "none", {}, None)
         brokers[ACLS] = start(ACLS, run_dir / "acls", SECURED, args.acls)
         for broker in brokers.values():
             tp.warm_up(broker, plan)
