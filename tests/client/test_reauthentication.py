@@ -12,13 +12,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kio.schema.metadata.v12.request import MetadataRequest
 
 from tests.broker.harness import BrokerProcess
 from tests.broker.network.test_listener_security import metric
+from tests.client.test_secure_connection import metadata
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.client.connection import BrokerConnection, ConnectionClosedError
-from tierlog.protocol.kio_build import build
 from tierlog.security.client_config import ClientSecurity
 from tierlog.security.password import Password
 from tierlog.tools.users import add_user
@@ -62,17 +61,6 @@ def alice() -> ClientSecurity:
             "sasl.username": "alice",
             "sasl.password": "alice-secret",
         }
-    )
-
-
-def metadata() -> MetadataRequest:
-    return build(
-        MetadataRequest,
-        {
-            "topics": None,
-            "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False,
-        },
     )
 
 
