@@ -5,8 +5,8 @@ run, then mapped from one file by every later session (the JVM's class-data shar
 Why: a new Spark session spends most of its start loading and verifying classes from
 Spark's jars, and every first use of a feature (the first job, the first Delta commit, the
 first Python data source) loads more. On a quiet 2-core machine the archive took a
-session's start from 5.3-5.8 s to 3.7 s and the demo's first ingest from 10.5 s to 9.3 s
-(BENCHMARKS.md, "Time to first result"). Each notebook starts its own JVM, so each pays
+session's start from 5.3-5.8 s to 3.5-3.7 s and the demo's first ingest from 10.5 s to
+8.5 s (BENCHMARKS.md, "Time to first result"). Each notebook starts its own JVM, so each pays
 that again without it.
 
 How: ``python -m tierlog.spark.class_archive`` (``make`` runs it during set-up) starts a
