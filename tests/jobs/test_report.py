@@ -54,3 +54,29 @@ def test_a_conversion_failure_is_logged_and_the_run_still_counts(
 def test_render_html_of_an_unexecuted_notebook_shows_its_source() -> None:
     page = render_html(DATA / "summary.ipynb")
     assert "show_summary" in page
+
+
+# A 1x1 PNG, as a plot's output carries one.
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwAD"
+    "hgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def test_a_plot_converts_without_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """nbconvert warned "Alternative text is missing on 1 image(s)" on every run with a
+    plot; the page still gets the image, with nbconvert's generic alternative text."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("plot()")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": PNG})]
+    notebook.cells = [cell]
+    path = tmp_path / "plot.ipynb"
+    nbformat.write(notebook, path)
+    with caplog.at_level(logging.WARNING):
+        page = render_html(path)
+    assert f"data:image/png;base64,{PNG}" in page and 'alt="' in page
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -10,11 +10,18 @@ from a machine without internet access, then renders without waiting on the netw
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from tierlog.util.atomic_files import atomic_write
 
 SUFFIX = ".html"
+# nbconvert warns "Alternative text is missing on N image(s)" for every plot it converts
+# (and then gives each a generic one): on every `notebook run` with a plot, a warning
+# nobody reading or running the report can act on. Its exporter logs here instead, where
+# only errors pass.
+_EXPORTER_LOG = logging.getLogger(__name__ + ".nbconvert")
+_EXPORTER_LOG.setLevel(logging.ERROR)
 _TEMPLATE_NAME = "tierlog_report.html.j2"
 _TEMPLATE = """\
 {%- extends 'lab/index.html.j2' -%}
@@ -35,7 +42,9 @@ def render_html(notebook: Path) -> str:
     from nbconvert import HTMLExporter
 
     exporter = HTMLExporter(
-        extra_loaders=[DictLoader({_TEMPLATE_NAME: _TEMPLATE})], template_file=_TEMPLATE_NAME
+        extra_loaders=[DictLoader({_TEMPLATE_NAME: _TEMPLATE})],
+        template_file=_TEMPLATE_NAME,
+        log=_EXPORTER_LOG,
     )
     body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
     return str(body)
