@@ -675,8 +675,8 @@ def _add_users(sub: Any) -> None:
         command.add_argument(
             "--zk-config-file",
             metavar="FILE",
-            help="with --zookeeper: properties with zookeeper.jaas.config and "
-            "zookeeper.set.acl (the brokers' server.properties serves)",
+            help="with --zookeeper: properties with zookeeper.jaas.config, "
+            "zookeeper.set.acl and zookeeper.ssl.* (the brokers' server.properties serves)",
         )
         command.set_defaults(func=func)
 

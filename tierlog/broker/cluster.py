@@ -24,6 +24,8 @@ from tierlog.broker.coordination.zk_auth import (
     ZkIdentity,
     parse_identity,
 )
+from tierlog.broker.coordination.zk_tls import KEYS as ZK_TLS_KEYS
+from tierlog.broker.coordination.zk_tls import ZkTls, zk_tls
 from tierlog.broker.coordination.zookeeper import ZkCoordinator
 from tierlog.broker.replication.replica_manager import ReplicaManager
 from tierlog.client.async_connection import AsyncConnection
@@ -59,6 +61,15 @@ def zookeeper_identity(config: BrokerConfig) -> ZkIdentity | None:
     return parse_identity(text)
 
 
+def zookeeper_tls(config: BrokerConfig) -> ZkTls | None:
+    """The broker's TLS to ZooKeeper (``zookeeper.ssl.*``), if enabled.
+
+    Raises:
+        SecurityConfigError: naming the key at fault (``zk_tls``).
+    """
+    return zk_tls({key: config[key] for key in ZK_TLS_KEYS})
+
+
 class ClusterMembership:
     """Args:
     config: the broker's configuration (zookeeper.*, replica.*, unclean election).
@@ -84,6 +95,7 @@ class ClusterMembership:
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             identity=zookeeper_identity(config),
             secure_acls=config[SET_ACL_KEY],
+            tls=zookeeper_tls(config),
         )
         self.coordinator.alter_partition_sender = self.send_alter_partition
         self.controller = Controller(

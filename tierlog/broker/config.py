@@ -557,6 +557,55 @@ BROKER_CONFIG = ConfigDef(
             'password="..."; (ZooKeeper digest authentication)',
         ),
         ConfigKey(
+            "zookeeper.ssl.client.enable",
+            "bool",
+            False,
+            "TLS to ZooKeeper's secureClientPort (KIP-515); the zookeeper.ssl.* keys below",
+        ),
+        ConfigKey(
+            "zookeeper.clientCnxnSocket",
+            "string",
+            "",
+            "with TLS, Kafka's Java client needs org.apache.zookeeper.ClientCnxnSocketNetty; "
+            "tierlog accepts that or nothing",
+        ),
+        ConfigKey(
+            "zookeeper.ssl.keystore.location",
+            "string",
+            "",
+            "PEM file with the broker's key and certificate chain, its identity to ZooKeeper",
+        ),
+        ConfigKey(
+            "zookeeper.ssl.keystore.password",
+            "string",
+            "",
+            "the password of the keystore's encrypted key",
+        ),
+        ConfigKey("zookeeper.ssl.keystore.type", "string", "PEM", "PEM only"),
+        ConfigKey(
+            "zookeeper.ssl.truststore.location",
+            "string",
+            "",
+            "PEM file with the CA certificates that signed ZooKeeper's",
+        ),
+        ConfigKey(
+            "zookeeper.ssl.truststore.password", "string", "", "unused for PEM (as in Kafka)"
+        ),
+        ConfigKey("zookeeper.ssl.truststore.type", "string", "PEM", "PEM only"),
+        ConfigKey(
+            "zookeeper.ssl.endpoint.identification.algorithm",
+            "string",
+            "HTTPS",
+            "HTTPS: check ZooKeeper's host name against its certificate; empty: do not",
+        ),
+        ConfigKey("zookeeper.ssl.protocol", "string", "TLSv1.2", "only the default (Python's TLS)"),
+        ConfigKey(
+            "zookeeper.ssl.enabled.protocols", "string", "", "only the default (Python's TLS)"
+        ),
+        ConfigKey("zookeeper.ssl.cipher.suites", "string", "", "only the default (Python's TLS)"),
+        ConfigKey("zookeeper.ssl.crl.enable", "bool", False, "only false"),
+        ConfigKey("zookeeper.ssl.ocsp.enable", "bool", False, "only false"),
+        ConfigKey(
             "authorizer.class.name",
             "string",
             "",

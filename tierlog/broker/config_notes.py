@@ -176,6 +176,23 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
         f"{_OWN}: Kafka reads its JAAS Client section from java.security.auth.login.config; "
         "the same entry here, authenticated with ZooKeeper's digest scheme"
     ),
+    "zookeeper.ssl.client.enable": _ro(),
+    "zookeeper.clientCnxnSocket": _ro(
+        "Kafka's Java client needs the Netty socket for TLS; tierlog (kazoo) accepts that "
+        "name or none"
+    ),
+    "zookeeper.ssl.keystore.location": _ro(),
+    "zookeeper.ssl.keystore.password": _ro(),
+    "zookeeper.ssl.keystore.type": _ro("PEM only (Kafka: JKS, PKCS12 or PEM)"),
+    "zookeeper.ssl.truststore.location": _ro(),
+    "zookeeper.ssl.truststore.password": _ro(),
+    "zookeeper.ssl.truststore.type": _ro("PEM only (Kafka: JKS, PKCS12 or PEM)"),
+    "zookeeper.ssl.endpoint.identification.algorithm": _ro(),
+    "zookeeper.ssl.protocol": _ro("only TLSv1.2, the default: kazoo uses Python's TLS settings"),
+    "zookeeper.ssl.enabled.protocols": _ro("only the default: kazoo uses Python's TLS settings"),
+    "zookeeper.ssl.cipher.suites": _ro("only the default: kazoo uses Python's TLS settings"),
+    "zookeeper.ssl.crl.enable": _ro("only false: kazoo checks no CRL"),
+    "zookeeper.ssl.ocsp.enable": _ro("only false: kazoo checks no OCSP"),
     "replica.lag.time.max.ms": _ro(),
     "unclean.leader.election.enable": _cw(),
     "fetch.max.bytes": _ro(),

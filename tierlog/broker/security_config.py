@@ -185,6 +185,10 @@ SENSITIVE: Final = frozenset(
         "ssl.key.password",
         "ssl.truststore.password",
         "sasl.jaas.config",
+        # ZooKeeper's: the digest identity's password, the TLS keystore's.
+        "zookeeper.jaas.config",
+        "zookeeper.ssl.keystore.password",
+        "zookeeper.ssl.truststore.password",
     }
 )
 

@@ -75,19 +75,22 @@ _NOT_AUTHORIZED = (
 
 def _zk_session(zookeeper: str, zk_config: Path | None) -> ZkSession:
     """A session to ``zookeeper``, authenticated as ``zk_config`` says (its
-    ``zookeeper.jaas.config`` and ``zookeeper.set.acl``: a broker's server.properties)."""
+    ``zookeeper.jaas.config``, ``zookeeper.set.acl`` and ``zookeeper.ssl.*``: a broker's
+    server.properties)."""
     from tierlog.broker.coordination.zk_auth import session_security
     from tierlog.broker.coordination.zk_session import ZkSession
+    from tierlog.broker.coordination.zk_tls import zk_tls
     from tierlog.util.properties import load_properties
 
-    identity, secure = None, False
+    identity, secure, tls = None, False, None
     if zk_config is not None:
         try:
             props = load_properties(zk_config)
         except OSError as exc:
             raise CliError(f"cannot read {zk_config}: {exc.strerror}") from None
         identity, secure = session_security(props)
-    return ZkSession(zookeeper, identity=identity, secure_acls=secure)
+        tls = zk_tls(props)
+    return ZkSession(zookeeper, identity=identity, secure_acls=secure, tls=tls)
 
 
 def _alter(

@@ -44,6 +44,7 @@ from tierlog.broker.coordination.zk_session import (
     SessionEvent,
     ZkSession,
 )
+from tierlog.broker.coordination.zk_tls import ZkTls
 from tierlog.broker.coordination.zk_topics import TopicAdmin
 from tierlog.util.clock import Clock, SystemClock
 
@@ -57,7 +58,7 @@ class ZkClient:
         connection_timeout_ms: ``zookeeper.connection.timeout.ms`` (default: the session
             timeout).
         clock: stamps registrations and the controller znode; bounds waits.
-        identity, secure_acls: ZooKeeper authentication and Kafka's znode ACLs
+        identity, secure_acls, tls: ZooKeeper authentication, Kafka's znode ACLs and TLS
             (``ZkSession``).
     """
 
@@ -70,6 +71,7 @@ class ZkClient:
         *,
         identity: ZkIdentity | None = None,
         secure_acls: bool = False,
+        tls: ZkTls | None = None,
     ) -> None:
         clock = clock or SystemClock()
         self.session = session = ZkSession(
@@ -78,6 +80,7 @@ class ZkClient:
             connection_timeout_ms,
             identity=identity,
             secure_acls=secure_acls,
+            tls=tls,
         )
         self.brokers = BrokerRegistry(session, clock)
         self.controller = ControllerElection(session, clock)

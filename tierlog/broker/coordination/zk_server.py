@@ -17,6 +17,13 @@ loaded test run a server that answered ``ruok`` did not answer its first session
 60 s, and every test of that worker failed; its log said nothing (no logger binding), and
 an fsync of the log behind other processes' dirty data on ext4 is the likely wait.
 
+With ``tls`` (a PEM keystore and truststore) the server also serves TLS on
+``secure_port`` (its ``secureClientPort``, through its Netty connection factory, asking
+every client for a certificate signed by the truststore's CA); ``connect_tls`` names it.
+Debian's ``zkServer.sh`` leaves Netty's codec jar off the class path, so a TLS server is
+started with ``java`` directly, with it added. The plain port stays open for the
+readiness checks.
+
 The server's output goes to ``zookeeper.log`` in that directory and is printed when
 start-up fails. ``stop()`` / ``kill()`` end the whole process
 group; the server is also killed at interpreter exit, so a crashed test run leaves no JVM.
@@ -38,6 +45,10 @@ import time
 from pathlib import Path
 
 ZK_SERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
+# What zkServer.sh runs, and (for TLS) Netty's codec, which its class path lacks.
+ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+ZK_CLASS_PATH = ("/etc/zookeeper/conf", "/usr/share/java/zookeeper.jar")
+NETTY_CODEC_JAR = "/usr/share/java/netty-codec.jar"
 INSTALL_HINT = "`make test` installs it, or: apt-get install zookeeper"
 
 # ZooKeeper's minimum session timeout is 2 ticks; 200 ms ticks let brokers use short
@@ -68,10 +79,20 @@ def ruok(port: int, timeout: float = 1.0) -> bool:
 
 class ZooKeeperServer:
     """One standalone ZooKeeper server on 127.0.0.1. Not thread-safe: drive it from the
-    test's thread."""
+    test's thread.
+
+    Args:
+        tls: (keystore, truststore) PEM files: serve TLS on ``secure_port`` too, with
+            client certificates required (module docstring).
+    """
 
     def __init__(
-        self, base_dir: Path | None = None, *, port: int = 0, tick_time_ms: int = TICK_TIME_MS
+        self,
+        base_dir: Path | None = None,
+        *,
+        port: int = 0,
+        tick_time_ms: int = TICK_TIME_MS,
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
         if not ZK_SERVER_SH.exists():
             raise FileNotFoundError(f"ZooKeeper is not installed ({ZK_SERVER_SH}): {INSTALL_HINT}")
@@ -79,6 +100,8 @@ class ZooKeeperServer:
         # Absolute: the server runs in this directory, and its config names its paths.
         self.dir = Path(base_dir or tempfile.mkdtemp(prefix="tierlog-zk-")).resolve()
         self.port = port or free_port()
+        self.tls = tls
+        self.secure_port = free_port() if tls is not None else None
         self.tick_time_ms = tick_time_ms
         self.log_path = self.dir / "zookeeper.log"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -89,6 +112,13 @@ class ZooKeeperServer:
     def connect(self) -> str:
         """``host:port`` for a client (add ``/chroot`` as needed)."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def connect_tls(self) -> str:
+        """``host:port`` of the TLS port (the server must have been made with ``tls``)."""
+        if self.secure_port is None:
+            raise ValueError("this ZooKeeper serves no TLS")
+        return f"127.0.0.1:{self.secure_port}"
 
     @property
     def running(self) -> bool:
@@ -107,8 +137,30 @@ class ZooKeeperServer:
             # A killed server loses nothing without it (module docstring); with it, a
             # loaded disk stalled the first session past a minute.
             "forceSync=no\n"
-            f"maxSessionTimeout={MAX_SESSION_TIMEOUT_MS}\n"
+            f"maxSessionTimeout={MAX_SESSION_TIMEOUT_MS}\n" + self._tls_config()
         )
+
+    def _tls_config(self) -> str:
+        if self.tls is None:
+            return ""
+        keystore, truststore = self.tls
+        return (
+            f"secureClientPort={self.secure_port}\n"
+            "secureClientPortAddress=127.0.0.1\n"
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+            f"ssl.keyStore.location={keystore}\n"
+            "ssl.keyStore.type=PEM\n"
+            f"ssl.trustStore.location={truststore}\n"
+            "ssl.trustStore.type=PEM\n"
+            "ssl.clientAuth=need\n"
+        )
+
+    def _command(self) -> list[str]:
+        config = str(self.dir / "zoo.cfg")
+        if self.tls is None:
+            return [str(ZK_SERVER_SH), "start-foreground", config]
+        class_path = ":".join((*ZK_CLASS_PATH, NETTY_CODEC_JAR))
+        return ["java", "-cp", class_path, ZK_MAIN, config]
 
     def start(self) -> ZooKeeperServer:
         """Start and wait until it answers ``ruok`` and opens a session. Raises RuntimeError
@@ -118,7 +170,7 @@ class ZooKeeperServer:
         env = {**os.environ, "ZOOCFGDIR": str(self.dir), "ZOO_LOG_DIR": str(self.dir)}
         with open(self.log_path, "ab") as out:
             self._proc = subprocess.Popen(
-                [str(ZK_SERVER_SH), "start-foreground", str(self.dir / "zoo.cfg")],
+                self._command(),
                 cwd=self.dir,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -41,6 +41,7 @@ except ImportError as e:  # pragma: no cover - depends on what is installed
     ) from e
 
 from tierlog.broker.coordination.zk_auth import ZkIdentity, ZnodeAcls
+from tierlog.broker.coordination.zk_tls import ZkTls
 
 # Kafka's zookeeper.session.timeout.ms default since 2.5 (KIP-537); the connection timeout
 # defaults to it, as zookeeper.connection.timeout.ms does.
@@ -128,6 +129,7 @@ class ZkSession:
         identity: who this session is to ZooKeeper (``zookeeper.jaas.config``); None:
             unauthenticated.
         secure_acls: ``zookeeper.set.acl``: new znodes get Kafka's ACLs (``zk_auth``).
+        tls: ``zookeeper.ssl.*`` (``zk_tls``); None: plain TCP.
     """
 
     def __init__(
@@ -138,8 +140,10 @@ class ZkSession:
         *,
         identity: ZkIdentity | None = None,
         secure_acls: bool = False,
+        tls: ZkTls | None = None,
     ) -> None:
         self._hosts, self._chroot = parse_connect(connect)
+        self._tls_arguments = tls.kazoo_arguments() if tls is not None else {}
         self._session_timeout_s = session_timeout_ms / 1000
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
         self._auth_data = identity.auth_data() if identity is not None else None
@@ -152,6 +156,7 @@ class ZkSession:
             timeout=self._session_timeout_s,
             auth_data=self._auth_data,
             default_acl=self.acls.default(),
+            **self._tls_arguments,
         )
         self._read_retry = KazooRetry(
             max_tries=-1, delay=0.05, max_delay=1.0, deadline=self._connection_timeout_s
@@ -184,6 +189,7 @@ class ZkSession:
             timeout=self._session_timeout_s,
             auth_data=self._auth_data,
             default_acl=self.acls.default(),
+            **self._tls_arguments,
         )
         try:
             bootstrap.start(timeout=self._connection_timeout_s)

@@ -40,6 +40,7 @@ from tierlog.broker.coordination.zk_cache import ClusterCache, ClusterSnapshot
 from tierlog.broker.coordination.zk_client import ZkClient
 from tierlog.broker.coordination.zk_data import BrokerInfo, EndPoint
 from tierlog.broker.coordination.zk_session import SessionEvent
+from tierlog.broker.coordination.zk_tls import ZkTls
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class ZkCoordinator:
     broker_id: this broker.
     session_timeout_ms: ``zookeeper.session.timeout.ms``.
     identity, secure_acls: ``zookeeper.jaas.config`` and ``zookeeper.set.acl`` (``zk_auth``).
+    tls: ``zookeeper.ssl.*`` (``zk_tls``).
     """
 
     def __init__(
@@ -75,8 +77,11 @@ class ZkCoordinator:
         propagation_timeout_s: float = DEFAULT_PROPAGATION_TIMEOUT_S,
         identity: ZkIdentity | None = None,
         secure_acls: bool = False,
+        tls: ZkTls | None = None,
     ) -> None:
-        self.zk = ZkClient(connect, session_timeout_ms, identity=identity, secure_acls=secure_acls)
+        self.zk = ZkClient(
+            connect, session_timeout_ms, identity=identity, secure_acls=secure_acls, tls=tls
+        )
         self.broker_id = broker_id
         self.cluster_id = ""
         self.broker_epoch = -1
