@@ -103,7 +103,13 @@ def test_replication_metrics_follow_a_follower_and_an_offline_partition(
                     "UnderReplicatedPartitions > 0 on the leader",
                     20,
                 )
-                assert metric(cluster, leader, ISR_SHRINKS) > shrinks
+                # The leader counts the shrink when the controller answers its
+                # AlterPartition; its ZooKeeper watch may show the new ISR a moment sooner.
+                cluster.wait_until(
+                    lambda: metric(cluster, leader, ISR_SHRINKS) > shrinks,
+                    "IsrShrinks counted on the leader",
+                    10,
+                )
                 # Every broker learns the new ISR through ZooKeeper, a moment after the leader.
                 cluster.wait_until(
                     lambda: follower not in cluster.partitions("metered")[0].isrs,
@@ -117,7 +123,11 @@ def test_replication_metrics_follow_a_follower_and_an_offline_partition(
                 "UnderReplicatedPartitions back to 0 once the follower caught up",
                 30,
             )
-        assert metric(cluster, leader, ISR_EXPANDS) > expands
+        cluster.wait_until(
+            lambda: metric(cluster, leader, ISR_EXPANDS) > expands,
+            "IsrExpands counted on the leader",
+            10,
+        )
         cluster.wait_for_full_isr("metered", 1, 3)
 
         # The only replica of "solo" stops: the controller (and only it) counts it offline.
