@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,18 +233,23 @@ def fetch_kafka(work: Path, version: str = "auto", max_tries: int = 3) -> KafkaD
 
 
 def _server_properties(
-    data: Path, port: int, controller_port: int, extra: dict[str, str] | None = None
+    data: Path,
+    listeners: Mapping[str, int],
+    controller_port: int,
+    extra: dict[str, str] | None = None,
 ) -> str:
+    served = ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items())
+    protocols = ",".join(f"{name}:{name}" for name in listeners)
     return "\n".join(
         [
             "process.roles=broker,controller",
             "node.id=1",
             f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}",
-            f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+            f"listeners={served},CONTROLLER://127.0.0.1:{controller_port}",
+            f"advertised.listeners={served}",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"listener.security.protocol.map={protocols},CONTROLLER:PLAINTEXT",
             f"log.dirs={data}",
             "num.partitions=1",
             "auto.create.topics.enable=true",
@@ -271,28 +277,41 @@ def _cluster_id() -> str:
 
 
 def start_kafka(
-    dist: KafkaDist, run_dir: Path, extra: dict[str, str] | None = None
+    dist: KafkaDist,
+    run_dir: Path,
+    extra: dict[str, str] | None = None,
+    *,
+    listeners: Mapping[str, int] | None = None,
+    format_args: Sequence[str] = (),
 ) -> tuple[ManagedProcess, str]:
-    """Format a fresh log dir and start the broker; returns the process and its bootstrap.
-    ``extra`` adds (or overrides) server.properties keys.
+    """Format a fresh log dir and start the broker; returns the process and its bootstrap
+    (the PLAINTEXT listener). ``extra`` adds (or overrides) server.properties keys.
+
+    ``listeners`` names each listener and its port (each listener's name is its security
+    protocol, e.g. ``{"PLAINTEXT": 9092, "SASL_SSL": 9094}``; PLAINTEXT must be one, for
+    the bootstrap); without it, PLAINTEXT alone on a free port. ``format_args`` go to
+    ``kafka-storage format``, e.g. ``--add-scram`` for SCRAM users (KRaft keeps them in its
+    metadata log, so they exist before the broker serves).
 
     The caller waits for readiness (``procs.wait_ready``) and stops it.
 
     Raises:
         KafkaUnavailable: storage formatting failed.
     """
-    port, controller_port = free_port(), free_port()
-    while controller_port == port:
+    listeners = dict(listeners or {"PLAINTEXT": free_port()})
+    controller_port = free_port()
+    while controller_port in listeners.values():
         controller_port = free_port()
     run_dir.mkdir(parents=True, exist_ok=True)
     props = run_dir / "server.properties"
-    props.write_text(_server_properties(run_dir / "data", port, controller_port, extra))
+    props.write_text(_server_properties(run_dir / "data", listeners, controller_port, extra))
     log4j = run_dir / "log4j2.yaml"
     log4j.write_text(LOG4J2_YAML)
     classpath = f"{dist.libs}/*"
     cluster_id = _cluster_id()
     java = ["java", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
     fmt = [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)]
+    fmt += format_args
     try:
         done = subprocess.run(
             [*fmt, "--standalone"], capture_output=True, text=True, timeout=120, check=False
@@ -303,4 +322,4 @@ def start_kafka(
         raise KafkaUnavailable(f"kafka-storage format failed: {done.stderr.strip()[-500:]}")
     argv = [*java[:1], *JVM_FLAGS, *java[1:], "kafka.Kafka", str(props)]
     proc = start_process("kafka", argv, run_dir / "kafka.log")
-    return proc, f"127.0.0.1:{port}"
+    return proc, f"127.0.0.1:{listeners['PLAINTEXT']}"
