@@ -79,6 +79,31 @@ def test_frame_timeout_counts_from_the_first_byte() -> None:
     asyncio.run(scenario())
 
 
+def test_idle_timeout_fires_and_a_frame_in_time_cancels_it() -> None:
+    async def scenario() -> None:
+        stream, peer = await connect(FrameReceiver())
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(TimeoutError):
+            await stream.receive(idle_timeout=0.1)
+        assert 0.09 <= loop.time() - started < 2
+        # A frame before the deadline: its timer is cancelled, so nothing fails the next
+        # wait once the first deadline has passed.
+        waiting = asyncio.ensure_future(stream.receive(idle_timeout=0.2))
+        await asyncio.sleep(0.02)
+        peer.send(frame(b"in time"))
+        assert bytes(await asyncio.wait_for(waiting, 5) or b"") == b"in time"
+        later = asyncio.ensure_future(stream.receive(idle_timeout=5))
+        await asyncio.sleep(0.4)
+        assert not later.done()
+        peer.send(frame(b"later"))
+        assert bytes(await asyncio.wait_for(later, 5) or b"") == b"later"
+        stream.close()
+        peer.close()
+
+    asyncio.run(scenario())
+
+
 def test_bad_prefix_after_good_frames() -> None:
     async def scenario() -> None:
         stream, peer = await connect(FrameReceiver(100))

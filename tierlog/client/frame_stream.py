@@ -185,12 +185,17 @@ class FrameStream(asyncio.BufferedProtocol):
                 deadline: float | None = self.partial_since + frame_timeout
             else:
                 deadline = idle_deadline
-            self._waiter = loop.create_future()
+            self._waiter = waiter = loop.create_future()
+            # A timer that fails the waiter, rather than asyncio.timeout_at: a broker waits
+            # here before every request, and the context manager (its task lookup, its
+            # cancel-and-uncancel) cost more than the wait itself (profiled, bench/tls.py).
+            timer = None if deadline is None else loop.call_at(deadline, _expire, waiter)
             try:
-                async with asyncio.timeout_at(deadline):
-                    await self._waiter
+                await waiter
             finally:
                 self._waiter = None
+                if timer is not None:
+                    timer.cancel()
 
     def admit(self) -> None:
         """Lets the frame ``receive`` announced be read; its receive clock restarts
@@ -261,3 +266,8 @@ class FrameStream(asyncio.BufferedProtocol):
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())

@@ -11,10 +11,11 @@ like any other. Versions: SaslHandshake v0-v1, SaslAuthenticate v0-v2 (Kafka 4's
 from __future__ import annotations
 
 import datetime
+import functools
 import struct
 from typing import Any, Final, cast
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from kio.static.primitive import i64Timedelta
@@ -25,6 +26,7 @@ from tierlog.protocol import (
     UnsupportedVersionError,
     encode_response,
 )
+from tierlog.protocol.codec import response_type_for
 
 __all__ = [
     "SASL_AUTHENTICATE",
@@ -49,6 +51,14 @@ def peek_api_key(frame: bytes) -> int | None:
     return cast(int, struct.unpack_from(">h", frame, 0)[0])
 
 
+@functools.cache
+def _readers(api_key: int, version: int) -> tuple[type[Any], Any, Any]:
+    # Looked up once per version: kio resolves a schema by its module path on every call,
+    # and each login reads two or three of these (bench/tls.py's logins, profiled).
+    request_type = load_request_schema(api_key, version)
+    return request_type, entity_reader(request_type.__header_schema__), entity_reader(request_type)
+
+
 def decode_sasl_request(frame: bytes) -> Request:
     """One SaslHandshake or SaslAuthenticate request frame (without its size prefix).
 
@@ -67,10 +77,10 @@ def decode_sasl_request(frame: bytes) -> Request:
         )
     if not bounds[0] <= version <= bounds[1]:
         raise UnsupportedVersionError(api_key, version, correlation_id)
-    request_type = load_request_schema(api_key, version)
+    request_type, read_header, read_body = _readers(api_key, version)
     try:
-        header, offset = entity_reader(request_type.__header_schema__)(data, 0)
-        body, _ = entity_reader(request_type)(data, offset)
+        header, offset = read_header(data, 0)
+        body, _ = read_body(data, offset)
     except Exception as exc:  # kio raises its own errors, ValueError, IndexError...
         raise MalformedRequestError(
             f"cannot read {request_type.__name__} v{version}: {exc}",
@@ -92,7 +102,7 @@ def decode_sasl_request(frame: bytes) -> Request:
 
 def handshake_response(request: Request, error: ErrorCode, mechanisms: tuple[str, ...]) -> bytes:
     """The framed SaslHandshake answer: an error code and the enabled mechanisms."""
-    response_type: Any = load_response_schema(SASL_HANDSHAKE, request.api_version)
+    response_type: Any = response_type_for(SASL_HANDSHAKE, request.api_version)
     return encode_response(request, response_type(error_code=error, mechanisms=mechanisms))
 
 
@@ -104,7 +114,7 @@ def authenticate_response(
     session_lifetime_ms: int = 0,
 ) -> bytes:
     """The framed SaslAuthenticate answer (``session_lifetime_ms`` from v1 on, KIP-368)."""
-    response_type: Any = load_response_schema(SASL_AUTHENTICATE, request.api_version)
+    response_type: Any = response_type_for(SASL_AUTHENTICATE, request.api_version)
     fields: dict[str, Any] = {
         "error_code": error,
         "error_message": error_message,
