@@ -152,6 +152,22 @@ def test_every_acl_change_is_followed(way: str) -> None:
     assert getattr(connection, way)(authz, txn="t1")[0] == TXN_DENIED
 
 
+def test_another_api_between_two_produces_keeps_what_passed() -> None:
+    # A Metadata request between two produces gives the connection a new request context
+    # (bind_request); the principal and host are the same, so nothing is asked again.
+    authorizer = authorizer_of(binding("etl-", "User:alice"))
+    authz = RequestAuthorizer(authorizer)
+    connection = Connection(ALICE)
+    assert connection.produce(authz) == (0, {})
+    asked = authorizer.asked
+    metadata = Request(ApiKey.METADATA, 12, 8, "client", None, None, 12, 0)  # type: ignore[arg-type]
+    for _ in range(2):
+        connection.context.run(bind_request, metadata)
+        assert connection.produce(authz) == (0, {})
+        assert connection.produce(authz) == (0, {})
+    assert authorizer.asked == asked
+
+
 def test_a_connection_that_authenticates_is_decided_as_its_new_principal() -> None:
     authz = RequestAuthorizer(authorizer_of(binding("etl-", "User:alice")))
     connection = Connection(ALICE)

@@ -23,7 +23,7 @@ themselves are not Produce errors, and a client may take them as fatal. With
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tierlog.broker.authorization import current_context
@@ -63,10 +63,15 @@ async def handle_produce(services: BrokerServices, request: Request) -> bytes | 
     elif body.transactional_id is None and _has_transactional_batches(body):
         refuse = ErrorCode.transactional_id_authorization_failed
     authz = services.authz
-    denied: dict[str, int] = {}
+    denied: Mapping[str, int] = {}
     if authz.enabled and refuse is None:
         # Write on the transactional id (for a transactional producer), Write on each topic.
-        topics = tuple([t.name for t in body.topic_data])
+        topic_data = body.topic_data
+        topics = (
+            (topic_data[0].name,)  # most requests: no comprehension's frame
+            if len(topic_data) == 1
+            else tuple(t.name for t in topic_data)
+        )
         code, denied = authz.produce(request, body.transactional_id, topics)
         refuse = code or None
     verified: dict[tuple[str, int], tuple[int, object | None]] = {}
