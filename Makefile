@@ -11,7 +11,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars
 
-.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools hdfs bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction bench-transactions bench-groups bench-summary clean setup
+.PHONY: demo serve lab test lint typecheck unit zookeeper chromium kafka-tools hdfs cloud-emulators bench bench-storage bench-throughput bench-cluster bench-spark bench-compaction bench-transactions bench-groups bench-summary clean setup
 
 setup: $(STAMP)
 
@@ -92,11 +92,16 @@ hdfs: $(STAMP)
 	command -v mvn > /dev/null || (apt-get update -q && apt-get install -y -q maven)
 	$(BIN)/python -m tests.integration.minihdfs fetch
 
+# The object stores' emulators for tests/integration/test_tiered_cloud_stores.py, once, into
+# .tools/: Azurite (Azure Blob) from npm, fake-gcs-server (GCS) built with the go command.
+cloud-emulators: $(STAMP)
+	$(BIN)/python -m tests.integration.cloud_emulators fetch
+
 # The suite in TEST_WORKERS processes (pytest-xdist): most tests wait on brokers, JVMs and
 # kernels rather than compute, so more processes than cores pays; tests/conftest.py keeps
 # the ones that share a Spark session, a module's fixtures or port 9092 in one process.
 TEST_WORKERS ?= 4
-unit: $(STAMP) $(JARS) zookeeper chromium kafka-tools hdfs
+unit: $(STAMP) $(JARS) zookeeper chromium kafka-tools hdfs cloud-emulators
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 test: lint typecheck unit
@@ -141,4 +146,4 @@ bench-summary: $(STAMP) $(JARS) zookeeper
 	$(BIN)/python bench/summary.py
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) data .tools .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -18,6 +18,7 @@ the end); the other processes work through the many short modules beside them.""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +29,11 @@ from hypothesis import HealthCheck, settings
 from tests import hang_guard
 
 hang_guard.install()
+
+# gcsfs asks a GCS bucket's layout over gRPC, which no emulator answers (60 s per bucket);
+# set before anything imports gcsfs, so brokers and Spark workers started from here inherit
+# it (tests/integration/cloud_emulators.py; docs/tiered-storage.md says so for users).
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 # Property tests check what the code does, not how fast: on a loaded 2-core machine an
 # example can take longer than Hypothesis' default deadline of 200 ms, and generating data

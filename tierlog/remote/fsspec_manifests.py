@@ -12,6 +12,9 @@ points ``manifest.json`` at it. How each store creates exclusively and overwrite
 * ``s3://``: a conditional PUT (``If-None-Match: *``), which AWS S3, MinIO and moto
   honour; the pointer is a plain PUT (atomic). Pass ``conditional_writes=False`` for
   S3-compatible stores that reject the header.
+* ``gs://`` / ``gcs://`` (gcsfs) and ``abfs://`` / ``az://`` (adlfs): the same, through
+  fsspec's ``mode="create"`` (GCS's ``ifGenerationMatch=0``, Azure Blob's
+  ``If-None-Match: *``); both replace an object atomically, so the pointer is a plain PUT.
 * ``webhdfs://``: the version is written to a temp name and renamed; HDFS refuses to
   rename onto an existing file, so the rename is the exclusive step and no reader ever
   sees the version half-written. The pointer is overwritten in place (WebHDFS has no
@@ -45,6 +48,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
+from typing import Final
 
 from tierlog.remote._errors import precondition_failed
 from tierlog.remote.api import (
@@ -81,10 +85,15 @@ TORN_READ_RETRIES = 5
 TORN_READ_BACKOFF_MS = 20
 
 
+# Stores whose fsspec driver creates an object only if absent (``pipe_file(mode="create")``
+# raising FileExistsError) and replaces one atomically.
+CONDITIONAL_CREATE_PROTOCOLS: Final = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az"})
+
+
 class FsspecManifests:
     """Args:
     root: the remote root.
-    conditional_writes: create versions with S3's conditional PUT (s3:// only).
+    conditional_writes: create versions with a conditional PUT (S3, GCS, Azure Blob).
     """
 
     def __init__(self, root: FsspecRoot, conditional_writes: bool) -> None:

@@ -47,7 +47,7 @@ from tierlog.remote.api import (
     RequestCounts,
     SegmentPart,
 )
-from tierlog.remote.fsspec_manifests import FsspecManifests
+from tierlog.remote.fsspec_manifests import CONDITIONAL_CREATE_PROTOCOLS, FsspecManifests
 from tierlog.remote.fsspec_root import FsspecRoot
 from tierlog.remote.fsspec_uploads import (
     DEFAULT_COPY_CHUNK_BYTES,
@@ -87,8 +87,9 @@ class FsspecRemoteStore:
         sleep: waits between retries (tests pass a fake).
         copy_chunk_bytes: read/write size when streaming a segment up, and the part size
             of a multipart upload.
-        conditional_writes: create manifest versions with S3's conditional PUT; None = on
-            for s3.
+        conditional_writes: create manifest versions with a conditional PUT (S3's
+            ``If-None-Match: *``, GCS's ``ifGenerationMatch=0``, Azure's ``If-None-Match``);
+            None = on for those stores.
         single_object: upload each segment as one object holding the log and its indexes
             (the default; issue 24); False: one object per part, the layout before.
         upload_parallelism: parts of one multipart upload sent at once
@@ -133,9 +134,11 @@ class FsspecRemoteStore:
         self.uploads = Uploads(self.root, copy_chunk_bytes, upload_parallelism, throttle)
         protocol = self.root.protocol
         if conditional_writes is None:
-            conditional_writes = protocol in ("s3", "s3a")
-        elif conditional_writes and protocol not in ("s3", "s3a"):
-            raise ValueError(f"conditional_writes is only supported on s3://, not {url}")
+            conditional_writes = protocol in CONDITIONAL_CREATE_PROTOCOLS
+        elif conditional_writes and protocol not in CONDITIONAL_CREATE_PROTOCOLS:
+            raise ValueError(
+                f"conditional_writes is supported on S3, GCS and Azure Blob, not {url}"
+            )
         self.manifests = FsspecManifests(self.root, conditional_writes)
         # Opened now: a URL fsspec knows but cannot reach (hdfs:// without libhdfs) fails
         # here, in one line, not at the first upload.
