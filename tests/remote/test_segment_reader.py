@@ -178,3 +178,56 @@ def test_corrupt_batch_header_is_a_storage_error(closed_log: Log, tmp_path: Path
         RemoteSegmentReader(store, segment).read(segment.base_offset, 100)
     assert isinstance(info.value, RemoteStorageError) and info.value.retriable
     assert info.value.object_url == store.object_url(segment)
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+@pytest.mark.parametrize("chunk_bytes", [700, 4096, 1 << 20])
+def test_chunks_give_the_segment_whole_with_ranges_fetched_ahead(
+    store: CountingStore, closed_log: Log, ahead: int, chunk_bytes: int
+) -> None:
+    for local, segment in upload(store, closed_log):
+        data = local.path.read_bytes()
+        for offset in (segment.base_offset, (segment.base_offset + segment.end_offset) // 2):
+            position = local.position_of(offset)
+            reader = RemoteSegmentReader(store, segment)
+            got = b"".join(bytes(c) for c in reader.chunks(offset, chunk_bytes, ahead=ahead))
+            assert got == data[position:]
+
+
+class ShortReadStore(CountingStore):
+    """Answers one range short, as a store whose object ends early would."""
+
+    short_at: int | None = None
+
+    def fetch_range(self, segment: RemoteSegment, start: int, end: int | None) -> bytes:
+        data = super().fetch_range(segment, start, end)
+        if start == self.short_at:
+            return data[: len(data) // 2]
+        return data
+
+
+@pytest.mark.parametrize("ahead", [0, 2])
+def test_a_short_range_is_continued_from_where_it_ended(closed_log: Log, ahead: int) -> None:
+    store = ShortReadStore(f"memory://reader-{uuid.uuid4().hex}")
+    local, segment = upload(store, closed_log)[0]
+    store.short_at = 1400
+    reader = RemoteSegmentReader(store, segment)
+    got = b"".join(bytes(c) for c in reader.chunks(segment.base_offset, 1400, ahead=ahead))
+    assert got == local.path.read_bytes()
+
+
+def test_a_caller_that_stops_early_leaves_no_range_thread_waiting(
+    store: CountingStore, closed_log: Log
+) -> None:
+    local, segment = upload(store, closed_log)[0]
+    fetched = []
+    for ahead in (0, 3):
+        before = store.ranges
+        chunks = RemoteSegmentReader(store, segment).chunks(segment.base_offset, 512, ahead=ahead)
+        first = next(chunks)
+        assert bytes(first) == local.path.read_bytes()[: len(first)]
+        chunks.close()  # the Spark split reached its end
+        fetched.append(store.ranges - before)
+    # Ranges fetched for the first whole batches, and at most `ahead` beyond them.
+    assert fetched[0] < fetched[1] <= fetched[0] + 3
+    assert local.size > 512 * (fetched[0] + 3)  # there was more to fetch

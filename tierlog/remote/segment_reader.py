@@ -13,7 +13,8 @@ and damage raises ``CorruptRemoteDataError`` naming the object, the offsets, the
 range and the store. Indexes are checked by the store against their recorded CRC-32C.
 
 Byte ranges go through a ``ChunkCache`` when one is given, else straight to the store.
-Not thread-safe (the lazily fetched indexes): one reader per fetch or per thread.
+Not thread-safe (the lazily fetched indexes): one reader per fetch or per thread; ``chunks``
+fetches ranges ahead on threads of its own (byte ranges only, never the indexes).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from __future__ import annotations
 import bisect
 import logging
 import struct
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from tierlog.records.errors import RecordsError
 from tierlog.records.header import HEADER_SIZE, BatchHeader, parse_header
@@ -211,26 +214,26 @@ class RemoteSegmentReader:
         self.last_read_end = position + check.end
         return data[: check.end]
 
-    def chunks(self, offset: int, chunk_bytes: int) -> Iterator[memoryview]:
+    def chunks(self, offset: int, chunk_bytes: int, *, ahead: int = 0) -> Iterator[memoryview]:
         """The segment's whole, checked batches from the one holding ``offset`` to its end,
         read ``chunk_bytes`` at a time (a batch larger than that is read on until whole):
         for readers that take a whole segment (the Spark source, changelog rebuilds).
 
+        With ``ahead``, that many following ranges are fetched on threads while the caller
+        works on the current one (parallel ranged GETs; at most ``ahead + 1`` ranges held).
+
         Raises:
             CorruptRemoteDataError: a batch fails its checks, or the object ends early.
         """
-        position = self.find_position(offset)
         expected = self.segment.base_offset
         carry = b""
-        while position < self.size:
-            data = self.fetch(position, min(position + chunk_bytes, self.size))
+        for position, data in self._ranges(self.find_position(offset), chunk_bytes, ahead):
             if not data:
                 raise self.corrupt(
                     RangeProblem(position, expected, -1, "the object ends before its size")
                 )
             buf = carry + data if carry else data
             start = position - len(carry)
-            position += len(data)
             check = check_range(
                 buf,
                 position=start,
@@ -244,6 +247,51 @@ class RemoteSegmentReader:
                 yield memoryview(buf)[: check.end]
                 expected = check.next_offset
             carry = bytes(buf[check.end :])
+
+    def _ranges(self, position: int, chunk_bytes: int, ahead: int) -> Iterator[tuple[int, bytes]]:
+        """(position, bytes) of consecutive ranges from ``position`` to the object's end,
+        ``ahead`` of them in flight beyond the one returned; ends after an empty range."""
+        if ahead <= 0:
+            while position < self.size:
+                data = self.fetch(position, min(position + chunk_bytes, self.size))
+                yield position, data
+                if not data:
+                    return
+                position += len(data)
+            return
+        pool = ThreadPoolExecutor(ahead, thread_name_prefix="tierlog-remote-range")
+        pending: deque[tuple[int, int, Future[bytes]]] = deque()
+        following = position
+
+        def fill() -> None:
+            nonlocal following
+            while len(pending) < ahead and following < self.size:
+                end = min(following + chunk_bytes, self.size)
+                pending.append((following, end, pool.submit(self.fetch, following, end)))
+                following = end
+
+        try:
+            fill()
+            while pending:
+                start, end, future = pending.popleft()
+                data = future.result()
+                if len(data) != end - start:
+                    # Short (or empty): what was fetched after it does not follow on; go on
+                    # from where it ended, or stop at an empty range.
+                    for *_, later in pending:
+                        later.cancel()
+                    pending.clear()
+                    following = start + len(data)
+                    yield start, data
+                    if not data:
+                        return
+                else:
+                    fill()  # the next ranges go out before the caller works on this one
+                    yield start, data
+                fill()
+        finally:
+            # A caller that stops early (its split ends) does not wait for ranges in flight.
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def checked_end(self, data: bytes, position: int, first_offset: int) -> int:
         """How many leading bytes of ``data`` (read at ``position``) are whole batches

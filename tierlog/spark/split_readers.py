@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 # Bytes read from object storage per request: big enough that per-request latency (S3:
 # tens of ms) is amortised, small enough to bound an executor's memory per task.
 REMOTE_CHUNK_BYTES = 16 << 20
+# Ranges of a split fetched while the one before is decoded (issue 24: parallel ranged GETs
+# within a split): an executor holds at most (1 + this) x REMOTE_CHUNK_BYTES per task.
+REMOTE_RANGES_AHEAD = 2
 # Fetch max bytes per request to the leader (Kafka's fetch.max.bytes default is 50 MiB).
 FETCH_MAX_BYTES = 16 << 20
 
@@ -117,7 +120,7 @@ def read_remote(
         AbortedFilter(remote_aborted(split, store, bootstrap, security)) if read_committed else None
     )
     reader = RemoteSegmentReader(store, split.segment)
-    for whole in reader.chunks(split.start, REMOTE_CHUNK_BYTES):
+    for whole in reader.chunks(split.start, REMOTE_CHUNK_BYTES, ahead=REMOTE_RANGES_AHEAD):
         yield from _decode(whole, split, split.start, filt)
         if whole_batches_end(whole)[1] >= split.end - 1:
             return
