@@ -2,11 +2,11 @@
 after another vs two ahead while one is decoded (issue 24: parallel ranges within a split).
 
 A segment of 200-byte records (~244 MiB; quick ~61 MiB) is uploaded as one object. Each
-round reads it as the Spark source's executors do (``RemoteSegmentReader.chunks`` in 16 MiB ranges, every
-batch checked, then ``to_record_batches`` to Arrow), once with ``ahead=0`` and once with
-``ahead=2`` (``tierlog.spark.split_readers.REMOTE_RANGES_AHEAD``), alternating. The figure
-is MiB/s of segment bytes, ahead=2 over ahead=0 by the median of the rounds. Quick: 3
-rounds; full: 5 rounds. The LAST line is the JSON report.
+round reads it as the Spark source's executors do (``RemoteSegmentReader.chunks`` in 16 MiB
+ranges, every batch checked, then ``to_record_batches`` to Arrow), once with ``ahead=0``
+and once with ``ahead=2`` (``tierlog.spark.split_readers.REMOTE_RANGES_AHEAD``),
+alternating. The figure is MiB/s of segment bytes, ahead=2 over ahead=0 by the median of
+the rounds. Quick: 3 rounds; full: 5 rounds. The LAST line is the JSON report.
 
     .venv/bin/python bench/remote_split_read.py --quick
     .venv/bin/python bench/remote_split_read.py
