@@ -65,6 +65,7 @@ BENCHES = (
     Bench("compaction", ("compaction.py", "--quick")),
     Bench("tiered", ("tiered.py", "--quick")),
     Bench("spark_read", ("spark_read.py", "--quick")),
+    Bench("remote_split_read", ("remote_split_read.py", "--quick")),
     Bench("changelog_rebuild", ("changelog_rebuild.py", "--quick")),
     Bench("intake", ("intake.py", "--quick")),
     Bench("integrity", ("integrity.py", "--quick")),
