@@ -15,7 +15,14 @@ import pytest
 
 from tests.broker.harness import BrokerProcess
 from tests.integration.cloud_emulators import EMULATORS, CloudStore, filesystem
-from tests.integration.tiered_s3 import FAST, consume, create_topic, produce, wait_until
+from tests.integration.tiered_s3 import (
+    FAST,
+    consume,
+    create_topic,
+    produce,
+    spark_tiers,
+    wait_until,
+)
 from tierlog.remote import manifest as mf
 from tierlog.remote.api import ManifestConflictError
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
@@ -102,17 +109,8 @@ def test_the_spark_source_reads_both_tiers_from_the_store(
     tmp_path: Path, cloud: CloudStore, brokers: list[BrokerProcess], spark: Any
 ) -> None:
     broker, topic, url = offload(tmp_path, cloud, brokers)
-    reader = (
-        spark.read.format("tierlog")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("subscribe", topic)
-        .option("remote.log.storage.url", url)
-        .option("tierlog.includeTier", "true")
-    )
-    for key, value in cloud.options.items():
-        reader = reader.option(f"remote.log.storage.options.{key}", value)
-    rows = reader.load().select("offset", "tier").collect()
-    assert sorted(r["offset"] for r in rows) == list(range(RECORDS))
-    tiers = {r["offset"]: r["tier"] for r in rows}
+    rows = spark_tiers(spark, broker.bootstrap, topic, url, cloud.options)
+    assert sorted(offset for offset, _ in rows) == list(range(RECORDS))
+    tiers = dict(rows)
     assert tiers[0] == "remote" and tiers[RECORDS - 1] != "remote"
     assert broker.stop() == 0

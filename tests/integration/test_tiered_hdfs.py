@@ -22,7 +22,14 @@ import pytest
 
 from tests.broker.harness import BrokerProcess
 from tests.integration.minihdfs import MiniHdfs, running
-from tests.integration.tiered_s3 import FAST, consume, create_topic, produce, wait_until
+from tests.integration.tiered_s3 import (
+    FAST,
+    consume,
+    create_topic,
+    produce,
+    spark_tiers,
+    wait_until,
+)
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.manifest import committed_segments, end_offset
 from tierlog.remote.registry import open_store
@@ -129,18 +136,8 @@ def test_offload_to_hdfs_reads_back_whole_and_no_manifest_read_is_torn(
 
     # Through the Spark source: the remote segments straight from HDFS, the rest from
     # the leader.
-    rows = (
-        spark.read.format("tierlog")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("subscribe", topic)
-        .option("remote.log.storage.url", url)
-        .option("remote.log.storage.options.user", "tierlog")
-        .option("tierlog.includeTier", "true")
-        .load()
-        .select("offset", "tier")
-        .collect()
-    )
-    assert sorted(r["offset"] for r in rows) == list(range(RECORDS))
-    tiers = {r["offset"]: r["tier"] for r in rows}
+    rows = spark_tiers(spark, broker.bootstrap, topic, url, {"user": "tierlog"})
+    assert sorted(offset for offset, _ in rows) == list(range(RECORDS))
+    tiers = dict(rows)
     assert tiers[0] == "remote" and tiers[RECORDS - 1] != "remote"
     assert broker.stop() == 0

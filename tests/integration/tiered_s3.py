@@ -265,3 +265,20 @@ def raw_list_offset(port: int, topic: str, timestamp: int) -> tuple[int, int]:
     )
     partition = response.topics[0].partitions[0]
     return int(partition.error_code), int(partition.offset)
+
+
+def spark_tiers(
+    spark: Any, bootstrap: str, topic: str, url: str, options: dict[str, str]
+) -> list[tuple[int, str]]:
+    """(offset, tier) of every record the Spark source reads from ``topic``: the remote
+    segments straight from the store at ``url`` (with ``options``), the rest from the leader."""
+    reader = (
+        spark.read.format("tierlog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("remote.log.storage.url", url)
+        .option("tierlog.includeTier", "true")
+    )
+    for key, value in options.items():
+        reader = reader.option(f"remote.log.storage.options.{key}", value)
+    return [(r["offset"], r["tier"]) for r in reader.load().select("offset", "tier").collect()]
