@@ -282,13 +282,11 @@ class RemoteSegmentReader:
                         later.cancel()
                     pending.clear()
                     following = start + len(data)
-                    yield start, data
                     if not data:
+                        yield start, data
                         return
-                else:
-                    fill()  # the next ranges go out before the caller works on this one
-                    yield start, data
-                fill()
+                fill()  # the next ranges go out before the caller works on this one
+                yield start, data
         finally:
             # A caller that stops early (its split ends) does not wait for ranges in flight.
             pool.shutdown(wait=False, cancel_futures=True)
