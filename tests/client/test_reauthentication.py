@@ -7,25 +7,21 @@ request after the session ended (the last test shows it does)."""
 from __future__ import annotations
 
 import asyncio
-import io
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.broker.harness import BrokerProcess
-from tests.broker.network.test_listener_security import metric
+from tests.broker.network.test_listener_security import metric, reauthenticating_broker
 from tests.client.test_secure_connection import metadata
 from tierlog.client.async_connection import AsyncConnection
 from tierlog.client.connection import BrokerConnection, ConnectionClosedError
 from tierlog.security.client_config import ClientSecurity
-from tierlog.security.password import Password
-from tierlog.tools.users import add_user
 
 pytestmark = pytest.mark.timeout(180)
 
 SESSION_MS = 1500
-SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 AUTHENTICATED = "kafka_server_socket_server_metrics_successful_authentication_total"
 REAUTHENTICATED = "kafka_server_socket_server_metrics_successful_reauthentication_total"
 FAILED = "kafka_server_socket_server_metrics_failed_authentication_total"
@@ -34,19 +30,8 @@ KILLED = "kafka_server_socket_server_metrics_expired_connections_killed_total"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    data = tmp_path_factory.mktemp("reauth") / "data"
-    data.mkdir()
-    add_user("alice", "SCRAM-SHA-256", Password("alice-secret"), io.StringIO(), data_dir=data)
-    process = BrokerProcess(
-        data,
-        {
-            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
-            "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": str(SESSION_MS),
-            "metrics.http.port": "0",
-        },
-    ).start()
+    process = reauthenticating_broker(tmp_path_factory.mktemp("reauth") / "data", SESSION_MS)
+    process.start()
     try:
         yield process
     finally:

@@ -386,23 +386,30 @@ def metric(broker: BrokerProcess, name: str) -> float:
     return float(found.group(1))
 
 
+def reauthenticating_broker(data: Path, session_ms: int) -> BrokerProcess:
+    """A broker (not started) whose SASL_PLAINTEXT listener logs SCRAM-SHA-256 user
+    ``alice`` (password ``alice-secret``) in for sessions of ``session_ms``
+    (``connections.max.reauth.ms``), with a PLAINTEXT listener and metrics beside it."""
+    data.mkdir(parents=True)
+    add_user("alice", "SCRAM-SHA-256", Password("alice-secret"), io.StringIO(), data_dir=data)
+    prefix = "listener.name.sasl_plaintext."
+    return BrokerProcess(
+        data,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            f"{prefix}sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            f"{prefix}scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+            f"{prefix}scram-sha-256.connections.max.reauth.ms": str(session_ms),
+            "metrics.http.port": "0",
+        },
+    )
+
+
 def test_sessions_are_reauthenticated_before_connections_max_reauth_ms(tmp_path: Path) -> None:
     # KIP-368: with connections.max.reauth.ms the broker tells the client its session's
     # lifetime; librdkafka re-authenticates on the same connection before it ends, and
     # keeps producing through it.
-    data = tmp_path / "data"
-    data.mkdir()
-    add_user("alice", "SCRAM-SHA-256", Password("alice-secret"), io.StringIO(), data_dir=data)
-    broker = BrokerProcess(
-        data,
-        {
-            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
-            "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": "2000",
-            "metrics.http.port": "0",
-        },
-    ).start()
+    broker = reauthenticating_broker(tmp_path / "data", 2000).start()
     try:
         errors: list[KafkaError | None] = []
         producer = Producer(
