@@ -357,13 +357,22 @@ class FsspecManifests:
             self.root.fs.pipe_file(path, data)
 
     def _repair_pointer(self, topic: str, partition: int, known: int) -> int:
-        """Point at the newest version from ``known`` on (versions are created one after
-        another, so the newest is where the next one is missing); returns it."""
+        """Point at the newest version from ``known`` (or the pointer's, if newer) on:
+        versions are created one after another, so the newest is where the next one is
+        missing. Returns it.
+
+        A writer whose ``known`` is stale may find it pruned by another writer meanwhile
+        (pruning runs after a commit, outside the commit's lock): the walk starts at the
+        pointer's version then, and a version that vanishes under the walk means the log
+        moved far on and the pointer with it, so nothing is repaired."""
         fs = self.root.fs
-        newest = known
+        newest = max(known, self._pointed_version(topic, partition) or known)
         while fs.exists(self.version_path(topic, partition, newest + 1)):
             newest += 1
-        data = bytes(fs.cat_file(self.version_path(topic, partition, newest)))
+        try:
+            data = bytes(fs.cat_file(self.version_path(topic, partition, newest)))
+        except FileNotFoundError:
+            return newest
         self._point(topic, partition, pointer_to(newest, data))
         log.warning(
             "%s: the pointer was behind the newest version; it names version %d now",
