@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -163,8 +164,17 @@ def save_and_read(page: Any, lab: RunningLab, name: str) -> dict[str, Any]:
     while lab.api(f"/api/contents/notebooks/{name}?content=0")["last_modified"] == before:
         assert time.monotonic() < deadline, f"{name}: not saved"
         time.sleep(0.2)
-    content: dict[str, Any] = lab.api(f"/api/contents/notebooks/{name}")["content"]
-    return content
+    # Jupyter's "atomic" save copies the old file aside and rewrites the notebook in
+    # place, so its modification time moves before the write ends: a read in between gets
+    # 400 "Unreadable Notebook" (CI saw it once). Read again until the file parses.
+    while True:
+        try:
+            content: dict[str, Any] = lab.api(f"/api/contents/notebooks/{name}")["content"]
+            return content
+        except urllib.error.HTTPError as error:
+            if error.code != 400 or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.2)
 
 
 def shut_down_kernels(lab: RunningLab) -> None:
