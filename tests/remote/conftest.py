@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tierlog.local.config import LogConfig
+from tierlog.local.file_lease import FileSlice
 from tierlog.local.log import Log
 from tierlog.local.segment import LogSegment
 from tierlog.records.builder import Record, build_batch
@@ -203,3 +204,14 @@ def remote_segment(
 def paths(seg: LogSegment) -> tuple[Path, Path, Path]:
     """The three local files to pass to ``copy_segment``."""
     return seg.path, seg.offset_index.path, seg.time_index.path
+
+
+def records_bytes(records: FileSlice | bytes | None) -> bytes | None:
+    """The bytes of a read's answer (a slice to send is read and released, as the server
+    releases it once sent), bytes, or None."""
+    if not isinstance(records, FileSlice):
+        return records
+    try:
+        return records.read()
+    finally:
+        records.release()

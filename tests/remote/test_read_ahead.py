@@ -107,7 +107,34 @@ def test_a_cap_below_one_chunk_still_fetches_one_at_a_time(tmp_path: Path) -> No
 def test_the_window_is_at_most_half_the_cache(tmp_path: Path) -> None:
     cache = ChunkCache(tmp_path, 4 * CHUNK, chunk_bytes=CHUNK)
     ahead = ReadAhead(cache, window_chunks=16, max_bytes=100 * CHUNK, executor=HeldExecutor())
-    assert ahead.window_chunks == 2
+    assert ahead.window_bytes == 2 * CHUNK
+
+
+def test_the_window_counts_bytes_so_small_segments_fill_it(tmp_path: Path) -> None:
+    cache = ChunkCache(tmp_path, 100 * CHUNK, chunk_bytes=CHUNK)
+    held = HeldExecutor()
+    ahead = ReadAhead(cache, window_chunks=2, max_bytes=100 * CHUNK, executor=held)
+    store = Store()
+    # Segments of a quarter chunk: the 2-chunk window holds 8 of them, not 2.
+    small = [segment(f"s{n}", CHUNK // 4, base=10 * n) for n in range(12)]
+    assert ahead.advise([(s, store.fetch_of(s)) for s in small], 0) == 8
+    assert ahead.in_flight_bytes == 2 * CHUNK
+    # A chunk that does not fit what is left of the window waits for the next read.
+    big = [segment("a", CHUNK // 2), segment("b", 3 * CHUNK, base=10)]
+    assert ahead.advise([(s, store.fetch_of(s)) for s in big], 0) == 2  # a, then b's first
+
+
+def test_a_cache_of_one_chunk_reads_ahead_small_segments_only(tmp_path: Path) -> None:
+    # Half the cache is less than a chunk: a whole chunk ahead would evict the one being
+    # read, but segments smaller than the room still fit.
+    cache = ChunkCache(tmp_path, CHUNK, chunk_bytes=CHUNK)
+    ahead = ReadAhead(cache, window_chunks=4, max_bytes=100 * CHUNK, executor=HeldExecutor())
+    assert ahead.window_bytes == CHUNK // 2
+    store = Store()
+    whole = segment("w", 3 * CHUNK)
+    assert ahead.advise([(whole, store.fetch_of(whole))], 0) == 0
+    small = [segment(f"s{n}", CHUNK // 5, base=10 * n) for n in range(4)]
+    assert ahead.advise([(s, store.fetch_of(s)) for s in small], 0) == 2
 
 
 def test_a_read_of_a_chunk_being_fetched_ahead_waits_for_it_instead_of_a_second_get(

@@ -109,7 +109,8 @@ def test_the_second_store_serves_every_caller_unchanged(
 ) -> None:
     log = _tiered_log(tmp_path, clock)
     store = registry.open_store(dict_scheme)
-    manager = RemoteLogManager(store, tmp_path / "cache", 0, clock=clock)
+    # No read-ahead: it would race the damage done below into the cache, as fetched.
+    manager = RemoteLogManager(store, tmp_path / "cache", 0, clock=clock, read_ahead_chunks=0)
     try:
         state = manager.track(
             TOPIC, PARTITION, TOPIC_ID, log, lambda: 0, lambda: log.log_end_offset

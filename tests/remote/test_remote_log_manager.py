@@ -15,9 +15,19 @@ from typing import Any
 
 import pytest
 
-from tests.remote.conftest import PARTITION, T0, TOPIC, TOPIC_ID, batch, paths, remote_segment
+from tests.remote.conftest import (
+    PARTITION,
+    T0,
+    TOPIC,
+    TOPIC_ID,
+    batch,
+    paths,
+    records_bytes,
+    remote_segment,
+)
 from tierlog.local.checkpoint import decode_checkpoint
 from tierlog.local.config import LogConfig
+from tierlog.local.file_lease import FileSlice
 from tierlog.local.log import Log
 from tierlog.local.producer_state import snapshot_path
 from tierlog.remote import manifest as mf
@@ -724,12 +734,16 @@ def test_remote_fetches_are_held_to_the_fetch_quota(
         h.cycle()
         assert h.committed()
         manager = h.manager
-        first = asyncio.run(manager.read(h.state, 0, 1500))
+        first = records_bytes(asyncio.run(manager.read(h.state, 0, 1500)))
         assert first and len(first) > 0  # within the credit: read whole, its bytes counted
         assert asyncio.run(manager.read(h.state, 0, 1500)) == b""
         assert manager.fetches_throttled == 1
         clock.advance(len(first) * 1000 // rate + 1)  # the debt paid: credit again
-        assert asyncio.run(manager.read(h.state, 0, 1500)) == first
+        # Read again: from the chunk cache now, a slice of the chunk file to send (a
+        # store on the local file system is read in place, without the cache).
+        again = asyncio.run(manager.read(h.state, 0, 1500))
+        assert isinstance(again, bytes if store.is_local else FileSlice)
+        assert records_bytes(again) == first
     finally:
         h.close()
         log.close()

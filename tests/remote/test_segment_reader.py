@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.remote.conftest import paths, remote_segment
+from tierlog.local.file_lease import FileSlice
 from tierlog.local.log import Log
 from tierlog.local.segment import LogSegment
 from tierlog.records.header import peek_size
@@ -19,7 +21,7 @@ from tierlog.remote.api import (
     RemoteStorageError,
     SegmentState,
 )
-from tierlog.remote.chunk_cache import ChunkCache
+from tierlog.remote.chunk_cache import ChunkCache, ChunkNotCached
 from tierlog.remote.fsspec_storage import FsspecRemoteStore
 from tierlog.remote.segment_reader import RemoteSegmentReader
 
@@ -99,6 +101,79 @@ def test_index_is_fetched_once_and_the_cache_saves_requests(
     again = RemoteSegmentReader(store, segment, cache)
     again.read(segment.end_offset, 1000)
     assert store.ranges == 1 and cache.hits > 0
+
+
+@pytest.mark.parametrize("max_bytes", [1, 700, 1 << 20])
+def test_a_replay_front_to_back_needs_no_index(
+    store: CountingStore, closed_log: Log, max_bytes: int
+) -> None:
+    for local, segment in upload(store, closed_log):
+        reader = RemoteSegmentReader(store, segment, None, scan_bytes=4096)
+        got, offset = b"", segment.base_offset
+        while (data := reader.read(offset, max_bytes)) is not None:
+            got += data
+            offset = reader._resume[0]  # what a consumer asks for next
+        assert got == local.path.read_bytes()
+    assert store.indexes == 0
+
+
+def test_a_cached_only_read_sends_no_request_and_raises_when_it_would_wait(
+    store: CountingStore, closed_log: Log, tmp_path: Path
+) -> None:
+    (_, segment), (_, following), *_ = upload(store, closed_log)
+    cache = ChunkCache(tmp_path / "cache", 1 << 20, chunk_bytes=2048)
+    reader = RemoteSegmentReader(store, segment, cache, scan_bytes=4096)
+    with pytest.raises(ChunkNotCached):
+        reader.read(segment.base_offset, 5000, cached_only=True)
+    middle = segment.base_offset + 3
+    with pytest.raises(ChunkNotCached):  # the offset index is not fetched yet
+        reader.read(middle, 5000, cached_only=True)
+    assert (store.ranges, store.indexes) == (0, 0)
+    expected = reader.read(middle, 5000)
+    requests = store.ranges, store.indexes
+    assert reader.read(middle, 5000, cached_only=True) == expected
+    assert (store.ranges, store.indexes) == requests
+    with pytest.raises(ChunkNotCached):  # the next segment shares the cache, not its bytes
+        RemoteSegmentReader(store, following, cache).read(
+            following.base_offset, 100, cached_only=True
+        )
+    uncached = RemoteSegmentReader(store, segment, None)
+    with pytest.raises(ChunkNotCached):
+        uncached.read(segment.base_offset, 100, cached_only=True)
+
+
+def test_a_cached_read_is_a_slice_of_one_chunk_file_holding_what_a_read_gives(
+    store: CountingStore, closed_log: Log, tmp_path: Path
+) -> None:
+    chunk = 2048
+    cache = ChunkCache(tmp_path / "cache", 1 << 20, chunk_bytes=chunk)
+    buffer = bytearray()
+    slices = answered_with_bytes = 0
+    for _, segment in upload(store, closed_log):
+        reader = RemoteSegmentReader(store, segment, cache, scan_bytes=4096)
+        reader.read(segment.base_offset, 1 << 20)  # every chunk of the segment cached
+        reader.find_position(segment.end_offset)  # and its index fetched
+        requests = store.ranges, store.indexes
+        for offset in range(segment.base_offset, segment.end_offset + 1):
+            expected = reader.read(offset, 3000)
+            assert expected
+            got = reader.read_cached(offset, 3000, buffer)
+            if isinstance(got, bytes):  # the first batch crosses into the next chunk file
+                answered_with_bytes += 1
+                assert got == expected
+                continue
+            assert isinstance(got, FileSlice)
+            slices += 1
+            position = reader.find_position(offset)
+            assert position // chunk == (position + got.size - 1) // chunk  # one file
+            assert got.position == position % chunk
+            assert 0 < got.size <= len(expected) and got.read() == expected[: got.size]
+            fd = got.fd
+            got.release()
+            with pytest.raises(OSError):  # the slice owned its file: released, closed
+                os.fstat(fd)
+        assert (store.ranges, store.indexes) == requests
+    assert slices and answered_with_bytes
 
 
 def test_timestamp_lookups_match_the_local_log(store: CountingStore, closed_log: Log) -> None:

@@ -159,8 +159,9 @@ BROKER_NOTES: dict[str, KafkaNotes] = {
         "(Kafka: the pool that serves remote fetches)"
     ),
     "remote.log.reader.read.ahead.chunks": _ro(
-        f"{_OWN}: remote read-ahead per partition, in cache chunks of 4 MiB (at most half "
-        "the cache); nearest in Kafka: remote.log.reader.threads"
+        f"{_OWN}: remote read-ahead per partition, in bytes: this many cache chunks of 4 "
+        "MiB (at most half the cache; a segment smaller than a chunk counts for its size); "
+        "nearest in Kafka: remote.log.reader.threads"
     ),
     "remote.log.reader.read.ahead.max.bytes": _ro(
         f"{_OWN}: the memory of all partitions' read-ahead GETs in flight; nearest in "

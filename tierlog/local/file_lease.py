@@ -157,6 +157,22 @@ class FileSlice:
         return f"FileSlice(fd={self.fd}, position={self.position}, size={self.size}{lease})"
 
 
+def records_size(records: FileSlice | bytes | None) -> int:
+    """Bytes in a read's answer (a slice to send, bytes, or nothing)."""
+    if records is None:
+        return 0
+    return records.size if isinstance(records, FileSlice) else len(records)
+
+
+def owning_slice(fd: int, position: int, size: int) -> FileSlice:
+    """A slice of ``fd`` that owns it: its release closes ``fd`` (a remote chunk file
+    opened for one fetch answer, ``tierlog.remote.segment_reader``)."""
+    file = SegmentFile(fd)
+    file.leases = 1
+    file.retire()  # no segment keeps it open: the slice's release is the last one
+    return FileSlice(fd, position, size, file)
+
+
 class ReaderSlice(FileSlice):
     """A whole-file slice for a reader that ``pread``s it (``LogSegment.lease_all``): its
     release also ends the reader's hold on truncation (``SegmentFile.readers``)."""

@@ -24,7 +24,9 @@ Thread-safe: one lock guards the index and the renames/unlinks that must agree w
 fetches, reads and chunk writes happen outside it. A chunk being fetched is fetched once:
 a second thread missing it (a fetch catching up with the read-ahead that is already
 fetching it, ``tierlog.remote.read_ahead``) waits for that fetch instead of sending a
-second GET, and fetches it itself only if that one failed.
+second GET, and fetches it itself only if that one failed. A read given ``CACHED_ONLY``
+as its fetch never waits: it raises ``ChunkNotCached`` for a chunk that is not there (the
+event loop serves cache hits itself, ``tierlog.remote.remote_reads``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ _CLEAN_MARKER = ".clean"
 _TMP = ".tmp-"
 
 Fetch = Callable[[int, int], bytes]
+
+
+class ChunkNotCached(Exception):
+    """A read with ``CACHED_ONLY`` needed a chunk that is not in the cache (or is only
+    being fetched): the caller reads again where waiting is allowed."""
+
+
+def CACHED_ONLY(start: int, end: int) -> bytes:
+    """The ``fetch`` of a read that must not wait for the store (``ChunkNotCached``)."""
+    raise ChunkNotCached(f"bytes [{start}, {end}) are not cached")
 
 
 class ChunkSlice(NamedTuple):
@@ -147,6 +159,23 @@ class ChunkCache:
         length = min(end, segment.size_bytes, (index + 1) * self.chunk_bytes) - start
         return ChunkSlice(whole.path, position, max(0, length))
 
+    def open_cached(self, segment: RemoteSegment, index: int) -> int | None:
+        """A descriptor of chunk ``index``'s file (the caller closes it), None when the
+        chunk is not cached; never fetches and never waits. A hit, as for ``get``."""
+        key = (segment.segment_id, index)
+        with self._lock:
+            if key not in self._entries:
+                return None
+            self._entries.move_to_end(key)
+        try:
+            fd = os.open(self._path(*key), os.O_RDONLY)
+        except FileNotFoundError:
+            return None  # evicted since
+        os.utime(fd)  # recency survives a restart
+        with self._lock:
+            self.hits += 1
+        return fd
+
     def _chunk_length(self, segment: RemoteSegment, index: int) -> int:
         start = index * self.chunk_bytes
         return min(self.chunk_bytes, segment.size_bytes - start)
@@ -172,6 +201,8 @@ class ChunkCache:
                 with self._lock:
                     self.hits += 1
                 return data
+        if fetch is CACHED_ONLY:
+            raise ChunkNotCached(f"chunk {index} of segment {segment.segment_id}")
         with self._lock:
             pending = self._fetching.get(key)
             if pending is None:

@@ -6,14 +6,19 @@ about a MiB. Without read-ahead each 4 MiB chunk is fetched when the first fetch
 it, one GET at a time, and the consumer waits for every one (Aiven's tiered-storage users
 reported the same sequential-GET ceiling; Kafka's answer is a pool of
 ``remote.log.reader.threads``, Redpanda's a read-ahead). After every remote read this
-module starts the GETs of the next ``window_chunks`` chunks of the partition (crossing
-into the following segments), on a pool of ``threads``, so the store works on several
-ranges at once while the consumer reads the one it has.
+module starts the GETs of the next ``window_chunks`` chunks' worth of bytes of the
+partition (crossing into the following segments), on a pool of ``threads``, so the store
+works on several ranges at once while the consumer reads the one it has.
 
 Bounds:
 
-* a window per partition: at most ``window_chunks`` chunks ahead of the last read, and no
-  more than half the cache (read-ahead must not evict what the consumer is about to read);
+* a window per partition, in bytes: at most ``window_chunks`` x the chunk size ahead of
+  the last read, and no more than half the cache (read-ahead must not evict what the
+  consumer is about to read). Bytes, not chunks: a segment smaller than a chunk is one
+  short chunk, and counting it as a whole one kept a topic of 1 MiB segments to a
+  quarter of the window (bench/tiered.py --quick: two GETs in flight against the raw
+  GET's ten). A chunk larger than what is left of the window waits for a later read, so
+  a cache of one chunk reads ahead only segments smaller than half of it;
 * a global memory cap: the bytes of chunks being fetched (held in memory until written to
   the cache) never exceed ``max_bytes`` over all partitions; a chunk that does not fit
   waits for the next read to be asked for again. At least one chunk is always allowed
@@ -49,7 +54,8 @@ DEFAULT_MAX_BYTES = 64 << 20
 class ReadAhead:
     """Args:
     cache: where chunks go (its chunk size is the unit of read-ahead).
-    window_chunks: chunks fetched ahead of a partition's last read; 0 disables.
+    window_chunks: the window ahead of a partition's last read, in chunks' worth of bytes
+        (``window_bytes``, at most half the cache); 0 disables.
     max_bytes: cap on the bytes of all read-ahead fetches in flight.
     executor: runs the fetches (None: a pool of ``threads`` threads, owned and closed).
     threads: the pool's size when no executor is given (remote.log.reader.threads).
@@ -66,7 +72,7 @@ class ReadAhead:
     ) -> None:
         self.cache = cache
         # Never more than half the cache ahead: the rest holds what is being read.
-        self.window_chunks = max(0, min(window_chunks, cache.max_bytes // cache.chunk_bytes // 2))
+        self.window_bytes = max(0, min(window_chunks * cache.chunk_bytes, cache.max_bytes // 2))
         self.max_bytes = max_bytes
         self._owned = executor is None
         self._executor: Executor = executor or ThreadPoolExecutor(
@@ -90,20 +96,25 @@ class ReadAhead:
         partition's following segments, each with its ranged fetch). Returns how many
         fetches were started.
         """
-        if self.window_chunks == 0 or not segments:
+        if self.window_bytes == 0 or not segments:
             return 0
         chunk = self.cache.chunk_bytes
         wanted: list[tuple[RemoteSegment, Fetch, int, int]] = []
+        room = self.window_bytes
         first, _ = segments[0]
         index = position // chunk
+        full = False
         for segment, fetch in segments:
             last = (segment.size_bytes - 1) // chunk
             start = index if segment is first else 0
             for i in range(start, last + 1):
-                if len(wanted) == self.window_chunks:
+                length = min(chunk, segment.size_bytes - i * chunk)
+                full = length > room
+                if full:
                     break
-                wanted.append((segment, fetch, i, min(chunk, segment.size_bytes - i * chunk)))
-            if len(wanted) == self.window_chunks:
+                wanted.append((segment, fetch, i, length))
+                room -= length
+            if full or room <= 0:
                 break
         started = 0
         for segment, fetch, i, length in wanted:

@@ -56,6 +56,7 @@ from typing import Any, Protocol
 
 from tierlog.local.checkpoint import CorruptCheckpointError, atomic_write
 from tierlog.local.errors import CorruptSegmentError
+from tierlog.local.file_lease import FileSlice, records_size
 from tierlog.local.log import Log
 from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote import manifest as mf
@@ -478,7 +479,7 @@ class RemoteLogManager:
 
     async def read(
         self, state: TieredPartition, offset: int, max_bytes: int, min_one_batch: bool = True
-    ) -> bytes | None:
+    ) -> FileSlice | bytes | None:
         """``RemoteReads.read``: batches from the remote segment holding ``offset`` (or the
         next one that has any), None when none from ``offset`` on has a batch; ``b""``
         (nothing, read again later) while the fetch quota is used up.
@@ -498,7 +499,7 @@ class RemoteLogManager:
             return b""
         found = await self.reads.read(state, offset, max_bytes, min_one_batch)
         if throttle is not None and found:
-            throttle.wait_for(len(found))
+            throttle.wait_for(records_size(found))
         return found
 
     async def offset_for_timestamp(

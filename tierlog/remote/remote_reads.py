@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from tierlog.local.checkpoint import CorruptCheckpointError, decode_checkpoint
+from tierlog.local.file_lease import FileSlice, records_size
 from tierlog.local.leader_epoch import EpochEntry
 from tierlog.records.txn_index_codec import AbortedTxn
 from tierlog.remote import manifest as mf
@@ -37,7 +38,7 @@ from tierlog.remote.api import (
     RemoteStorageError,
     RemoteStore,
 )
-from tierlog.remote.chunk_cache import ChunkCache
+from tierlog.remote.chunk_cache import ChunkCache, ChunkNotCached
 from tierlog.remote.read_ahead import ReadAhead
 from tierlog.remote.remote_txn_index import RemoteTxnIndexes
 from tierlog.remote.segment_reader import RemoteSegmentReader
@@ -80,6 +81,9 @@ class RemoteReads:
         self.fetch_timeout_s = fetch_timeout_s
         self.read_ahead = read_ahead
         self._fetchers = ThreadPoolExecutor(2, thread_name_prefix="remote-fetch")
+        # What the event loop reads cached chunks into to check them (grows to the
+        # largest read; only the loop uses it).
+        self._loop_buffer = bytearray()
         self.fetched_bytes = 0
         self.fetch_errors = 0
         # Damaged remote ranges found by reads (each reported once: consumers retry).
@@ -111,7 +115,7 @@ class RemoteReads:
 
     async def read(
         self, state: TieredPartition, offset: int, max_bytes: int, min_one_batch: bool = True
-    ) -> bytes | None:
+    ) -> FileSlice | bytes | None:
         """Batches from the remote segment holding ``offset``, or from the next one that
         has any when it has none at or after ``offset`` (a compacted segment can lose its
         last records without its range shrinking); every batch checked
@@ -126,7 +130,7 @@ class RemoteReads:
         """
         manifest = state.manifest
         segment = mf.segment_for_offset(manifest, offset) if manifest else None
-        data: bytes | None = None
+        data: FileSlice | bytes | None = None
         while segment is not None and data is None:
             assert manifest is not None
             reader = self._reader(state, segment)
@@ -135,7 +139,15 @@ class RemoteReads:
                 self._read_ahead_of, state, manifest, reader, start, max_bytes, min_one_batch
             )
             try:
-                data = await self._off_loop(read)
+                try:
+                    # A read whose bytes are all in the chunk cache (the read-ahead's
+                    # work, or a repeat) is served here, as a sendfile slice of the chunk
+                    # file: handing it to a thread and back, and sending a copy, cost
+                    # more than the read (a file read into a reused buffer and the CRC,
+                    # what a local segment's read costs the loop too).
+                    data = read(cached_into=self._loop_buffer)
+                except ChunkNotCached:
+                    data = await self._off_loop(read)
             except CorruptRemoteDataError as exc:
                 self.fetch_errors += 1
                 self._report(segment, exc)
@@ -144,7 +156,7 @@ class RemoteReads:
                 self.fetch_errors += 1
                 raise
             segment = mf.segment_for_offset(manifest, segment.end_offset + 1)
-        self.fetched_bytes += len(data) if data else 0
+        self.fetched_bytes += records_size(data)
         return data
 
     def _read_ahead_of(
@@ -155,15 +167,24 @@ class RemoteReads:
         offset: int,
         max_bytes: int,
         min_one_batch: bool,
-    ) -> bytes | None:
-        """``reader.read``, then the read-ahead of what follows it (on a fetch thread)."""
-        data = reader.read(offset, max_bytes, min_one_batch=min_one_batch)
+        *,
+        cached_into: bytearray | None = None,
+    ) -> FileSlice | bytes | None:
+        """``reader.read``, then the read-ahead of what follows it: on a fetch thread, or
+        on the loop with ``cached_into`` (``reader.read_cached`` with that buffer: a slice
+        of a cached chunk, or ``ChunkNotCached`` rather than a wait)."""
+        data = (
+            reader.read(offset, max_bytes, min_one_batch=min_one_batch)
+            if cached_into is None
+            else reader.read_cached(offset, max_bytes, cached_into, min_one_batch=min_one_batch)
+        )
         if data and self.read_ahead is not None and reader.cache is not None:
             following = [(reader.segment, reader.fetch_from_store)]
             chunk = self.cache.chunk_bytes
-            # Chunks the window still wants beyond this segment's end.
-            short = self.read_ahead.window_chunks - (
-                (reader.size - 1) // chunk - reader.last_read_end // chunk
+            # Bytes the window still wants beyond this segment's end (it starts at the
+            # chunk holding the read's end).
+            short = self.read_ahead.window_bytes - (
+                reader.size - reader.last_read_end // chunk * chunk
             )
             segment = reader.segment
             while short > 0:
@@ -172,7 +193,7 @@ class RemoteReads:
                     break
                 segment = nxt_segment
                 following.append((segment, self._reader(state, segment).fetch_from_store))
-                short -= (segment.size_bytes + chunk - 1) // chunk
+                short -= segment.size_bytes
             self.read_ahead.advise(following, reader.last_read_end)
         return data
 

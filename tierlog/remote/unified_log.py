@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 from tierlog.local.errors import OffsetOutOfRangeError
+from tierlog.local.file_lease import records_size
 from tierlog.local.leader_epoch import EpochEntry, end_offset_for
 from tierlog.local.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from tierlog.local.segment import FileSlice
@@ -48,17 +49,16 @@ EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 @dataclass(slots=True)
 class LogReadResult:
-    """Records read from one tier: a sendfile slice of a local segment, bytes fetched from
-    the remote tier, or None when there is nothing (yet) at the offset."""
+    """Records read from one tier: a sendfile slice of a local segment or of a cached
+    remote chunk, bytes fetched from the remote tier, or None when there is nothing (yet)
+    at the offset."""
 
     records: FileSlice | bytes | None
     log_start_offset: int
 
     @property
     def size(self) -> int:
-        if self.records is None:
-            return 0
-        return self.records.size if isinstance(self.records, FileSlice) else len(self.records)
+        return records_size(self.records)
 
 
 def records_end_offset(records: FileSlice | bytes | None) -> int | None:
