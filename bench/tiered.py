@@ -162,6 +162,7 @@ class Broker:
     data: Path
     store: RemoteStore
     log_path: Path
+    store_pid: int | None = None  # the store's server process on this box (moto)
     _admin: AdminClient | None = None
 
     def metrics_port(self) -> int:
@@ -344,6 +345,7 @@ def consume_range(broker: Broker, topic: str, end: int, plan: Plan) -> dict[str,
     got = nbytes = errors = first_got = first_bytes = 0
     cpu0 = client_cpu()
     broker_cpu0 = process_cpu(broker.proc.pid)
+    store_cpu0 = process_cpu(broker.store_pid) if broker.store_pid else 0.0
     last_offset = -1
     t_first = 0.0
     try:
@@ -385,6 +387,9 @@ def consume_range(broker: Broker, topic: str, end: int, plan: Plan) -> dict[str,
         # With the store's own CPU (moto is a Python server on the same 2 cores), what
         # bounds a replay here: the box, not the store's parallelism.
         "broker_cpu_s": round(process_cpu(broker.proc.pid) - broker_cpu0, 2),
+        "store_cpu_s": (
+            round(process_cpu(broker.store_pid) - store_cpu0, 2) if broker.store_pid else None
+        ),
     }
 
 
@@ -527,16 +532,22 @@ def raw_gets(broker: Broker, topic: str, end: int, rounds: int) -> list[float]:
             ranges.append((path, part.offset + start, part.offset + stop))
     total = sum(hi - lo for _, lo, hi in ranges)
     rates = []
+    store_cores = []
     with ThreadPoolExecutor(READER_THREADS) as pool:
         for _ in range(rounds):
             t0 = time.perf_counter()
+            store_cpu0 = process_cpu(broker.store_pid) if broker.store_pid else 0.0
             got = sum(
                 len(data)
                 for data in pool.map(lambda r: fs.cat_file(r[0], start=r[1], end=r[2]), ranges)
             )
             elapsed = time.perf_counter() - t0
+            if broker.store_pid:
+                store_cores.append((process_cpu(broker.store_pid) - store_cpu0) / elapsed)
             assert got == total, f"raw GET read {got} of {total} bytes"
             rates.append(round(total / MB / elapsed, 1))
+    if store_cores:
+        print(f"raw GET: the store busy {statistics.median(store_cores):.2f} cores, median")
     return rates
 
 
@@ -624,10 +635,14 @@ def replay(
     remote = [consume_range(broker, topic, end, plan) for _ in range(plan.rounds)]
     after_replay = broker.store_requests()
     cores = statistics.median(r["broker_cpu_s"] / r["seconds"] for r in remote)
+    busy = f"the broker busy {cores:.2f} cores"
+    if broker.store_pid:
+        store = statistics.median(r["store_cpu_s"] / r["seconds"] for r in remote)
+        busy += f", the store {store:.2f}"
     print(
         f"{label}: remote tier "
         + ", ".join(f"{rate(r)} MB/s" for r in remote)
-        + f" (the broker busy {cores:.2f} cores, median)",
+        + f" ({busy}, medians)",
         flush=True,
     )
     gets = raw_gets(broker, topic, end, plan.rounds)
@@ -826,6 +841,7 @@ def run_all(work: Path, plan: Plan, figures: dict[str, Any]) -> None:
             create_bucket(endpoint, "tierlog-bench")
             options = {**S3_OPTIONS, "endpoint_url": endpoint}
             s3 = start_broker(work / "s3", plan, "s3://tierlog-bench/tiered", options)
+            s3.store_pid = moto.pid
             part(
                 figures,
                 "replay_s3",
