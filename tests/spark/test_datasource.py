@@ -4,6 +4,7 @@ batch, remote-only and streaming reads, with batches of every codec."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Iterator
@@ -12,12 +13,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 
 from tests.spark.streams import run_available_now
 from tests.tiered_data import Row, TieredTopic, produce_activity, running_tiered_topic, topic_rows
 from tierlog.client import LATEST, LogClient
-from tierlog.spark.datasource import SplitPartition, TierlogBatchReader
+from tierlog.spark.datasource import SplitPartition, TierlogBatchReader, TierlogPushdownReader
 from tierlog.spark.options import parse
+from tierlog.spark.session import PUSHDOWN_CONF
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +112,44 @@ def test_offset_and_timestamp_bounds(spark: Any, tiered: TieredTopic) -> None:
     assert spark_rows(by_time) == [
         r for r in expected if first_at[r[0]] is not None and r[1] >= first_at[r[0]]
     ]
+
+
+def test_filters_prune_the_plan_and_every_row_still_matches(
+    spark: Any, tiered: TieredTopic
+) -> None:
+    assert spark.conf.get(PUSHDOWN_CONF) == "true"  # session() turns pushdown on
+    expected = topic_rows(tiered)
+    by_offset = read(spark, source_options(tiered)).where(
+        "partition = 1 and offset >= 100 and offset < 900"
+    )
+    assert spark_rows(by_offset) == [r for r in expected if r[0] == 1 and 100 <= r[1] < 900]
+    recent = sorted(r[4] for r in expected)[len(expected) * 9 // 10]  # the newest tenth
+    by_time = read(spark, source_options(tiered)).where(f"timestamp >= timestamp_millis({recent})")
+    assert spark_rows(by_time) == [r for r in expected if r[4] >= recent]
+
+    # What the reader plans with those filters: only ranges that can match.
+    options = parse(source_options(tiered))
+    whole = [p.split for p in TierlogPushdownReader(options).partitions()]
+    offsets = [
+        EqualTo(("partition",), 1),
+        GreaterThanOrEqual(("offset",), 100),
+        LessThan(("offset",), 900),
+    ]
+    reader = TierlogPushdownReader(options)
+    assert reader.pushFilters(offsets) is offsets  # all given back: Spark checks each row
+    pruned = [p.split for p in reader.partitions()]
+    assert pruned and all(s.partition == 1 and 100 <= s.start < s.end <= 900 for s in pruned)
+    end = min(900, max(s.end for s in whole if s.partition == 1))
+    assert sum(s.end - s.start for s in pruned) == end - 100
+    assert end - 100 < sum(s.end - s.start for s in whole)
+    stamp = dt.datetime.fromtimestamp(recent / 1000, dt.UTC)
+    reader = TierlogPushdownReader(options)
+    reader.pushFilters([GreaterThanOrEqual(("timestamp",), stamp)])
+    first_at = {p: min(r[1] for r in expected if r[0] == p and r[4] >= recent) for p in (0, 1)}
+    recent_splits = [p.split for p in reader.partitions()]
+    assert all(s.start >= first_at[s.partition] for s in recent_splits)
+    assert {s.partition: s.start for s in recent_splits if s.start == first_at[s.partition]}
+    assert len(recent_splits) < len(whole)
 
 
 def test_unknown_topic_is_a_clear_error(spark: Any, tiered: TieredTopic) -> None:

@@ -10,17 +10,18 @@ that sets Spark up with Delta.
           .option("remote.log.storage.url", "file:///data/remote")
           .load())
 
-Importing this package does not import pyspark; ``session()`` and ``TierlogDataSource``
-do, on first use.
+A session made elsewhere gets the source with ``register(spark)``. Importing this package
+does not import pyspark; ``session()``, ``register()`` and ``TierlogDataSource`` do, on
+first use.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tierlog.spark.session import session
+from tierlog.spark.session import register, session
 
-__all__ = ["TierlogDataSource", "session"]
+__all__ = ["TierlogDataSource", "register", "session"]
 
 
 def __getattr__(name: str) -> Any:

@@ -9,8 +9,8 @@ they hold only options and plain data; clients and stores are made where they ar
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -19,6 +19,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    Filter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -42,6 +43,7 @@ from tierlog.remote.registry import open_store
 from tierlog.spark.discovery import Discovery, SourceError
 from tierlog.spark.options import SourceOptions, parse
 from tierlog.spark.planning import OffsetRange, RemoteSplit, Split, limit_ranges, plan
+from tierlog.spark.pushdown import PrunedBounds, bounds_of, narrow
 from tierlog.spark.sink import (
     SinkError,
     TierlogBatchWriter,
@@ -85,7 +87,14 @@ class SplitPartition(InputPartition):
 class TierlogDataSource(DataSource):
     """``spark.read.format("tierlog")`` / ``spark.readStream.format("tierlog")``, options in
     ``tierlog.spark.options``; ``df.write.format("tierlog")`` /
-    ``df.writeStream.format("tierlog")``, options and columns in ``tierlog.spark.sink``."""
+    ``df.writeStream.format("tierlog")``, options and columns in ``tierlog.spark.sink``.
+
+    Without filter pushdown: Spark refuses a reader that takes filters in a session where
+    ``spark.sql.python.filterPushdown.enabled`` is false (its default), so this one, for
+    any session, takes none; ``TierlogDataSourceWithFilterPushdown`` does.
+    ``tierlog.spark.register`` picks the one that fits the session."""
+
+    filter_pushdown: ClassVar[bool] = False
 
     @classmethod
     def name(cls) -> str:
@@ -95,7 +104,10 @@ class TierlogDataSource(DataSource):
         return spark_schema(parse(dict(self.options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return TierlogBatchReader(parse(dict(self.options)))
+        options = parse(dict(self.options))
+        if self.filter_pushdown:
+            return TierlogPushdownReader(options)
+        return TierlogBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return TierlogStreamReader(parse(dict(self.options), streaming=True))
@@ -115,6 +127,14 @@ class TierlogDataSource(DataSource):
         options = parse_sink(dict(self.options))
         check_schema(schema, options)
         return TierlogStreamWriter(options)
+
+
+class TierlogDataSourceWithFilterPushdown(TierlogDataSource):
+    """``TierlogDataSource`` whose batch reads take Spark's filters on ``partition``,
+    ``offset`` and ``timestamp`` (``tierlog.spark.pushdown``), for sessions with
+    ``spark.sql.python.filterPushdown.enabled=true`` (``session()`` sets it)."""
+
+    filter_pushdown = True
 
 
 def _read_split(options: SourceOptions, split: Split) -> Iterator[pa.RecordBatch]:
@@ -150,10 +170,15 @@ def _partitions(splits: list[Split]) -> list[InputPartition]:
 class TierlogBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self.bounds = PrunedBounds()  # what pushed filters allow (all, without pushdown)
 
     def partitions(self) -> Sequence[InputPartition]:
         with Discovery(self.options) as discovery:
             ranges, manifests = discovery.ranges(self.options.starting, self.options.ending)
+            if self.bounds.prunes:
+                ranges = narrow(
+                    ranges, self.bounds, lambda s: discovery.offsets_for_times(s, manifests)
+                )
         return _partitions(
             plan(
                 ranges,
@@ -167,6 +192,16 @@ class TierlogBatchReader(DataSourceReader):
         split = getattr(partition, "split", None)
         if split is not None:
             yield from _read_split(self.options, split)
+
+
+class TierlogPushdownReader(TierlogBatchReader):
+    """A batch reader that plans only the ranges the query's filters can match."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.bounds = bounds_of(filters)
+        # Every filter goes back to Spark, which still checks each row: the bounds only
+        # leave out whole ranges that no row of them could pass.
+        return filters
 
 
 Offsets = dict[str, dict[str, int]]

@@ -9,7 +9,7 @@ own last stable offset, ``remote_lso``), timestamps from remote time indexes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from tierlog.client import EARLIEST, LATEST, ClientError, LogClient
 from tierlog.client.log_client import READ_COMMITTED, READ_UNCOMMITTED
@@ -250,6 +250,15 @@ class Discovery:
                 )
             return earliest
         return min(offset, latest)
+
+    def offsets_for_times(
+        self,
+        stamps: Mapping[TopicPartition, int],
+        manifests: Mapping[TopicPartition, Manifest | None],
+    ) -> dict[TopicPartition, int]:
+        """Each partition's first offset whose timestamp is at or after its stamp (-1:
+        none): from the broker, or with none from the remote tier."""
+        return self._offsets_for_times(dict(stamps), dict(manifests))
 
     def _offsets_for_times(
         self, stamps: dict[TopicPartition, int], manifests: dict[TopicPartition, Manifest | None]

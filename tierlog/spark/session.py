@@ -64,7 +64,6 @@ def session(
     # tierlog.spark.class_archive` (run by make) import this package first, and runpy warns
     # when the module it runs is already imported.
     from tierlog.spark import class_archive
-    from tierlog.spark.datasource import TierlogDataSource
     from tierlog.spark.jars import DELTA, KAFKA_SOURCE, resolve
 
     # Executors are Python workers the JVM starts: they must run this interpreter (its
@@ -86,6 +85,9 @@ def session(
         "spark.sql.session.timeZone": "UTC",
         # Small defaults for one machine; a cluster sets its own.
         "spark.sql.shuffle.partitions": "8",
+        # The tierlog source's batch reads prune by the query's filters on partition,
+        # offset and timestamp (tierlog.spark.pushdown); Spark asks for it by this switch.
+        PUSHDOWN_CONF: "true",
     }
     if jars:
         settings["spark.jars"] = ",".join(jars)
@@ -104,8 +106,22 @@ def session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
-    spark.dataSource.register(TierlogDataSource)
+    register(spark)
     return spark
+
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark: Any) -> None:
+    """Register the ``tierlog`` data source with ``spark`` (``session()`` does): with
+    filter pushdown where the session allows it (``spark.sql.python.filterPushdown.enabled``,
+    on in ``session()``), else without, since Spark refuses a reader that takes filters in
+    a session that has it off. Register again after changing that setting."""
+    from tierlog.spark.datasource import TierlogDataSource, TierlogDataSourceWithFilterPushdown
+
+    enabled = str(spark.conf.get(PUSHDOWN_CONF, "false")).strip().lower() == "true"
+    spark.dataSource.register(TierlogDataSourceWithFilterPushdown if enabled else TierlogDataSource)
 
 
 def driver_address(master: str) -> dict[str, str]:
