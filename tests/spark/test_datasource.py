@@ -152,6 +152,29 @@ def test_filters_prune_the_plan_and_every_row_still_matches(
     assert len(recent_splits) < len(whole)
 
 
+def test_a_new_query_reads_what_was_produced_since(spark: Any, tiered: TieredTopic) -> None:
+    """A query plans its read when it runs: a DataFrame loaded again, or a new query on the
+    same one, sees the records produced since. (Spark keeps a Python data source's plan
+    for a query it has run, so the very same query run again answers as before: the
+    README says to load again.)"""
+    topic = f"again-{time.time_ns()}"
+    producer = Producer({"bootstrap.servers": tiered.bootstrap})
+
+    def produce(count: int) -> None:
+        for n in range(count):
+            producer.produce(topic, f"v{n}".encode())
+        assert producer.flush(10) == 0
+
+    produce(100)  # auto-created
+    options = {"kafka.bootstrap.servers": tiered.bootstrap, "subscribe": topic}
+    df = read(spark, options)
+    assert df.count() == 100
+    produce(50)
+    assert read(spark, options).count() == 150
+    assert df.where("offset >= 0").count() == 150
+    assert df.select("value").count() == 150
+
+
 def test_unknown_topic_is_a_clear_error(spark: Any, tiered: TieredTopic) -> None:
     with pytest.raises(Exception, match="no-such-topic"):
         read(spark, {**source_options(tiered), "subscribe": "no-such-topic"}).collect()
