@@ -77,11 +77,18 @@ def test_the_window_runs_ahead_of_the_read_and_into_the_next_segment(tmp_path: P
     assert ahead.in_flight_bytes == 3 * CHUNK
 
 
-def test_the_memory_cap_holds_over_all_partitions(tmp_path: Path) -> None:
+def held_read_ahead(
+    tmp_path: Path, window_chunks: int, max_bytes: int
+) -> tuple[HeldExecutor, ReadAhead, Store]:
+    """A ReadAhead over a cache of 100 chunks whose fetches wait to be run, and its store."""
     cache = ChunkCache(tmp_path, 100 * CHUNK, chunk_bytes=CHUNK)
     held = HeldExecutor()
-    ahead = ReadAhead(cache, window_chunks=8, max_bytes=5 * CHUNK, executor=held)
-    store = Store()
+    ahead = ReadAhead(cache, window_chunks=window_chunks, max_bytes=max_bytes, executor=held)
+    return held, ahead, Store()
+
+
+def test_the_memory_cap_holds_over_all_partitions(tmp_path: Path) -> None:
+    held, ahead, store = held_read_ahead(tmp_path, 8, 5 * CHUNK)
     p1, p2 = segment("p1", 20 * CHUNK), segment("p2", 20 * CHUNK)
     assert ahead.advise([(p1, store.fetch_of(p1))], 0) == 5  # the cap, not the window
     assert ahead.advise([(p2, store.fetch_of(p2))], 0) == 0  # nothing left for another
@@ -111,10 +118,7 @@ def test_the_window_is_at_most_half_the_cache(tmp_path: Path) -> None:
 
 
 def test_the_window_counts_bytes_so_small_segments_fill_it(tmp_path: Path) -> None:
-    cache = ChunkCache(tmp_path, 100 * CHUNK, chunk_bytes=CHUNK)
-    held = HeldExecutor()
-    ahead = ReadAhead(cache, window_chunks=2, max_bytes=100 * CHUNK, executor=held)
-    store = Store()
+    _, ahead, store = held_read_ahead(tmp_path, 2, 100 * CHUNK)
     # Segments of a quarter chunk: the 2-chunk window holds 8 of them, not 2.
     small = [segment(f"s{n}", CHUNK // 4, base=10 * n) for n in range(12)]
     assert ahead.advise([(s, store.fetch_of(s)) for s in small], 0) == 8
