@@ -62,6 +62,23 @@ spark.stop()
 """
 
 
+# A driver whose executors run ``python`` (argv[4]): one with tierlog's libraries but not
+# tierlog, so they have it only if the session ships it (argv[5]).
+BARE_EXECUTORS = """
+import os, sys
+from tierlog.spark import session
+master, bootstrap, topic, python, ship = sys.argv[1:6]
+os.environ["PYSPARK_PYTHON"] = python  # the Python workers', the driver's planner's too
+spark = session("bare-executors", master=master, delta=False, ship_tierlog=ship == "ship",
+                conf={"spark.ui.enabled": "false", "spark.cores.max": "2",
+                      "spark.executor.memory": "512m"})
+df = (spark.read.format("tierlog").option("kafka.bootstrap.servers", bootstrap)
+      .option("subscribe", topic).load())
+print(df.count())
+spark.stop()
+"""
+
+
 def spark_class(*args: str, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1"}
     env.setdefault("SPARK_NO_DAEMONIZE", "1")
@@ -197,3 +214,41 @@ def test_the_ingest_pipeline_runs_on_the_cluster(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["rows_written"] == tiered.produced, result
     assert result["from_remote"] > 0 and result["from_local"] > 0, result
+
+
+def python_without_tierlog(where: Path) -> Path:
+    """A virtualenv whose Python finds this venv's libraries (a path line in a ``.pth``)
+    but not tierlog: its editable install is itself a ``.pth`` import hook, which only a
+    site directory's processing runs, not a path line."""
+    subprocess.run(
+        [getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip",
+         str(where)],
+        check=True, timeout=120,
+    )  # fmt: skip
+    ours = next(p for p in map(Path, sys.path) if p.name == "site-packages" and p.is_dir())
+    theirs = next((where / "lib").glob("python3*/site-packages"))
+    (theirs / "libraries.pth").write_text(f"{ours}\n")
+    python = where / "bin" / "python"
+    probe = subprocess.run(
+        [str(python), "-c", "import pyarrow, confluent_kafka, pyspark; import tierlog"],
+        capture_output=True, text=True, cwd=where, timeout=60, check=False,
+    )  # fmt: skip
+    assert "No module named 'tierlog'" in probe.stderr, probe.stderr
+    return python
+
+
+@pytest.mark.timeout(600)
+def test_executors_without_tierlog_get_it_from_the_session(
+    master: str, tiered: TieredTopic, tmp_path: Path
+) -> None:
+    python = python_without_tierlog(tmp_path / "bare")
+    args = [sys.executable, "-c", BARE_EXECUTORS, master, tiered.bootstrap, tiered.topic]
+    done = run([*args, str(python), "ship"], timeout_s=300)
+    assert int(done.stdout.strip().splitlines()[-1]) == tiered.produced
+    # Without the zip, the same executors cannot run the source's tasks.
+    refused = subprocess.run(
+        [*args, str(python), "no"], cwd=REPO, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "No module named 'tierlog'" in refused.stdout + refused.stderr

@@ -36,6 +36,7 @@ def session(
     extra_jars: Iterable[str | Path] = (),
     conf: Mapping[str, Any] | None = None,
     log_level: str = "WARN",
+    ship_tierlog: bool | None = None,
 ) -> Any:
     """The active SparkSession, or a new one configured for tierlog.
 
@@ -50,6 +51,9 @@ def session(
         conf: more Spark settings; they win over the defaults here.
         log_level: the JVM's log level (Spark's default INFO floods notebooks); the
             JVM logs through ``log4j2.properties`` beside this module (``quiet_logging``).
+        ship_tierlog: send the executors this tierlog, zipped, through
+            ``spark.submit.pyFiles`` (``tierlog.spark.shipping``); default: when the
+            master is not local (a local master's executors run this Python).
 
     Raises:
         ImportError: pyspark is not installed (the message says how to install it).
@@ -63,7 +67,7 @@ def session(
     # Imported here, not at the top: `python -m tierlog.spark.jars` and `-m
     # tierlog.spark.class_archive` (run by make) import this package first, and runpy warns
     # when the module it runs is already imported.
-    from tierlog.spark import class_archive
+    from tierlog.spark import class_archive, shipping
     from tierlog.spark.jars import DELTA, KAFKA_SOURCE, resolve
 
     # Executors are Python workers the JVM starts: they must run this interpreter (its
@@ -98,6 +102,8 @@ def session(
         )
         settings.update(local_delta_settings(master))
     settings.update(conf or {})
+    if ship_tierlog if ship_tierlog is not None else not master.startswith("local"):
+        settings = shipping.with_package(settings)
     quiet_logging(settings)
     class_archive.add_java_options(settings)  # a faster start where `make` built one
     _start_jvm(app_name, master, settings)
