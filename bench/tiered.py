@@ -26,7 +26,9 @@ compression).
    committed segments in 4 MiB ranges, ``READER_THREADS`` at once, nothing else; goal
    replay >= 0.8x of it), and the store requests the broker sent, per GiB
    (``tierlog_remote_store_requests_total`` on its metrics endpoint): GETs per GiB
-   replayed, PUTs per GiB offloaded.
+   replayed, PUTs per GiB offloaded. The same again on HDFS (``--hdfs-mb``): Hadoop's
+   MiniDFSCluster (the tests' ``tests/integration/minihdfs.py``, jars through ``make hdfs``)
+   over ``webhdfs://``, with its raw GET and raw upload.
 3. Offload: bytes committed to the manifest per second while the remote log manager catches
    up with the backlog of 1 (and 2), from the alter to the commit covering R
    (``catch_up_mb_s``, includes up to one task interval of start-up), and between the first
@@ -142,14 +144,15 @@ class Plan:
     # default, 256 MiB, would serve a short range's repeats from local disk).
     reader_cache_bytes: int = 16 * MiB
     fetch_bytes: int = MiB  # the consumer's max.partition.fetch.bytes (librdkafka default)
+    hdfs_bytes: int = 0  # records for the HDFS replay (0: no HDFS part)
 
 
 def quick_plan() -> Plan:
-    return Plan(MiB, 100 * MB, 30 * MB, 3, 4 * MiB, 20, 20.0, 60.0)
+    return Plan(MiB, 100 * MB, 30 * MB, 3, 4 * MiB, 20, 20.0, 60.0, hdfs_bytes=20 * MB)
 
 
 def full_plan() -> Plan:
-    return Plan(4 * MiB, 400 * MB, 100 * MB, 5, 16 * MiB, 20, 30.0, 180.0)
+    return Plan(4 * MiB, 400 * MB, 100 * MB, 5, 16 * MiB, 20, 30.0, 180.0, hdfs_bytes=100 * MB)
 
 
 # -- processes ----------------------------------------------------------------------------
@@ -850,6 +853,24 @@ def run_all(work: Path, plan: Plan, figures: dict[str, Any]) -> None:
             s3.proc.stop()
         finally:
             moto.stop()
+    if plan.hdfs_bytes:
+        part(figures, "replay_hdfs", lambda: replay_hdfs(work, plan))
+
+
+def replay_hdfs(work: Path, plan: Plan) -> dict[str, Any]:
+    """The replay part on a real HDFS: Hadoop's MiniDFSCluster (the tests' helper, jars
+    from Maven Central through ``make hdfs``) over ``webhdfs://``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.integration.minihdfs import running
+
+    with running(work / "hdfs-cluster") as hdfs:
+        broker = start_broker(work / "hdfs", plan, hdfs.url("/tiered"), hdfs.storage_options)
+        broker.store_pid = hdfs.proc.pid
+        try:
+            label = "hdfs (MiniDFSCluster)"
+            return replay(broker, "replay", plan.hdfs_bytes, plan, label, raw_upload=True)
+        finally:
+            broker.proc.stop()
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -861,6 +882,7 @@ def side_by_side(report: Report, figures: dict[str, Any]) -> None:
     for key, label, goal in (
         ("replay_file", "file://", GOAL_FILE_RATIO),
         ("replay_s3", "s3 (moto)", None),
+        ("replay_hdfs", "hdfs (MiniDFSCluster)", None),
     ):
         part_ = figures.get(key, {})
         if "hot" in part_:
@@ -878,7 +900,11 @@ def side_by_side(report: Report, figures: dict[str, Any]) -> None:
             if "big_cache" in part_:
                 cold = {"big cache cold": [part_["big_cache"]["cold_mb_s"]], "hot": tiers["hot"]}
                 report.side_by_side(f"replay {label} big cache cold vs hot", cold, unit="MB/s")
-    for key, label in (("replay_file", "file://"), ("replay_s3", "s3 (moto)")):
+    for key, label in (
+        ("replay_file", "file://"),
+        ("replay_s3", "s3 (moto)"),
+        ("replay_hdfs", "hdfs (MiniDFSCluster)"),
+    ):
         uploaded = figures.get(key, {}).get("offload", {})
         if uploaded.get("raw_upload_mb_s"):
             rates = {
@@ -901,6 +927,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (~1 minute)")
     parser.add_argument("--replay-mb", type=int, help="records for the file:// replay (MB)")
     parser.add_argument("--s3-mb", type=int, help="records for the S3 replay (MB); 0 = skip")
+    parser.add_argument("--hdfs-mb", type=int, help="records for the HDFS replay (MB); 0 = skip")
     parser.add_argument("--segment-mib", type=int, help="log.segment.bytes in MiB")
     parser.add_argument("--rounds", type=int, help="reads of each tier")
     parser.add_argument("--footprint-rate", type=float, help="MB/s produced in the footprint")
@@ -914,6 +941,7 @@ def main() -> int:
     overrides = {
         "replay_bytes": args.replay_mb and args.replay_mb * MB,
         "s3_bytes": None if args.s3_mb is None else args.s3_mb * MB,
+        "hdfs_bytes": None if args.hdfs_mb is None else args.hdfs_mb * MB,
         "segment_bytes": args.segment_mib and args.segment_mib * MiB,
         "rounds": args.rounds,
         "footprint_rate": args.footprint_rate,
@@ -937,7 +965,7 @@ def main() -> int:
     footprint_ = figures.get("footprint", {})
     figures["offload"] = {
         name: figures[key]["offload"]
-        for name, key in (("file", "replay_file"), ("s3", "replay_s3"))
+        for name, key in (("file", "replay_file"), ("s3", "replay_s3"), ("hdfs", "replay_hdfs"))
         if "offload" in figures.get(key, {})
     }
     figures["goal_file_ratio"] = GOAL_FILE_RATIO
